@@ -1,0 +1,53 @@
+"""Every error streamdedup raises on purpose, under one root.
+
+    StreamdedupError
+    ├── ConfigError            bad settings or flags; the process should not start
+    ├── StoreError             the store cannot be used
+    │   ├── StoreLockedError       another process has the store open for writing
+    │   ├── StoreParamsError       the store was built with other sketch parameters
+    │   └── StoreCorruptError      the store file is damaged or not a streamdedup store
+    ├── InputError             a whole input file cannot be read (missing, wrong format)
+    └── MessageError           one message cannot be used; becomes a dead letter, never a crash
+
+Per-message problems are ``MessageError`` with a short machine-readable ``reason`` so the
+dead-letter record can say why; everything else stops the process with a clear message.
+"""
+
+from __future__ import annotations
+
+
+class StreamdedupError(Exception):
+    """Root of streamdedup's own errors."""
+
+
+class ConfigError(StreamdedupError):
+    """Settings that cannot work together or cannot be parsed."""
+
+
+class StoreError(StreamdedupError):
+    """The store cannot be opened or written."""
+
+
+class StoreLockedError(StoreError):
+    """A second writer would corrupt the store, so it is refused."""
+
+
+class StoreParamsError(StoreError):
+    """Signatures from other parameters are not comparable with the stored ones."""
+
+
+class StoreCorruptError(StoreError):
+    """The store's files are damaged; refusing beats giving silent wrong verdicts."""
+
+
+class InputError(StreamdedupError):
+    """An input file as a whole cannot be read."""
+
+
+class MessageError(StreamdedupError):
+    """One message cannot be turned into a document."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail

@@ -1,0 +1,196 @@
+"""One frozen settings object for every entry point.
+
+Defaults are written once, here, as field defaults. A preset overrides some of them; the
+environment (``STREAMDEDUP_<FIELD>``) and then CLI flags override the preset. The CLI builds
+its options from these fields, so a new setting needs one line here and nothing else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from streamdedup.errors import ConfigError
+
+ENV_PREFIX = "STREAMDEDUP_"
+
+
+def _opt(default: Any, help: str, *, group: str, secret: bool = False) -> Any:
+    return field(default=default, metadata={"help": help, "group": group, "secret": secret})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that configures the detector, its store and the Kafka service."""
+
+    # --- text: which fields, and how they are normalized (the study's steps, each switchable)
+    text_fields: tuple[str, ...] = _opt(
+        ("title", "description"), "message fields joined to form the text", group="text"
+    )
+    strip_html: bool = _opt(True, "turn HTML into plain text", group="text")
+    lowercase: bool = _opt(True, "lowercase the text", group="text")
+    strip_punctuation: bool = _opt(True, "replace punctuation by spaces", group="text")
+    strip_digits: bool = _opt(True, "replace digits by spaces", group="text")
+    fold_accents: bool = _opt(False, "remove accents (è -> e)", group="text")
+    stopwords: str = _opt(
+        "it", "stopword language (ISO 639-1 code) or path to a word-per-line file; '' = none",
+        group="text",
+    )
+    stem_language: str = _opt(
+        "italian", "Snowball stemmer language; '' = no stemming", group="text"
+    )
+    # --- shingles and sketches
+    shingle_kind: str = _opt("char", "'char' k-shingles or 'word' n-grams", group="sketch")
+    shingle_size: int = _opt(10, "k for char shingles, n for word n-grams", group="sketch")
+    num_perm: int = _opt(128, "MinHash permutations", group="sketch")
+    seed: int = _opt(1, "seed of the MinHash permutations", group="sketch")
+    threshold: float = _opt(0.8, "Jaccard similarity that makes a duplicate", group="sketch")
+    bands: int = _opt(0, "LSH bands; 0 = chosen from the threshold", group="sketch")
+    rows: int = _opt(0, "LSH rows per band; 0 = chosen from the threshold", group="sketch")
+    max_matches: int = _opt(10, "verified matches listed per verdict", group="sketch")
+    max_candidates: int = _opt(
+        2000, "distinct candidate sets verified per document (most band hits first)",
+        group="sketch",
+    )
+    # --- store
+    store: str = _opt("streamdedup-store", "store directory (SQLite backend)", group="store")
+    store_backend: str = _opt("sqlite", "'sqlite' (persistent) or 'memory'", group="store")
+    # --- Kafka service
+    bootstrap_servers: str = _opt("127.0.0.1:9092", "Kafka bootstrap servers", group="kafka")
+    group_id: str = _opt("streamdedup", "consumer group id", group="kafka")
+    input_topic: str = _opt("jobs", "topic of incoming announcements", group="kafka")
+    output_topic: str = _opt("jobs.duplicates", "topic of verdicts", group="kafka")
+    dlq_topic: str = _opt("jobs.dlq", "topic of dead letters", group="kafka")
+    create_topics: bool = _opt(True, "create missing topics at start", group="kafka")
+    topic_partitions: int = _opt(1, "partitions of topics created at start", group="kafka")
+    only_duplicates: bool = _opt(False, "emit verdicts for duplicates only", group="kafka")
+    max_message_bytes: int = _opt(1 << 20, "larger payloads become dead letters", group="kafka")
+    poll_max_records: int = _opt(500, "records per poll (one batch)", group="kafka")
+    commit_every: int = _opt(2000, "commit after this many messages ...", group="kafka")
+    commit_interval_s: float = _opt(1.0, "... or after this many seconds", group="kafka")
+    security_protocol: str = _opt(
+        "PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", group="kafka"
+    )
+    sasl_mechanism: str = _opt("", "e.g. PLAIN, SCRAM-SHA-256", group="kafka")
+    sasl_username: str = _opt("", "SASL user name", group="kafka", secret=True)
+    sasl_password: str = _opt("", "SASL password (use the environment)", group="kafka",
+                              secret=True)
+    ssl_cafile: str = _opt("", "CA bundle for SSL", group="kafka")
+    ssl_certfile: str = _opt("", "client certificate for SSL", group="kafka")
+    ssl_keyfile: str = _opt("", "client key for SSL", group="kafka", secret=True)
+    # --- operations
+    metrics_host: str = _opt("127.0.0.1", "address of the metrics/health server", group="ops")
+    metrics_port: int = _opt(9464, "port of the metrics/health server; 0 = off", group="ops")
+    log_json: bool = _opt(False, "structured JSON logs", group="ops")
+    log_level: str = _opt("INFO", "log level", group="ops")
+    log_every_s: float = _opt(10.0, "seconds between throughput log lines", group="ops")
+
+    def __post_init__(self) -> None:
+        if self.shingle_kind not in ("char", "word"):
+            raise ConfigError(f"shingle_kind must be 'char' or 'word', not {self.shingle_kind!r}")
+        if self.shingle_size < 1:
+            raise ConfigError(f"shingle_size must be >= 1, not {self.shingle_size}")
+        if self.num_perm < 1:
+            raise ConfigError(f"num_perm must be >= 1, not {self.num_perm}")
+        if not 0.0 < self.threshold <= 1.0:
+            raise ConfigError(f"threshold must be in (0, 1], not {self.threshold}")
+        if (self.bands == 0) != (self.rows == 0):
+            raise ConfigError("give both bands and rows, or neither (then the threshold decides)")
+        if self.bands * self.rows > self.num_perm:
+            raise ConfigError(
+                f"bands x rows = {self.bands * self.rows} exceeds num_perm = {self.num_perm}"
+            )
+        if self.store_backend not in ("sqlite", "memory"):
+            raise ConfigError(f"store_backend must be 'sqlite' or 'memory', not "
+                              f"{self.store_backend!r}")
+        if not self.text_fields:
+            raise ConfigError("text_fields must name at least one field")
+        if self.max_matches < 1 or self.max_candidates < 1:
+            raise ConfigError("max_matches and max_candidates must be >= 1")
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+    def public(self) -> dict[str, Any]:
+        """Settings as a dict with secrets masked: safe to log."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = "***" if f.metadata.get("secret") and value else value
+        return out
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # The original study's setup on the Kijiji dump (GianRomani/LSH).
+    "reference": {
+        "text_fields": ("description",),
+        "strip_html": True,
+        "strip_punctuation": True,
+        "strip_digits": True,
+        "stopwords": "it",
+        "stem_language": "italian",
+        "shingle_kind": "char",
+        "shingle_size": 10,
+        "num_perm": 100,
+        "bands": 20,
+        "rows": 5,
+        "threshold": 0.8,
+    },
+    # What we recommend for live job ads: title and description, bands chosen for recall.
+    "default": {},
+    # Word 3-grams, as in the MD5/Jaccard study; English text.
+    "words-en": {
+        "shingle_kind": "word",
+        "shingle_size": 3,
+        "stopwords": "en",
+        "stem_language": "english",
+    },
+}
+
+
+def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
+    """Turn an environment string into the field's type."""
+    kind = type(f.default)
+    if kind is bool:
+        low = raw.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{ENV_PREFIX}{f.name.upper()}: expected a boolean, got {raw!r}")
+    if kind is tuple:
+        return tuple(part.strip() for part in raw.split(",") if part.strip())
+    try:
+        return kind(raw)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{ENV_PREFIX}{f.name.upper()}: expected {kind.__name__}, got {raw!r}"
+        ) from exc
+
+
+def build_settings(
+    preset: str | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Defaults, then the preset, then ``STREAMDEDUP_*`` variables, then explicit overrides."""
+    env = os.environ if env is None else env
+    preset = preset or env.get(ENV_PREFIX + "PRESET") or "default"
+    if preset not in PRESETS:
+        raise ConfigError(f"unknown preset {preset!r}; known: {', '.join(sorted(PRESETS))}")
+    values: dict[str, Any] = dict(PRESETS[preset])
+    for f in fields(Settings):
+        raw = env.get(ENV_PREFIX + f.name.upper())
+        if raw is not None:
+            values[f.name] = _parse(f, raw)
+    for name, value in (overrides or {}).items():
+        if value is not None:
+            values[name] = value
+    known = {f.name for f in fields(Settings)}
+    unknown = set(values) - known
+    if unknown:
+        raise ConfigError(f"unknown settings: {', '.join(sorted(unknown))}")
+    return Settings(**values)

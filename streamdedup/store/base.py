@@ -1,0 +1,149 @@
+"""The store interface: what the detector needs to remember, and nothing about how.
+
+Four kinds of state, each with batched, idempotent operations so that a networked store
+(Redis, shared by several consumers) can implement them with pipelines later:
+
+- **buckets**: LSH band key -> ids of distinct shingle sets (set-add; probe many keys at once);
+- **shingle sets**: set id -> sorted shingle hashes, plus the set's first document and its
+  cluster parent (union-find), and verified edges to similar sets;
+- **documents**: document id -> arrival sequence, set id, and the verdict it got;
+- **metadata**: the sketch parameters the index was built with.
+
+Buckets hold *distinct* shingle sets, not documents: exact copies (most of a real scrape) join
+their set without touching a bucket, so hot buckets stay as small as the number of distinct
+texts in them. Writes become durable, all together, at ``commit()``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from streamdedup.errors import StoreParamsError
+
+
+@dataclass(frozen=True)
+class DocRecord:
+    """A stored document: enough to answer a redelivery with the verdict it got."""
+
+    doc_id: str
+    seq: int
+    set_id: int
+    verdict: str  # the verdict JSON as first emitted
+
+
+@dataclass(frozen=True)
+class SetRecord:
+    """A distinct shingle set; ``parent`` links it into its cluster (union-find)."""
+
+    set_id: int
+    first_seq: int
+    first_id: str
+    parent: int
+
+
+class Store(ABC):
+    """Persistent state of the detector. Not thread-safe; one writer per store."""
+
+    # --- metadata
+    @abstractmethod
+    def get_params(self) -> dict[str, Any] | None:
+        """The sketch parameters recorded at creation, or None for a new store."""
+
+    @abstractmethod
+    def put_params(self, params: Mapping[str, Any]) -> None: ...
+
+    @abstractmethod
+    def next_seq(self) -> int:
+        """A new arrival sequence number, strictly increasing over the store's life."""
+
+    # --- documents
+    @abstractmethod
+    def get_doc(self, doc_id: str) -> DocRecord | None: ...
+
+    @abstractmethod
+    def put_doc(self, doc: DocRecord) -> None:
+        """Insert or replace by id (idempotent)."""
+
+    @abstractmethod
+    def delete_doc(self, doc_id: str) -> None: ...
+
+    @abstractmethod
+    def members(self, set_id: int, limit: int) -> list[tuple[int, str]]:
+        """Up to ``limit`` (seq, doc id) of the set's documents, earliest first."""
+
+    # --- shingle sets and clusters
+    @abstractmethod
+    def get_sets(self, set_ids: Iterable[int]) -> dict[int, SetRecord]: ...
+
+    @abstractmethod
+    def add_set(self, record: SetRecord, shingles: np.ndarray) -> None:
+        """Store a new distinct set; a set id already present is left as it is."""
+
+    @abstractmethod
+    def set_parent(self, set_id: int, parent: int) -> None: ...
+
+    @abstractmethod
+    def get_shingles(self, set_ids: Iterable[int]) -> dict[int, np.ndarray]: ...
+
+    @abstractmethod
+    def add_edges(self, set_id: int, edges: Sequence[tuple[int, float]]) -> None:
+        """Record verified similarities, both directions (set-add, idempotent)."""
+
+    @abstractmethod
+    def neighbours(self, set_id: int) -> list[tuple[int, float]]: ...
+
+    # --- LSH buckets
+    @abstractmethod
+    def probe(self, keys: Sequence[int]) -> dict[int, int]:
+        """Set ids found under any of ``keys``, each with the number of keys it was under."""
+
+    @abstractmethod
+    def add_to_buckets(self, keys: Sequence[int], set_id: int) -> None:
+        """Set-add ``set_id`` under every key (idempotent)."""
+
+    # --- lifecycle
+    @abstractmethod
+    def commit(self) -> None:
+        """Make every write so far durable, atomically."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the store; writes not committed are discarded."""
+
+    @abstractmethod
+    def stats(self) -> dict[str, int]:
+        """Counts for metrics: documents, sets, bucket entries, bytes on disk."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def check_params(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> None:
+    """Refuse to mix signatures made with different parameters; name every difference."""
+    diffs = [
+        f"{key}: store has {stored.get(key)!r}, settings give {wanted.get(key)!r}"
+        for key in sorted(set(stored) | set(wanted))
+        if stored.get(key) != wanted.get(key)
+    ]
+    if diffs:
+        raise StoreParamsError(
+            "the store was built with other parameters; use a new --store or the same "
+            "settings.\n  " + "\n  ".join(diffs)
+        )
+
+
+def encode_shingles(shingles: np.ndarray) -> bytes:
+    """Explicit big-endian uint64 bytes: a store file is data, never pickled code."""
+    return shingles.astype(">u8", copy=False).tobytes()
+
+
+def decode_shingles(blob: bytes) -> np.ndarray:
+    return np.frombuffer(blob, dtype=">u8").astype(np.uint64)

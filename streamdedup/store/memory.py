@@ -1,0 +1,103 @@
+"""In-memory store: for tests, dry runs and benchmarks of the core alone. Nothing persists."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from streamdedup.store.base import DocRecord, SetRecord, Store
+
+
+class MemoryStore(Store):
+    def __init__(self) -> None:
+        self._params: dict[str, Any] | None = None
+        self._seq = 0
+        self._docs: dict[str, DocRecord] = {}
+        self._members: dict[int, dict[str, int]] = defaultdict(dict)
+        self._sets: dict[int, SetRecord] = {}
+        self._shingles: dict[int, np.ndarray] = {}
+        self._edges: dict[int, dict[int, float]] = defaultdict(dict)
+        self._buckets: dict[int, set[int]] = defaultdict(set)
+
+    def get_params(self) -> dict[str, Any] | None:
+        return None if self._params is None else dict(self._params)
+
+    def put_params(self, params: Mapping[str, Any]) -> None:
+        self._params = dict(params)
+
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def get_doc(self, doc_id: str) -> DocRecord | None:
+        return self._docs.get(doc_id)
+
+    def put_doc(self, doc: DocRecord) -> None:
+        old = self._docs.get(doc.doc_id)
+        if old is not None:
+            self._members[old.set_id].pop(old.doc_id, None)
+        self._docs[doc.doc_id] = doc
+        self._members[doc.set_id][doc.doc_id] = doc.seq
+
+    def delete_doc(self, doc_id: str) -> None:
+        old = self._docs.pop(doc_id, None)
+        if old is not None:
+            self._members[old.set_id].pop(doc_id, None)
+
+    def members(self, set_id: int, limit: int) -> list[tuple[int, str]]:
+        found = self._members.get(set_id)
+        if not found:
+            return []
+        # Insertion order is arrival order unless a document was replaced; sort to be sure.
+        return sorted((seq, doc_id) for doc_id, seq in found.items())[:limit]
+
+    def get_sets(self, set_ids: Iterable[int]) -> dict[int, SetRecord]:
+        return {i: self._sets[i] for i in set_ids if i in self._sets}
+
+    def add_set(self, record: SetRecord, shingles: np.ndarray) -> None:
+        if record.set_id not in self._sets:
+            self._sets[record.set_id] = record
+            self._shingles[record.set_id] = shingles.copy()
+
+    def set_parent(self, set_id: int, parent: int) -> None:
+        rec = self._sets[set_id]
+        self._sets[set_id] = SetRecord(rec.set_id, rec.first_seq, rec.first_id, parent)
+
+    def get_shingles(self, set_ids: Iterable[int]) -> dict[int, np.ndarray]:
+        return {i: self._shingles[i] for i in set_ids if i in self._shingles}
+
+    def add_edges(self, set_id: int, edges: Sequence[tuple[int, float]]) -> None:
+        for other, sim in edges:
+            self._edges[set_id][other] = sim
+            self._edges[other][set_id] = sim
+
+    def neighbours(self, set_id: int) -> list[tuple[int, float]]:
+        return sorted(self._edges.get(set_id, {}).items())
+
+    def probe(self, keys: Sequence[int]) -> dict[int, int]:
+        hits: dict[int, int] = defaultdict(int)
+        for key in keys:
+            for set_id in self._buckets.get(int(key), ()):
+                hits[set_id] += 1
+        return dict(hits)
+
+    def add_to_buckets(self, keys: Sequence[int], set_id: int) -> None:
+        for key in keys:
+            self._buckets[int(key)].add(set_id)
+
+    def commit(self) -> None:
+        """Nothing to flush: memory is as durable as it gets."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "documents": len(self._docs),
+            "sets": len(self._sets),
+            "bucket_entries": sum(len(v) for v in self._buckets.values()),
+            "bytes": 0,
+        }

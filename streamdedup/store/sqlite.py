@@ -1,0 +1,279 @@
+"""The embedded default store: one SQLite file in a directory, one writer at a time.
+
+The sketch parameters are a small key -> value map written once, so they live in a sqlitedict
+table (JSON-encoded: a store file is data, never pickled code). Everything else uses the
+sqlite3 module directly, because sqlitedict's model does not fit it: appending an id to a hot
+bucket would rewrite an ever-growing value, and probes must read many keys in one query.
+
+Durability: WAL journal with ``synchronous=FULL``, so ``commit()`` returns only once the
+batch is on disk. A second process is refused by an exclusive ``flock`` on ``store.lock``;
+a damaged file is refused at open by ``PRAGMA quick_check``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlitedict import SqliteDict
+
+from streamdedup.errors import StoreCorruptError, StoreError, StoreLockedError
+from streamdedup.store.base import DocRecord, SetRecord, Store, decode_shingles, encode_shingles
+
+DB_NAME = "index.sqlite"
+LOCK_NAME = "store.lock"
+SCHEMA_VERSION = 1
+_SHINGLE_CACHE_SETS = 65536
+_MAX_VARS = 900  # stay under SQLite's bound on host parameters per statement
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS docs (
+    doc_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, set_id INTEGER NOT NULL,
+    verdict TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS docs_by_set ON docs (set_id, seq);
+CREATE TABLE IF NOT EXISTS sets (
+    set_id INTEGER PRIMARY KEY, first_seq INTEGER NOT NULL, first_id TEXT NOT NULL,
+    parent INTEGER NOT NULL, shingles BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS edges (
+    set_id INTEGER NOT NULL, other INTEGER NOT NULL, sim REAL NOT NULL,
+    PRIMARY KEY (set_id, other)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS buckets (
+    bkey INTEGER NOT NULL, set_id INTEGER NOT NULL,
+    PRIMARY KEY (bkey, set_id)) WITHOUT ROWID;
+"""
+
+
+def _chunks(items: Sequence[Any], size: int = _MAX_VARS) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class SqliteStore(Store):
+    """A store directory holding ``index.sqlite`` and a lock file."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.path = self.directory / DB_NAME
+        self._lock_fd = self._acquire_lock()
+        try:
+            self._conn = self._open()
+        except BaseException:
+            self._release_lock()
+            raise
+        self._shingle_cache: OrderedDict[int, np.ndarray] = OrderedDict()
+        row = self._conn.execute("SELECT value FROM counters WHERE name = 'seq'").fetchone()
+        self._seq = int(row[0]) if row else 0
+
+    # --- opening
+    def _acquire_lock(self) -> int:
+        fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise StoreLockedError(
+                f"store {self.directory} is open for writing by another process "
+                f"(pid {holder}); one writer per store"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        return fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)  # closing drops the flock
+            self._lock_fd = -1
+
+    def _open(self) -> sqlite3.Connection:
+        new = not self.path.exists()
+        if new:
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        try:
+            conn = sqlite3.connect(self.path, timeout=30)
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            if tables and version != SCHEMA_VERSION:
+                conn.close()
+                raise StoreCorruptError(
+                    f"{self.path} is not a streamdedup store of schema {SCHEMA_VERSION} "
+                    f"(user_version {version})"
+                )
+            check = conn.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                conn.close()
+                raise StoreCorruptError(f"{self.path} is damaged: {check}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.executescript(_SCHEMA)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.commit()
+        except sqlite3.DatabaseError as exc:
+            raise StoreCorruptError(f"{self.path} cannot be read as a store: {exc}") from exc
+        return conn
+
+    def _meta(self) -> SqliteDict:
+        return SqliteDict(
+            str(self.path), tablename="meta", encode=json.dumps, decode=json.loads,
+            flag="c", autocommit=False, journal_mode="WAL",
+        )
+
+    # --- metadata
+    def get_params(self) -> dict[str, Any] | None:
+        with self._meta() as meta:
+            params = meta.get("params")
+        return dict(params) if params is not None else None
+
+    def put_params(self, params: Mapping[str, Any]) -> None:
+        self._conn.commit()  # sqlitedict writes through its own connection
+        with self._meta() as meta:
+            meta["params"] = dict(params)
+            meta.commit()
+
+    def next_seq(self) -> int:
+        self._seq += 1
+        self._conn.execute(
+            "INSERT INTO counters (name, value) VALUES ('seq', ?) "
+            "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            (self._seq,),
+        )
+        return self._seq
+
+    # --- documents
+    def get_doc(self, doc_id: str) -> DocRecord | None:
+        row = self._conn.execute(
+            "SELECT doc_id, seq, set_id, verdict FROM docs WHERE doc_id = ?", (doc_id,)
+        ).fetchone()
+        return DocRecord(*row) if row else None
+
+    def put_doc(self, doc: DocRecord) -> None:
+        self._conn.execute(
+            "INSERT OR REPLACE INTO docs (doc_id, seq, set_id, verdict) VALUES (?, ?, ?, ?)",
+            (doc.doc_id, doc.seq, doc.set_id, doc.verdict),
+        )
+
+    def delete_doc(self, doc_id: str) -> None:
+        self._conn.execute("DELETE FROM docs WHERE doc_id = ?", (doc_id,))
+
+    def members(self, set_id: int, limit: int) -> list[tuple[int, str]]:
+        rows = self._conn.execute(
+            "SELECT seq, doc_id FROM docs WHERE set_id = ? ORDER BY seq LIMIT ?",
+            (set_id, limit),
+        ).fetchall()
+        return [(int(seq), str(doc_id)) for seq, doc_id in rows]
+
+    # --- sets
+    def get_sets(self, set_ids: Iterable[int]) -> dict[int, SetRecord]:
+        ids = list(set_ids)
+        out: dict[int, SetRecord] = {}
+        for chunk in _chunks(ids):
+            marks = ",".join("?" * len(chunk))
+            for row in self._conn.execute(
+                f"SELECT set_id, first_seq, first_id, parent FROM sets WHERE set_id IN ({marks})",
+                chunk,
+            ):
+                out[row[0]] = SetRecord(*row)
+        return out
+
+    def add_set(self, record: SetRecord, shingles: np.ndarray) -> None:
+        self._conn.execute(
+            "INSERT OR IGNORE INTO sets (set_id, first_seq, first_id, parent, shingles) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (record.set_id, record.first_seq, record.first_id, record.parent,
+             encode_shingles(shingles)),
+        )
+
+    def set_parent(self, set_id: int, parent: int) -> None:
+        self._conn.execute("UPDATE sets SET parent = ? WHERE set_id = ?", (parent, set_id))
+
+    def get_shingles(self, set_ids: Iterable[int]) -> dict[int, np.ndarray]:
+        out: dict[int, np.ndarray] = {}
+        missing: list[int] = []
+        cache = self._shingle_cache
+        for set_id in set_ids:
+            found = cache.get(set_id)
+            if found is None:
+                missing.append(set_id)
+            else:
+                cache.move_to_end(set_id)
+                out[set_id] = found
+        for chunk in _chunks(missing):
+            marks = ",".join("?" * len(chunk))
+            for set_id, blob in self._conn.execute(
+                f"SELECT set_id, shingles FROM sets WHERE set_id IN ({marks})", chunk
+            ):
+                arr = decode_shingles(blob)
+                out[set_id] = cache[set_id] = arr
+        while len(cache) > _SHINGLE_CACHE_SETS:
+            cache.popitem(last=False)
+        return out
+
+    def add_edges(self, set_id: int, edges: Sequence[tuple[int, float]]) -> None:
+        rows = [(set_id, o, s) for o, s in edges] + [(o, set_id, s) for o, s in edges]
+        self._conn.executemany(
+            "INSERT OR REPLACE INTO edges (set_id, other, sim) VALUES (?, ?, ?)", rows
+        )
+
+    def neighbours(self, set_id: int) -> list[tuple[int, float]]:
+        rows = self._conn.execute(
+            "SELECT other, sim FROM edges WHERE set_id = ? ORDER BY other", (set_id,)
+        ).fetchall()
+        return [(int(o), float(s)) for o, s in rows]
+
+    # --- buckets
+    def probe(self, keys: Sequence[int]) -> dict[int, int]:
+        hits: dict[int, int] = {}
+        key_list = [int(k) for k in keys]
+        for chunk in _chunks(key_list):
+            marks = ",".join("?" * len(chunk))
+            for set_id, n in self._conn.execute(
+                f"SELECT set_id, count(*) FROM buckets WHERE bkey IN ({marks}) GROUP BY set_id",
+                chunk,
+            ):
+                hits[set_id] = hits.get(set_id, 0) + n
+        return hits
+
+    def add_to_buckets(self, keys: Sequence[int], set_id: int) -> None:
+        self._conn.executemany(
+            "INSERT OR IGNORE INTO buckets (bkey, set_id) VALUES (?, ?)",
+            [(int(k), set_id) for k in keys],
+        )
+
+    # --- lifecycle
+    def commit(self) -> None:
+        try:
+            self._conn.commit()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot commit to {self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        if self._lock_fd < 0:
+            return
+        try:
+            self._conn.rollback()
+            self._conn.close()
+        finally:
+            self._release_lock()
+
+    def stats(self) -> dict[str, int]:
+        def count(table: str) -> int:
+            return int(self._conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+        size = sum(
+            p.stat().st_size for p in self.directory.glob(DB_NAME + "*") if p.is_file()
+        )
+        return {
+            "documents": count("docs"),
+            "sets": count("sets"),
+            "bucket_entries": count("buckets"),
+            "bytes": size,
+        }

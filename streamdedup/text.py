@@ -1,0 +1,126 @@
+"""Text normalization: the original study's steps, each switchable.
+
+HTML -> text, lowercase, accent folding, punctuation and digits to spaces, stopword removal,
+Snowball stemming. Pure: a ``Normalizer`` is built once from settings (loading its stopword
+list from an installed package or a file) and then maps str -> str with no I/O.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from streamdedup.errors import ConfigError
+from streamdedup.settings import Settings
+
+# Bump when the output of normalize() changes for some input: stores record it, because
+# shingles of old and new normalizations are not comparable.
+NORMALIZER_VERSION = 1
+
+_PUNCT = re.compile(r"[^\w\s]|_")
+_DIGITS = re.compile(r"\d")
+_TAG_HINT = re.compile(r"<[A-Za-z!/?]|&(#\d+|#x[0-9A-Fa-f]+|[A-Za-z]+);")
+_STEM_CACHE_SIZE = 1 << 18
+
+
+def html_to_text(text: str) -> str:
+    """Visible text of an HTML fragment; tolerant of broken markup, decodes entities."""
+    if not _TAG_HINT.search(text):
+        return text  # plain text: skip the parser (most scraped ads)
+    from selectolax.lexbor import LexborHTMLParser
+
+    tree = LexborHTMLParser(text)
+    for node in tree.css("script, style, noscript"):
+        node.decompose()
+    root = tree.body or tree.root
+    return root.text(separator=" ") if root is not None else ""
+
+
+def fold_accents(text: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def load_stopwords(spec: str) -> frozenset[str]:
+    """Stopwords from stopwordsiso by language code, or from a word-per-line file."""
+    if not spec:
+        return frozenset()
+    path = Path(spec)
+    if path.suffix or "/" in spec:
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise ConfigError(f"cannot read stopword file {spec}: {exc}") from exc
+        return frozenset(w.strip().lower() for w in lines if w.strip() and not w.startswith("#"))
+    import stopwordsiso
+
+    if not stopwordsiso.has_lang(spec):
+        raise ConfigError(f"no stopword list for language {spec!r} in stopwordsiso")
+    return frozenset(stopwordsiso.stopwords(spec))
+
+
+def make_stemmer(language: str) -> Callable[[str], str]:
+    """A memoized Snowball stemmer (ads repeat their vocabulary, so the cache hits often)."""
+    if not language:
+        return lambda word: word
+    from nltk.stem.snowball import SnowballStemmer
+
+    if language not in SnowballStemmer.languages:
+        raise ConfigError(
+            f"no Snowball stemmer for {language!r}; known: {', '.join(SnowballStemmer.languages)}"
+        )
+    stemmer = SnowballStemmer(language)
+    return functools.lru_cache(maxsize=_STEM_CACHE_SIZE)(stemmer.stem)
+
+
+class Normalizer:
+    """Maps raw announcement text to the token string that gets shingled."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        words = load_stopwords(settings.stopwords)
+        if settings.fold_accents:
+            words = frozenset(fold_accents(w) for w in words)
+        self.stopwords = words
+        self._stem = make_stemmer(settings.stem_language)
+
+    def __call__(self, text: str) -> str:
+        s = self.settings
+        if s.strip_html:
+            text = html_to_text(text)
+        if s.lowercase:
+            text = text.lower()
+        if s.fold_accents:
+            text = fold_accents(text)
+        if s.strip_punctuation:
+            text = _PUNCT.sub(" ", text)
+        if s.strip_digits:
+            text = _DIGITS.sub(" ", text)
+        stop = self.stopwords
+        stem = self._stem
+        return " ".join(stem(w) for w in text.split() if w not in stop)
+
+    def describe(self) -> dict[str, Any]:
+        """What makes two normalizers' outputs comparable; stored with the index."""
+        s = self.settings
+        return {
+            "normalizer_version": NORMALIZER_VERSION,
+            "text_fields": list(s.text_fields),
+            "strip_html": s.strip_html,
+            "lowercase": s.lowercase,
+            "strip_punctuation": s.strip_punctuation,
+            "strip_digits": s.strip_digits,
+            "fold_accents": s.fold_accents,
+            "stopwords": s.stopwords,
+            "stopword_count": len(self.stopwords),
+            "stem_language": s.stem_language,
+        }
+
+
+def compose_text(fields: Mapping[str, str], names: tuple[str, ...]) -> str:
+    """Join the configured fields (missing ones count as empty) into one text."""
+    return "\n".join(fields.get(name) or "" for name in names)

@@ -1,0 +1,70 @@
+"""The verdict on one document: the detector's output and the output topic's payload."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Match:
+    id: str
+    jaccard: float
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Is this document a near-duplicate of an earlier one, of which, how similar.
+
+    ``duplicate_of`` is the earliest-arrived verified match; ``matches`` lists verified
+    matches best first (ties: earliest first), capped by ``max_matches``; ``cluster_id`` is
+    the earliest document of the cluster the document joined (connected components of
+    verified matches). ``exact`` says the shingle set equals an earlier document's;
+    ``candidates`` counts the distinct earlier sets LSH proposed, ``skipped`` those beyond
+    ``max_candidates`` that were not verified.
+    """
+
+    id: str
+    duplicate: bool
+    duplicate_of: str | None
+    matches: tuple[Match, ...]
+    cluster_id: str
+    candidates: int
+    exact: bool = False
+    shingles: int = 0
+    skipped: int = 0
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["matches"] = [asdict(m) for m in self.matches]
+        extra = out.pop("extra")
+        out.update(extra)
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        known = {
+            "id", "duplicate", "duplicate_of", "matches", "cluster_id", "candidates",
+            "exact", "shingles", "skipped",
+        }
+        return cls(
+            id=data["id"],
+            duplicate=data["duplicate"],
+            duplicate_of=data["duplicate_of"],
+            matches=tuple(Match(m["id"], m["jaccard"]) for m in data["matches"]),
+            cluster_id=data["cluster_id"],
+            candidates=data["candidates"],
+            exact=data.get("exact", False),
+            shingles=data.get("shingles", 0),
+            skipped=data.get("skipped", 0),
+            extra={k: v for k, v in data.items() if k not in known},
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Verdict:
+        return cls.from_dict(json.loads(text))
