@@ -112,6 +112,10 @@ class Store(ABC):
         """Make every write so far durable, atomically."""
 
     @abstractmethod
+    def rollback(self) -> None:
+        """Discard every write since the last commit (or raise StoreError if impossible)."""
+
+    @abstractmethod
     def close(self) -> None:
         """Release the store; writes not committed are discarded."""
 

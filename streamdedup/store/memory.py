@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from streamdedup.errors import StoreError
 from streamdedup.store.base import DocRecord, SetRecord, Store
 
 
@@ -90,6 +91,9 @@ class MemoryStore(Store):
 
     def commit(self) -> None:
         """Nothing to flush: memory is as durable as it gets."""
+
+    def rollback(self) -> None:
+        raise StoreError("the memory store cannot roll back; restart to rebuild it")
 
     def close(self) -> None:
         """Nothing to release."""

@@ -255,6 +255,14 @@ class SqliteStore(Store):
         except sqlite3.Error as exc:
             raise StoreError(f"cannot commit to {self.path}: {exc}") from exc
 
+    def rollback(self) -> None:
+        try:
+            self._conn.rollback()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot roll back {self.path}: {exc}") from exc
+        row = self._conn.execute("SELECT value FROM counters WHERE name = 'seq'").fetchone()
+        self._seq = max(self._seq, int(row[0]) if row else 0)  # never reuse a number
+
     def close(self) -> None:
         if self._lock_fd < 0:
             return

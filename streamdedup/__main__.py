@@ -1,0 +1,5 @@
+"""`python -m streamdedup` is the `streamdedup` command."""
+
+from streamdedup.cli import main
+
+main()

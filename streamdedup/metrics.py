@@ -1,0 +1,113 @@
+"""Prometheus metrics and the health endpoints, served from one small HTTP server.
+
+``/metrics`` (Prometheus text format), ``/healthz`` (liveness: the loop made progress
+recently), ``/readyz`` (readiness: store open and partitions assigned). Binds to loopback by
+default; expose it deliberately with ``--metrics-host``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+STAGES = ("decode", "detect", "store_commit", "produce_flush", "offset_commit")
+
+
+class Metrics:
+    """All of the service's metrics, in a registry of their own (tests can make many)."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.documents = Counter("streamdedup_documents", "documents given a verdict", registry=r)
+        self.duplicates = Counter("streamdedup_duplicates", "verdicts that are duplicates",
+                                  registry=r)
+        self.dead_letters = Counter("streamdedup_dead_letters", "messages sent to the DLQ",
+                                    ["reason"], registry=r)
+        self.candidates = Histogram(
+            "streamdedup_candidates", "distinct candidate sets per document", registry=r,
+            buckets=(0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000),
+        )
+        self.stage_seconds = Histogram(
+            "streamdedup_stage_seconds", "time per batch and stage", ["stage"], registry=r,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+        )
+        self.batch_size = Histogram(
+            "streamdedup_batch_size", "messages per poll", registry=r,
+            buckets=(1, 5, 10, 50, 100, 250, 500, 1000, 2000),
+        )
+        self.lag = Gauge("streamdedup_consumer_lag", "messages behind the high watermark",
+                         ["partition"], registry=r)
+        self.store_documents = Gauge("streamdedup_store_documents", "documents in the store",
+                                     registry=r)
+        self.store_bytes = Gauge("streamdedup_store_bytes", "store size on disk", registry=r)
+        self.commit_failures = Counter("streamdedup_commit_failures",
+                                       "checkpoints that had to be retried", ["stage"],
+                                       registry=r)
+        self.ready = False
+        self.heartbeat = time.monotonic()
+
+    def beat(self) -> None:
+        self.heartbeat = time.monotonic()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class HealthServer:
+    """Serves metrics and health in a daemon thread; ``stop()`` closes the socket."""
+
+    def __init__(self, metrics: Metrics, host: str, port: int, stale_after_s: float = 60.0):
+        self.metrics = metrics
+        self.stale_after_s = stale_after_s
+        handler = self._handler()
+        self.server = ThreadingHTTPServer((host, port), handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True,
+                                       name="streamdedup-metrics")
+
+    def start(self) -> HealthServer:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                m = owner.metrics
+                if self.path.startswith("/metrics"):
+                    self._send(200, m.render(), CONTENT_TYPE_LATEST)
+                elif self.path.startswith("/healthz"):
+                    alive = time.monotonic() - m.heartbeat < owner.stale_after_s
+                    self._send(200 if alive else 503, b"ok\n" if alive else b"stalled\n")
+                elif self.path.startswith("/readyz"):
+                    self._send(200 if m.ready else 503, b"ready\n" if m.ready else b"not ready\n")
+                else:
+                    self._send(404, b"not found\n")
+
+            def _send(self, code: int, body: bytes, ctype: str = "text/plain") -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                """Scrapes every few seconds would drown the service's own logs."""
+
+        return Handler
