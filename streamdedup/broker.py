@@ -209,6 +209,23 @@ def _tail_file(path: Path, lines: int = 40) -> str:
         return f"(no {path.name})"
 
 
+def _error_lines(path: Path, offset: int, limit: int = 8) -> str:
+    """The first ERROR/FATAL lines logged since offset: the cause, before the stack-trace noise."""
+    found: list[str] = []
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            for raw in fh:
+                line = raw.decode("utf-8", "replace").rstrip()
+                if "] ERROR " in line or "] FATAL " in line:
+                    found.append(line[:500])
+                    if len(found) >= limit:
+                        break
+    except OSError:
+        pass
+    return "\n".join(found)
+
+
 def _new_cluster_id() -> str:
     """A Kafka-style cluster id: 16 random bytes, url-safe base64 without padding."""
     while True:
@@ -507,6 +524,13 @@ class LocalBroker:
     def log_tail(self, lines: int = 40) -> str:
         return _tail_file(self.log_path, lines)
 
+    def _startup_diagnostics(self) -> str:
+        errors = _error_lines(self.log_path, self._log_offset) or "(none)"
+        return (
+            f"errors logged:\n{errors}\n--- tail of {self.log_path}:\n{self.log_tail(25)}\n"
+            f"--- tail of {self.console_path}:\n{_tail_file(self.console_path, 10)}"
+        )
+
     def __enter__(self) -> LocalBroker:
         self.start()
         return self
@@ -597,6 +621,11 @@ class LocalBroker:
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
             "num.recovery.threads.per.data.dir": "1",
+            # After a crash (kill()) the restarted node waits for its previous incarnation's
+            # session to expire before unfencing itself; the 9 s default makes that slow.
+            # Heartbeats stay in-process here, so a short session is safe.
+            "broker.heartbeat.interval.ms": "1000",
+            "broker.session.timeout.ms": "4000",
         }
         props.update(self.extra_properties)
         body = "".join(f"{k}={v}\n" for k, v in props.items())
@@ -696,8 +725,7 @@ class LocalBroker:
             if not self._alive(state.pid):
                 code = self._proc.poll() if self._proc is not None else None
                 raise BrokerError(
-                    f"broker exited during startup (exit {code}); log {self.log_path}:\n"
-                    f"{self.log_tail()}\nconsole:\n{_tail_file(self.console_path, 15)}"
+                    f"broker exited during startup (exit {code})\n{self._startup_diagnostics()}"
                 )
             if not started:
                 with contextlib.suppress(FileNotFoundError), open(self.log_path, "rb") as fh:
@@ -715,7 +743,7 @@ class LocalBroker:
             if time.monotonic() > deadline:
                 raise BrokerError(
                     f"broker on {state.bootstrap} not ready after {self.startup_timeout:.0f}s "
-                    f"({last_error}); log {self.log_path}:\n{self.log_tail()}"
+                    f"({last_error})\n{self._startup_diagnostics()}"
                 )
             time.sleep(0.25)
 
