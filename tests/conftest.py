@@ -1,0 +1,220 @@
+# --- broker ---
+# Where the real Kafka broker for `@pytest.mark.broker` tests comes from, in order:
+#   1. $STREAMDEDUP_TEST_BOOTSTRAP ("host:port"), a broker someone already runs;
+#   2. testcontainers' KafkaContainer, if a Docker engine answers a ping
+#      (skip this probe with STREAMDEDUP_TEST_BROKER=local);
+#   3. streamdedup.broker.LocalBroker: a KRaft node from Maven Central jars in a tmp dir, started
+#      once per session (needs java and, on the first run, mvn).
+# With none available the tests fail under CI=true and are skipped (with the reason) elsewhere.
+# The chosen source and why others were passed over are shown in pytest's terminal summary.
+import contextlib
+import os
+import re
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from streamdedup.broker import BrokerError, LocalBroker
+
+
+@dataclass
+class KafkaSource:
+    """Which broker the session uses, and why the earlier options were not taken."""
+
+    kind: str  # "env" | "testcontainers" | "local" | "none"
+    bootstrap: str | None = None
+    local: LocalBroker | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(self.notes) or self.kind
+
+
+_KAFKA_SOURCE: list[KafkaSource] = []  # for the terminal summary
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+def _docker_unreachable_reason() -> str | None:
+    """None when a Docker engine answers a ping, else why not (never raises)."""
+    try:
+        import docker
+    except ImportError as exc:
+        return f"docker SDK not installed ({exc})"
+    try:
+        client = docker.from_env(timeout=5)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except Exception as exc:
+        return f"no Docker engine reachable ({type(exc).__name__}: {exc})"
+    return None
+
+
+def _start_kafka_container() -> tuple[Any, str]:
+    try:
+        from testcontainers.community.kafka import KafkaContainer
+    except ImportError:  # testcontainers < 4.14
+        from testcontainers.kafka import KafkaContainer
+    container = KafkaContainer()
+    container.start()
+    return container, container.get_bootstrap_server()
+
+
+def _skip_or_fail(reason: str) -> None:
+    if _in_ci():
+        pytest.fail(f"no Kafka broker for broker tests under CI: {reason}", pytrace=False)
+    pytest.skip(f"no Kafka broker: {reason}")
+
+
+@pytest.fixture(scope="session")
+def _kafka_source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSource]:
+    env = os.environ.get("STREAMDEDUP_TEST_BOOTSTRAP", "").strip()
+    if env:
+        source = KafkaSource("env", env, notes=["from $STREAMDEDUP_TEST_BOOTSTRAP"])
+        _KAFKA_SOURCE.append(source)
+        yield source
+        return
+
+    notes: list[str] = []
+    if os.environ.get("STREAMDEDUP_TEST_BROKER", "").strip().lower() == "local":
+        notes.append("testcontainers not tried (STREAMDEDUP_TEST_BROKER=local)")
+    else:
+        why_not = _docker_unreachable_reason()
+        if why_not is None:
+            try:
+                container, bootstrap = _start_kafka_container()
+            except Exception as exc:
+                why_not = f"KafkaContainer failed to start ({type(exc).__name__}: {exc})"
+            else:
+                source = KafkaSource("testcontainers", bootstrap, notes=["testcontainers"])
+                _KAFKA_SOURCE.append(source)
+                try:
+                    yield source
+                finally:
+                    container.stop()
+                return
+        notes.append(f"testcontainers skipped: {why_not}")
+        warnings.warn(
+            f"Kafka via testcontainers skipped: {why_not}; falling back to a local KRaft broker",
+            stacklevel=1,
+        )
+
+    broker = LocalBroker(
+        tmp_path_factory.mktemp("kafka-broker"), die_with_parent=True, startup_timeout=120.0
+    )
+    try:
+        bootstrap = broker.start()
+    except (BrokerError, OSError) as exc:
+        notes.append(f"local KRaft broker failed: {exc}")
+        with contextlib.suppress(BrokerError, OSError):
+            broker.stop()
+        source = KafkaSource("none", notes=notes)
+        _KAFKA_SOURCE.append(source)
+        yield source
+        return
+    notes.append(f"local KRaft broker (log: {broker.log_path})")
+    source = KafkaSource("local", bootstrap, local=broker, notes=notes)
+    _KAFKA_SOURCE.append(source)
+    try:
+        yield source
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(_kafka_source: KafkaSource) -> str:
+    """``host:port`` of a real Kafka broker shared by the session (see header for the order)."""
+    if _kafka_source.bootstrap is None:
+        _skip_or_fail(_kafka_source.reason)
+    assert _kafka_source.bootstrap is not None
+    return _kafka_source.bootstrap
+
+
+@pytest.fixture(scope="session")
+def local_broker(kafka_bootstrap: str, _kafka_source: KafkaSource) -> LocalBroker:
+    """The session's LocalBroker itself, for tests that stop/kill and restart it.
+
+    Such tests must leave it running (``start()`` again) for the tests after them.
+    """
+    if _kafka_source.local is None:
+        pytest.skip(
+            f"needs the session's LocalBroker, but the broker came from {_kafka_source.kind} "
+            f"({kafka_bootstrap}); unset STREAMDEDUP_TEST_BOOTSTRAP / use "
+            "STREAMDEDUP_TEST_BROKER=local"
+        )
+    return _kafka_source.local
+
+
+def _leaders_ready(admin: Any, topic: str, partitions: int) -> bool:
+    # kafka-python 2.x and 3.x name the metadata fields differently.
+    for meta in admin.describe_topics([topic]):
+        if meta.get("error_code", 0) != 0:
+            return False
+        parts = meta.get("partitions") or []
+        leaders = [p.get("leader_id", p.get("leader", -1)) for p in parts]
+        return len(leaders) == partitions and all(x is not None and x >= 0 for x in leaders)
+    return False
+
+
+@pytest.fixture
+def kafka_topic_factory(
+    kafka_bootstrap: str, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., str]]:
+    """``make(partitions=1, prefix=None) -> name``: a fresh, uniquely named topic, leaders ready.
+
+    Topics are deleted (best effort) when the test ends.
+    """
+    import time
+
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    admin: Any = None
+    created: list[str] = []
+    base = re.sub(r"[^a-zA-Z0-9._-]+", "-", request.node.name)[:60].strip("-")
+
+    def make(partitions: int = 1, prefix: str | None = None) -> str:
+        nonlocal admin
+        if admin is None:
+            admin = KafkaAdminClient(
+                bootstrap_servers=kafka_bootstrap,
+                client_id="streamdedup-tests",
+                request_timeout_ms=15000,
+            )
+        name = f"{prefix or 'sd-' + base}-{uuid.uuid4().hex[:10]}"
+        admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+        created.append(name)
+        deadline = time.monotonic() + 30
+        while not _leaders_ready(admin, name, partitions):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topic {name} has no leaders after 30s")
+            time.sleep(0.1)
+        return name
+
+    yield make
+
+    if admin is not None:
+        try:
+            if created:
+                admin.delete_topics(created, timeout_ms=10000)
+        except Exception as exc:  # the broker may have been stopped by the test
+            warnings.warn(f"could not delete test topics {created}: {exc}", stacklevel=1)
+        finally:
+            admin.close()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for source in _KAFKA_SOURCE:
+        terminalreporter.write_sep("-", "kafka broker for tests")
+        terminalreporter.write_line(
+            f"{source.kind}: {source.bootstrap or 'unavailable'} — {source.reason}"
+        )
