@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -37,11 +37,19 @@ class Verdict:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["matches"] = [asdict(m) for m in self.matches]
-        extra = out.pop("extra")
-        out.update(extra)
-        return out
+        """Written out by hand: ``dataclasses.asdict`` deep-copies and was the hot spot."""
+        return {
+            "id": self.id,
+            "duplicate": self.duplicate,
+            "duplicate_of": self.duplicate_of,
+            "matches": [{"id": m.id, "jaccard": m.jaccard} for m in self.matches],
+            "cluster_id": self.cluster_id,
+            "candidates": self.candidates,
+            "exact": self.exact,
+            "shingles": self.shingles,
+            "skipped": self.skipped,
+            **self.extra,
+        }
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))

@@ -31,6 +31,7 @@ DB_NAME = "index.sqlite"
 LOCK_NAME = "store.lock"
 SCHEMA_VERSION = 1
 _SHINGLE_CACHE_SETS = 65536
+_SET_CACHE_SIZE = 200_000
 _MAX_VARS = 900  # stay under SQLite's bound on host parameters per statement
 
 _SCHEMA = """
@@ -70,6 +71,7 @@ class SqliteStore(Store):
             self._release_lock()
             raise
         self._shingle_cache: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._set_cache: dict[int, SetRecord] = {}  # write-through: dropped on every write
         row = self._conn.execute("SELECT value FROM counters WHERE name = 'seq'").fetchone()
         self._seq = int(row[0]) if row else 0
 
@@ -140,12 +142,7 @@ class SqliteStore(Store):
             meta.commit()
 
     def next_seq(self) -> int:
-        self._seq += 1
-        self._conn.execute(
-            "INSERT INTO counters (name, value) VALUES ('seq', ?) "
-            "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-            (self._seq,),
-        )
+        self._seq += 1  # written to the counters table once per commit, not per document
         return self._seq
 
     # --- documents
@@ -173,18 +170,28 @@ class SqliteStore(Store):
 
     # --- sets
     def get_sets(self, set_ids: Iterable[int]) -> dict[int, SetRecord]:
-        ids = list(set_ids)
+        cache = self._set_cache
         out: dict[int, SetRecord] = {}
+        ids = []
+        for set_id in set_ids:
+            found = cache.get(set_id)
+            if found is None:
+                ids.append(set_id)
+            else:
+                out[set_id] = found
         for chunk in _chunks(ids):
             marks = ",".join("?" * len(chunk))
             for row in self._conn.execute(
                 f"SELECT set_id, first_seq, first_id, parent FROM sets WHERE set_id IN ({marks})",
                 chunk,
             ):
-                out[row[0]] = SetRecord(*row)
+                out[row[0]] = cache[row[0]] = SetRecord(*row)
+        if len(cache) > _SET_CACHE_SIZE:
+            cache.clear()  # simple bound; records are re-read on demand
         return out
 
     def add_set(self, record: SetRecord, shingles: np.ndarray) -> None:
+        self._set_cache.pop(record.set_id, None)
         self._conn.execute(
             "INSERT OR IGNORE INTO sets (set_id, first_seq, first_id, parent, shingles) "
             "VALUES (?, ?, ?, ?, ?)",
@@ -193,6 +200,7 @@ class SqliteStore(Store):
         )
 
     def set_parent(self, set_id: int, parent: int) -> None:
+        self._set_cache.pop(set_id, None)
         self._conn.execute("UPDATE sets SET parent = ? WHERE set_id = ?", (parent, set_id))
 
     def get_shingles(self, set_ids: Iterable[int]) -> dict[int, np.ndarray]:
@@ -251,6 +259,11 @@ class SqliteStore(Store):
     # --- lifecycle
     def commit(self) -> None:
         try:
+            self._conn.execute(
+                "INSERT INTO counters (name, value) VALUES ('seq', ?) "
+                "ON CONFLICT (name) DO UPDATE SET value = max(value, excluded.value)",
+                (self._seq,),
+            )
             self._conn.commit()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot commit to {self.path}: {exc}") from exc
@@ -260,6 +273,8 @@ class SqliteStore(Store):
             self._conn.rollback()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot roll back {self.path}: {exc}") from exc
+        self._set_cache.clear()
+        self._shingle_cache.clear()
         row = self._conn.execute("SELECT value FROM counters WHERE name = 'seq'").fetchone()
         self._seq = max(self._seq, int(row[0]) if row else 0)  # never reuse a number
 
