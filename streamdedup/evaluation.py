@@ -1,0 +1,697 @@
+"""Ground truth and quality metrics: how close are the verdicts to exact all-pairs Jaccard?
+
+Everything works on *distinct* shingle sets with a weight (how many documents have that set),
+because real dumps are mostly exact copies: the Kijiji dump has 3,127 ads but 1,176 distinct
+sets, and 1.3 million true pairs, most of them between copies of one boilerplate text. Counts
+of document pairs are sums of weight products, never enumerations, so a dump whose true pairs
+run into the millions is measured in a second.
+
+Definitions (the report repeats them):
+
+- **true pair**: two documents whose normalized shingle sets have exact Jaccard >= threshold
+  (equal non-empty sets included; empty sets never pair);
+- **doc level**: a document "has an earlier near-duplicate" when a true pair joins it to a
+  document that arrived before it; a verdict says so with ``duplicate``;
+- **pair precision**: share of the pairs (id, match id) named in verdicts that are true pairs;
+- **pair recall**: share of true pairs whose documents end in the same final verdict cluster.
+  Final clusters are the connected components of the links (id, cluster_id) and (id, match id),
+  because a ``cluster_id`` is the cluster's earliest document *when the verdict was given* and
+  clusters merge later;
+- **clusters**: connected components with at least two documents (singletons are counted
+  separately), for verdict links and for true pairs alike.
+
+The ground truth is cached on disk (JSON + ``.npy``, never pickle) under a key made of the
+dump's bytes and the sketch parameters, and checked against the sets it is loaded for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xxhash
+from scipy import sparse
+from scipy.sparse.csgraph import connected_components
+
+from streamdedup import lsh
+from streamdedup.document import Document
+from streamdedup.jaccard import all_pairs
+from streamdedup.minhash import MinHasher
+from streamdedup.settings import Settings
+from streamdedup.shingles import set_fingerprint
+from streamdedup.sketch import Sketcher
+from streamdedup.text import compose_text
+from streamdedup.verdict import Verdict
+
+CACHE_VERSION = 1
+STUDY_LAYOUTS: tuple[tuple[int, int], ...] = ((10, 10), (20, 5), (25, 4), (50, 2))
+STUDY_NUM_PERM = 100
+HISTOGRAM_MIN_SIM = 0.1
+_PAIR_DTYPE = np.dtype([("i", ">u4"), ("j", ">u4"), ("sim", ">f8")])
+_BLOCK_CELLS = 20_000_000  # rows x sets of one product block: bounds its memory if dense
+_FP_RATE_DEF = "candidate pairs that are not true pairs / candidate pairs"
+_FN_RATE_DEF = "true pairs that are not candidate pairs / true pairs"
+
+
+def default_cache_dir() -> Path:
+    """``$STREAMDEDUP_CACHE/groundtruth`` or ``~/.cache/streamdedup/groundtruth``."""
+    from streamdedup.broker import default_cache_dir as cache_root
+
+    return cache_root() / "groundtruth"
+
+
+def file_sha256(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def cache_key(dump_sha256: str, params: Mapping[str, Any], min_sim: float) -> str:
+    """Name of a ground-truth cache entry: dump bytes, sketch parameters, similarity floor."""
+    blob = json.dumps(
+        {"v": CACHE_VERSION, "dump": dump_sha256, "params": dict(params), "min_sim": min_sim},
+        sort_keys=True, separators=(",", ":"),
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+# --------------------------------------------------------------------------------------------
+# corpus: documents in arrival order, collapsed to distinct shingle sets
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """Documents in arrival order and the distinct non-empty shingle set of each.
+
+    ``set_index[k]`` is the index in ``sets`` of document k's set, -1 for an empty set.
+    """
+
+    ids: tuple[str, ...]
+    set_index: np.ndarray
+    sets: tuple[np.ndarray, ...]
+
+    @classmethod
+    def build(cls, docs: Sequence[Document], sketcher: Sketcher) -> Corpus:
+        return cls.from_shingles(
+            [d.id for d in docs], [sketcher.shingle_fields(d.fields).shingles for d in docs]
+        )
+
+    @classmethod
+    def from_shingles(cls, ids: Sequence[str], shingles: Sequence[np.ndarray]) -> Corpus:
+        if len(ids) != len(shingles):
+            raise ValueError("one shingle array per id")
+        if len(set(ids)) != len(ids):
+            raise ValueError("document ids must be unique")
+        seen: dict[bytes, int] = {}
+        sets: list[np.ndarray] = []
+        index = np.full(len(ids), -1, dtype=np.int64)
+        for k, sh in enumerate(shingles):
+            if not sh.size:
+                continue
+            key = sh.tobytes()
+            g = seen.get(key)
+            if g is None:
+                seen[key] = g = len(sets)
+                sets.append(sh)
+            index[k] = g
+        return cls(tuple(ids), index, tuple(sets))
+
+    @property
+    def weights(self) -> np.ndarray:
+        """Documents per distinct set."""
+        return np.bincount(self.set_index[self.set_index >= 0], minlength=len(self.sets))
+
+    @property
+    def position(self) -> dict[str, int]:
+        return {doc_id: k for k, doc_id in enumerate(self.ids)}
+
+    def digest(self) -> str:
+        """Identity of the distinct sets in order: a cache entry must match it."""
+        fps = np.array([set_fingerprint(s) for s in self.sets], dtype=">i8")
+        return xxhash.xxh3_128_hexdigest(fps.tobytes())
+
+
+def _copy_pairs(weights: np.ndarray) -> int:
+    """Document pairs inside the sets themselves (exact copies)."""
+    w = weights.astype(np.int64)
+    return int((w * (w - 1) // 2).sum())
+
+
+# --------------------------------------------------------------------------------------------
+# exact similarities of distinct sets
+
+
+@dataclass(frozen=True)
+class SetPairs:
+    """Pairs of distinct sets (i < j) with their exact Jaccard, all >= ``min_sim``."""
+
+    i: np.ndarray
+    j: np.ndarray
+    sim: np.ndarray
+    min_sim: float
+
+    def at(self, threshold: float) -> SetPairs:
+        if threshold < self.min_sim:
+            raise ValueError(f"pairs were computed down to {self.min_sim}, not {threshold}")
+        keep = self.sim >= threshold
+        return SetPairs(self.i[keep], self.j[keep], self.sim[keep], threshold)
+
+    def doc_pairs(self, weights: np.ndarray) -> int:
+        """Document pairs these set pairs stand for (copies of a set excluded)."""
+        w = weights.astype(np.int64)
+        return int((w[self.i] * w[self.j]).sum())
+
+
+def set_similarities(sets: Sequence[np.ndarray], min_sim: float) -> SetPairs:
+    """Exact Jaccard of every pair of distinct sets with similarity >= ``min_sim`` (> 0).
+
+    Intersections come from a sparse product of the set x shingle incidence matrix, in blocks
+    of rows so that the product stays bounded on large dumps.
+    """
+    if not 0.0 < min_sim <= 1.0:
+        raise ValueError(f"min_sim must be in (0, 1], not {min_sim}")
+    empty = SetPairs(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), min_sim)
+    if len(sets) < 2:
+        return empty
+    sizes = np.array([s.size for s in sets], dtype=np.int64)
+    if not sizes.all():
+        raise ValueError("sets must be non-empty")
+    vocab, cols = np.unique(np.concatenate(sets), return_inverse=True)
+    rows = np.repeat(np.arange(len(sets)), sizes)
+    x = sparse.csr_matrix(
+        (np.ones(cols.size, dtype=np.int32), (rows, cols)), shape=(len(sets), vocab.size)
+    )
+    xt = x.T.tocsc()
+    parts_i, parts_j, parts_s = [], [], []
+    step = max(1, _BLOCK_CELLS // len(sets))
+    for start in range(0, len(sets), step):
+        block = (x[start : start + step] @ xt).tocoo()
+        gi = block.row.astype(np.int64) + start
+        gj = block.col.astype(np.int64)
+        upper = gj > gi
+        gi, gj, inter = gi[upper], gj[upper], block.data[upper].astype(np.int64)
+        sim = inter / (sizes[gi] + sizes[gj] - inter)
+        keep = sim >= min_sim
+        parts_i.append(gi[keep])
+        parts_j.append(gj[keep])
+        parts_s.append(sim[keep])
+    i, j, s = np.concatenate(parts_i), np.concatenate(parts_j), np.concatenate(parts_s)
+    order = np.lexsort((j, i))
+    return SetPairs(i[order], j[order], s[order], min_sim)
+
+
+# --------------------------------------------------------------------------------------------
+# ground truth (cached)
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    """Exact similarities of a corpus: set pairs down to ``pairs.min_sim``, and the threshold."""
+
+    corpus: Corpus
+    pairs: SetPairs
+    threshold: float
+    brute_force_s: float  # jaccard.all_pairs over all documents, timed when first computed
+    cached: bool = False
+
+    @property
+    def true_set_pairs(self) -> SetPairs:
+        return self.pairs.at(self.threshold)
+
+    @property
+    def true_pairs(self) -> int:
+        w = self.corpus.weights
+        return self.true_set_pairs.doc_pairs(w) + _copy_pairs(w)
+
+    def true_pair_keys(self) -> np.ndarray:
+        """Sorted keys ``i * n_sets + j`` of the true set pairs (copies not included)."""
+        t = self.true_set_pairs
+        return np.sort(t.i * len(self.corpus.sets) + t.j)
+
+    def similarity_histogram(self, bins: int = 90) -> dict[str, list[float]]:
+        """Document pairs by exact Jaccard (from ``min_sim`` to 1), copies counted at 1.0."""
+        w = self.corpus.weights.astype(np.int64)
+        edges = np.linspace(self.pairs.min_sim, 1.0, bins + 1)
+        counts, _ = np.histogram(
+            self.pairs.sim, bins=edges, weights=(w[self.pairs.i] * w[self.pairs.j]).astype(float)
+        )
+        counts[-1] += _copy_pairs(w)
+        return {"edges": edges.round(6).tolist(), "counts": counts.astype(np.int64).tolist()}
+
+
+def ground_truth(
+    corpus: Corpus,
+    threshold: float,
+    *,
+    key: str | None = None,
+    cache_dir: Path | None = None,
+    min_sim: float = HISTOGRAM_MIN_SIM,
+) -> GroundTruth:
+    """Exact all-pairs Jaccard of the corpus; with a ``key``, read from / written to the cache."""
+    min_sim = min(min_sim, threshold)
+    digest = corpus.digest() if key else ""
+    base = (cache_dir or default_cache_dir()) / key if key else None
+    if base is not None:
+        loaded = _load_cached(base, digest, len(corpus.sets), min_sim)
+        if loaded is not None:
+            pairs, brute_s = loaded
+            return GroundTruth(corpus, pairs, threshold, brute_s, cached=True)
+
+    shingles = [corpus.sets[g] if g >= 0 else np.zeros(0, np.uint64) for g in corpus.set_index]
+    t0 = time.perf_counter()
+    brute = all_pairs(shingles, threshold)
+    brute_s = time.perf_counter() - t0
+    pairs = set_similarities(corpus.sets, min_sim)
+    truth = GroundTruth(corpus, pairs, threshold, brute_s)
+    if len(brute) != truth.true_pairs:  # two exact methods must agree, or neither is trusted
+        raise AssertionError(
+            f"ground truth disagrees with jaccard.all_pairs: {truth.true_pairs} != {len(brute)}"
+        )
+    if base is not None:
+        _store_cached(base, pairs, {"digest": digest, "n_sets": len(corpus.sets),
+                                    "min_sim": min_sim, "brute_force_s": brute_s})
+    return truth
+
+
+def _load_cached(base: Path, digest: str, n_sets: int, min_sim: float
+                 ) -> tuple[SetPairs, float] | None:
+    meta_path, data_path = base.with_suffix(".json"), base.with_suffix(".npy")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if (meta.get("version"), meta.get("digest"), meta.get("n_sets"), meta.get("min_sim")) != (
+            CACHE_VERSION, digest, n_sets, min_sim
+        ):
+            return None
+        data = np.load(data_path, allow_pickle=False)
+    except (OSError, ValueError):
+        return None
+    if data.dtype != _PAIR_DTYPE or len(data) != meta.get("pairs"):
+        return None
+    pairs = SetPairs(data["i"].astype(np.int64), data["j"].astype(np.int64),
+                     data["sim"].astype(np.float64), min_sim)
+    return pairs, float(meta["brute_force_s"])
+
+
+def _store_cached(base: Path, pairs: SetPairs, meta: dict[str, Any]) -> None:
+    """Write data then metadata, each atomically: a reader sees a whole entry or none."""
+    base.parent.mkdir(parents=True, exist_ok=True)
+    data = np.empty(pairs.i.size, dtype=_PAIR_DTYPE)
+    data["i"], data["j"], data["sim"] = pairs.i, pairs.j, pairs.sim
+    tmp = base.with_name(f"{base.name}.{os.getpid()}.tmp.npy")
+    np.save(tmp, data, allow_pickle=False)
+    os.replace(tmp, base.with_suffix(".npy"))
+    meta = {"version": CACHE_VERSION, "pairs": int(pairs.i.size), **meta}
+    tmp_meta = base.with_name(f"{base.name}.{os.getpid()}.tmp.json")
+    tmp_meta.write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    os.replace(tmp_meta, base.with_suffix(".json"))
+
+
+# --------------------------------------------------------------------------------------------
+# metrics of verdicts
+
+
+def _ratio(num: int, den: int) -> float:
+    """num / den, and 1.0 when there is nothing to get wrong (den == 0)."""
+    return num / den if den else 1.0
+
+
+def _f1(p: float, r: float) -> float:
+    return 2 * p * r / (p + r) if p + r else 0.0
+
+
+def truly_duplicate(truth: GroundTruth) -> np.ndarray:
+    """Per document: does a true pair join it to an earlier-arrived document?"""
+    c = truth.corpus
+    n = len(c.ids)
+    g = c.set_index
+    big = np.int64(n)
+    first = np.full(len(c.sets), big, dtype=np.int64)
+    np.minimum.at(first, g[g >= 0], np.flatnonzero(g >= 0))
+    earliest = first.copy()  # earliest document of the set itself or of a true neighbour set
+    t = truth.true_set_pairs
+    np.minimum.at(earliest, t.i, first[t.j])
+    np.minimum.at(earliest, t.j, first[t.i])
+    out = np.zeros(n, dtype=bool)
+    has = g >= 0
+    out[has] = earliest[g[has]] < np.flatnonzero(has)
+    return out
+
+
+def verdict_clusters(ids: Sequence[str], verdicts: Mapping[str, Verdict]) -> np.ndarray:
+    """Final cluster label of each document: components of (id, cluster_id), (id, match id)."""
+    index = {doc_id: k for k, doc_id in enumerate(ids)}
+    src: list[int] = []
+    dst: list[int] = []
+
+    def node(doc_id: str) -> int:
+        k = index.get(doc_id)
+        if k is None:  # an id outside the evaluated documents (e.g. from a reused store)
+            k = index[doc_id] = len(index)
+        return k
+
+    for doc_id in ids:
+        v = verdicts.get(doc_id)
+        if v is None:
+            continue
+        a = index[doc_id]
+        for other in (v.cluster_id, *(m.id for m in v.matches)):
+            src.append(a)
+            dst.append(node(other))
+    n = len(index)
+    graph = sparse.coo_matrix((np.ones(len(src), dtype=np.int8), (src, dst)), shape=(n, n))
+    _, labels = connected_components(graph, directed=False)
+    return labels[: len(ids)]
+
+
+def true_clusters(truth: GroundTruth) -> np.ndarray:
+    """Cluster label of each document: components of true pairs (empty sets alone)."""
+    c = truth.corpus
+    t = truth.true_set_pairs
+    n_sets = len(c.sets)
+    graph = sparse.coo_matrix((np.ones(t.i.size, dtype=np.int8), (t.i, t.j)),
+                              shape=(n_sets, n_sets))
+    _, set_labels = connected_components(graph, directed=False)
+    labels = np.empty(len(c.ids), dtype=np.int64)
+    has = c.set_index >= 0
+    labels[has] = set_labels[c.set_index[has]]
+    labels[~has] = n_sets + np.arange(int((~has).sum()))
+    return labels
+
+
+def _count_clusters(labels: np.ndarray) -> tuple[int, int]:
+    """(components with >= 2 documents, all components)."""
+    _, sizes = np.unique(labels, return_counts=True)
+    return int((sizes >= 2).sum()), int(sizes.size)
+
+
+def doc_metrics(truth: GroundTruth, verdicts: Mapping[str, Verdict]) -> dict[str, Any]:
+    actual = truly_duplicate(truth)
+    flagged = np.array([bool(v.duplicate) if (v := verdicts.get(i)) else False
+                        for i in truth.corpus.ids], dtype=bool)
+    tp = int((actual & flagged).sum())
+    fp = int((~actual & flagged).sum())
+    fn = int((actual & ~flagged).sum())
+    p, r = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
+    return {
+        "doc_precision": p, "doc_recall": r, "doc_f1": _f1(p, r),
+        "doc_counts": {"true_duplicates": int(actual.sum()), "flagged": int(flagged.sum()),
+                       "tp": tp, "fp": fp, "fn": fn},
+    }
+
+
+def pair_metrics(
+    truth: GroundTruth, verdicts: Mapping[str, Verdict], labels: np.ndarray
+) -> dict[str, Any]:
+    """Pair precision over the verdicts' named matches; pair recall over final clusters."""
+    c = truth.corpus
+    n_sets = len(c.sets)
+    pos = c.position
+    named: set[tuple[int, int]] = set()
+    unknown = 0
+    for doc_id in c.ids:
+        v = verdicts.get(doc_id)
+        for m in v.matches if v else ():
+            other = pos.get(m.id)
+            if other is None:
+                unknown += 1
+            elif other != pos[doc_id]:
+                a, b = pos[doc_id], other
+                named.add((min(a, b), max(a, b)))
+    if named:
+        a, b = np.array(sorted(named), dtype=np.int64).T
+        ga, gb = c.set_index[a], c.set_index[b]
+        lo, hi = np.minimum(ga, gb), np.maximum(ga, gb)
+        keys = truth.true_pair_keys()
+        hit = np.isin(lo * n_sets + hi, keys) & (lo >= 0)
+        named_true = int((hit | ((ga == gb) & (ga >= 0))).sum())
+    else:
+        named_true = 0
+
+    # Same-cluster document pairs per set pair: (S S^T)[g, h] with S = set x cluster counts.
+    has = c.set_index >= 0
+    _, cl = np.unique(labels[has], return_inverse=True)
+    s = sparse.csr_matrix(
+        (np.ones(int(has.sum()), dtype=np.int64), (c.set_index[has], cl)),
+        shape=(n_sets, int(cl.max()) + 1 if cl.size else 0),
+    )
+    s.sum_duplicates()
+    together = (s @ s.T).tocoo()
+    t = truth.true_set_pairs
+    tkeys = t.i * n_sets + t.j
+    mkeys = together.row.astype(np.int64) * n_sets + together.col
+    order = np.argsort(mkeys)
+    mkeys, mvals = mkeys[order], together.data[order]
+    cross = 0
+    if mkeys.size:
+        at = np.minimum(np.searchsorted(mkeys, tkeys), mkeys.size - 1)
+        cross = int(np.where(mkeys[at] == tkeys, mvals[at], 0).sum())
+    counts = s.data.astype(np.int64)
+    within = int((counts * (counts - 1) // 2).sum())
+    clustered = cross + within
+    total = truth.true_pairs
+    return {
+        "pair_precision": _ratio(named_true, len(named)),
+        "pair_recall": _ratio(clustered, total),
+        "pair_counts": {"named_pairs": len(named), "named_true": named_true,
+                        "named_unknown_ids": unknown, "true_pairs": total,
+                        "true_pairs_clustered": clustered},
+    }
+
+
+def latency_stats(
+    produced_at: Mapping[str, float], verdict_at: Mapping[str, float]
+) -> dict[str, Any]:
+    """End-to-end latency (produce -> verdict read back) percentiles and throughput."""
+    common = [i for i in verdict_at if i in produced_at]
+    if not common:
+        return {"docs_per_second": 0.0, "elapsed_s": 0.0,
+                "latency_ms": {"p50": 0.0, "p95": 0.0, "p99": 0.0, "max": 0.0}}
+    lat = np.array([verdict_at[i] - produced_at[i] for i in common]) * 1000.0
+    p50, p95, p99 = np.percentile(lat, [50, 95, 99])
+    elapsed = max(verdict_at[i] for i in common) - min(produced_at[i] for i in common)
+    return {
+        "docs_per_second": len(common) / elapsed if elapsed > 0 else 0.0,
+        "elapsed_s": elapsed,
+        "latency_ms": {"p50": float(p50), "p95": float(p95), "p99": float(p99),
+                       "max": float(lat.max())},
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# the original study's table: LSH candidates over all documents vs exact pairs
+
+
+def candidate_set_pairs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs of rows (i < j) that share at least one band key: group rows by key.
+
+    ``keys`` is (rows, bands) with band-mixed keys, so one flat grouping serves all bands.
+    """
+    n = keys.shape[0]
+    if n < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    _, bucket = np.unique(keys.ravel(), return_inverse=True)
+    rows = np.repeat(np.arange(n), keys.shape[1])
+    b = sparse.csr_matrix((np.ones(rows.size, dtype=np.int32), (rows, bucket.ravel())),
+                          shape=(n, int(bucket.max()) + 1))
+    shared = sparse.triu(b @ b.T, k=1).tocoo()
+    return shared.row.astype(np.int64), shared.col.astype(np.int64)
+
+
+def band_table(
+    truth: GroundTruth,
+    settings: Settings,
+    layouts: Iterable[tuple[int, int]] = STUDY_LAYOUTS,
+    num_perm: int = STUDY_NUM_PERM,
+) -> dict[str, Any]:
+    """Candidate pairs, FP and FN rates of LSH settings over the whole corpus (not streaming).
+
+    Rows: the study's layouts at ``num_perm`` permutations, and the layout the threshold
+    chooses for the settings' own ``num_perm``. A row's time is signing the distinct sets
+    (done once per permutation count) plus band keys and grouping; the brute-force time is
+    ``jaccard.all_pairs`` on all documents. Neither includes shingling, which both need.
+    """
+    c = truth.corpus
+    w = c.weights.astype(np.int64)
+    n_sets = len(c.sets)
+    copies = _copy_pairs(w)
+    true_keys = truth.true_pair_keys()
+    true_total = truth.true_pairs
+    chosen = lsh.choose_bands(settings.threshold, settings.num_perm)
+    specs = [(f"{b}x{r}", b, r, num_perm) for b, r in layouts]
+    specs.append((f"{chosen[0]}x{chosen[1]}, chosen", *chosen, settings.num_perm))
+    signed: dict[int, tuple[np.ndarray, float]] = {}
+    rows = []
+    for label, b, r, perms in specs:
+        if perms not in signed:  # one signing per permutation count, charged to every row
+            t0 = time.perf_counter()
+            sigs = MinHasher(perms, settings.seed).sign_many(list(c.sets))
+            signed[perms] = (sigs, time.perf_counter() - t0)
+        sigs, sign_s = signed[perms]
+        t0 = time.perf_counter()
+        ci, cj = candidate_set_pairs(lsh.band_keys_many(sigs, b, r))
+        band_s = time.perf_counter() - t0
+        cand = int((w[ci] * w[cj]).sum()) + copies
+        is_true = np.isin(ci * n_sets + cj, true_keys)
+        both = int((w[ci[is_true]] * w[cj[is_true]]).sum()) + copies
+        rows.append({
+            "setting": label, "bands": b, "rows": r, "num_perm": perms,
+            "p_at_threshold": float(lsh.p_candidate(settings.threshold, b, r)),
+            "candidate_pairs": cand, "true_pairs": true_total, "true_candidates": both,
+            "fp_rate": _ratio(cand - both, cand) if cand else 0.0,
+            "fn_rate": (true_total - both) / true_total if true_total else 0.0,
+            "candidate_precision": _ratio(both, cand), "candidate_recall": _ratio(both, true_total),
+            "sign_s": sign_s, "band_s": band_s, "time_s": sign_s + band_s,
+        })
+    return {
+        "rows": rows,
+        "brute_force_s": truth.brute_force_s,
+        "brute_force_cached": truth.cached,
+        "fp_rate_definition": _FP_RATE_DEF,
+        "fn_rate_definition": _FN_RATE_DEF,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# the dump's own labels: rows sharing a link are reposts of one announcement
+
+_SPACES = re.compile(r"\s+")
+
+
+def _clip(text: str, width: int) -> str:
+    text = _SPACES.sub(" ", text).strip()
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def link_labels(
+    truth: GroundTruth,
+    docs: Sequence[Document],
+    verdicts: Mapping[str, Verdict],
+    labels: np.ndarray,
+    text_fields: Sequence[str],
+    *,
+    examples: int = 5,
+    width: int = 300,
+) -> dict[str, Any]:
+    """How many reposts (all but the first row of each ``link``) the verdicts flag.
+
+    ``true_duplicates`` counts reposts whose exact Jaccard with an earlier row of their link
+    reaches the threshold; misses are shown most similar first, so a person can judge them.
+    """
+    from streamdedup.jaccard import jaccard
+
+    c = truth.corpus
+    groups: dict[str, list[int]] = {}
+    for k, d in enumerate(docs):
+        link = (d.fields.get("link") or "").strip()
+        if link:
+            groups.setdefault(link, []).append(k)
+    empty = np.zeros(0, dtype=np.uint64)
+
+    def shingles(k: int) -> np.ndarray:
+        g = c.set_index[k]
+        return c.sets[g] if g >= 0 else empty
+
+    reposts = flagged = true_dup = same_cluster = 0
+    misses: list[dict[str, Any]] = []
+    for members in groups.values():
+        for pos, k in enumerate(members[1:], start=1):
+            reposts += 1
+            best = max(jaccard(shingles(k), shingles(e)) for e in members[:pos])
+            true_dup += best >= truth.threshold
+            v = verdicts.get(docs[k].id)
+            same_cluster += bool(labels[k] == labels[members[0]])
+            if v is not None and v.duplicate:
+                flagged += 1
+                continue
+            first = docs[members[0]]
+            misses.append({
+                "link": docs[k].fields.get("link", ""),
+                "id": docs[k].id, "first_id": first.id,
+                "jaccard": round(jaccard(shingles(k), shingles(members[0])), 4),
+                "best_jaccard": round(best, 4),
+                "title": _clip(docs[k].fields.get("title", ""), 120),
+                "first_title": _clip(first.fields.get("title", ""), 120),
+                "text": _clip(compose_text(docs[k].fields, tuple(text_fields)), width),
+                "first_text": _clip(compose_text(first.fields, tuple(text_fields)), width),
+            })
+    misses.sort(key=lambda m: (-m["best_jaccard"], m["id"]))
+    return {
+        "links": len(groups), "reposts": reposts, "flagged": flagged,
+        "same_cluster_as_first": same_cluster, "true_duplicates": true_dup,
+        "missed": reposts - flagged, "misses": misses[:examples],
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# everything at once
+
+
+def evaluate(
+    docs: Sequence[Document],
+    verdicts: Mapping[str, Verdict],
+    truth: GroundTruth,
+    settings: Settings,
+    *,
+    dead_letters: int = 0,
+    produced_at: Mapping[str, float] | None = None,
+    verdict_at: Mapping[str, float] | None = None,
+    with_band_table: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """The report's numbers (a JSON-able dict) for verdicts on ``docs`` in arrival order."""
+    if tuple(d.id for d in docs) != truth.corpus.ids:
+        raise ValueError("the ground truth was computed for other documents")
+    say = progress or (lambda _msg: None)
+    ids = truth.corpus.ids
+    labels = verdict_clusters(ids, verdicts)
+    tlabels = true_clusters(truth)
+    clusters, components = _count_clusters(labels)
+    tclusters, tcomponents = _count_clusters(tlabels)
+    report: dict[str, Any] = {
+        "docs": len(ids),
+        "distinct_sets": len(truth.corpus.sets),
+        "verdicts": sum(1 for i in ids if i in verdicts),
+        "missing_verdicts": sum(1 for i in ids if i not in verdicts),
+        "dead_letters": dead_letters,
+        "threshold": truth.threshold,
+    }
+    say("doc and pair metrics")
+    report.update(doc_metrics(truth, verdicts))
+    report.update(pair_metrics(truth, verdicts, labels))
+    report.update({
+        "clusters": clusters, "true_clusters": tclusters,
+        "components_with_singletons": components,
+        "true_components_with_singletons": tcomponents,
+        "cluster_definition": "connected components with >= 2 documents",
+    })
+    report.update(latency_stats(produced_at or {}, verdict_at or {}))
+    if with_band_table:
+        say("band table")
+        report["band_table"] = band_table(truth, settings)
+    report["similarity_histogram"] = {"min_sim": truth.pairs.min_sim,
+                                      **truth.similarity_histogram()}
+    say("link labels")
+    report["link_labels"] = link_labels(truth, docs, verdicts, labels, settings.text_fields)
+    report["definitions"] = {
+        "true_pair": f"exact Jaccard of normalized shingle sets >= {truth.threshold}",
+        "doc_level": "a document has an earlier near-duplicate (verdict.duplicate)",
+        "pair_precision": "named (id, match id) pairs that are true pairs / named pairs",
+        "pair_recall": "true pairs inside one final verdict cluster / true pairs",
+        "final_clusters": "components of (id, cluster_id) and (id, match id) links",
+        "empty_ratio": "a ratio with nothing to count (0/0) is reported as 1.0",
+    }
+    for key in ("doc_precision", "doc_recall", "doc_f1", "pair_precision", "pair_recall"):
+        if math.isnan(report[key]):
+            raise AssertionError(f"{key} is NaN")
+    return report
