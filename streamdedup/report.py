@@ -1,0 +1,278 @@
+"""Writing an evaluation: report.json, report.md, verdicts.jsonl and the PNG plots.
+
+Takes the JSON-able dict that ``evaluation.evaluate`` builds (plus whatever the caller adds,
+such as ``dump`` and ``settings``) and renders it; it computes nothing itself, so the JSON and
+the Markdown always tell the same story. Plots use matplotlib's object API (``Figure``), which
+renders with Agg and never touches pyplot's global state or a display.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streamdedup import lsh
+from streamdedup.verdict import Verdict
+
+S_CURVES_PNG = "s_curves.png"
+PRECISION_RECALL_PNG = "precision_recall.png"
+
+
+def write_report(report: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
+    """Write plots, report.json and report.md into ``out_dir``; return their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    plots: dict[str, str] = {}
+    if report.get("band_table") and report.get("similarity_histogram"):
+        plot_s_curves(report, out / S_CURVES_PNG)
+        plots["s_curves"] = S_CURVES_PNG
+    if report.get("band_table"):
+        plot_precision_recall(report, out / PRECISION_RECALL_PNG)
+        plots["precision_recall"] = PRECISION_RECALL_PNG
+    report["plots"] = plots
+    paths = {"json": out / "report.json", "md": out / "report.md"}
+    _write_text(paths["json"], json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+    _write_text(paths["md"], render_markdown(report))
+    paths.update({name: out / file for name, file in plots.items()})
+    return paths
+
+
+def write_verdicts(path: str | Path, verdicts: Iterable[Verdict]) -> int:
+    """One verdict JSON per line, in the order given; returns how many."""
+    lines = [v.to_json() for v in verdicts]
+    _write_text(Path(path), "".join(line + "\n" for line in lines))
+    return len(lines)
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Atomic replace, so a report folder never holds a half-written file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------------------------
+# text
+
+
+def summary(report: Mapping[str, Any]) -> str:
+    """A few lines for the terminal."""
+    lat = report.get("latency_ms", {})
+    lines = [
+        f"docs {report['docs']}  verdicts {report['verdicts']}  "
+        f"missing {report.get('missing_verdicts', 0)}  dead letters {report['dead_letters']}",
+        f"doc   precision {report['doc_precision']:.4f}  recall {report['doc_recall']:.4f}  "
+        f"F1 {report['doc_f1']:.4f}",
+        f"pairs precision {report['pair_precision']:.4f}  recall {report['pair_recall']:.4f}  "
+        f"({report['pair_counts']['true_pairs']:,} true pairs)",
+        f"clusters {report['clusters']} (truth {report['true_clusters']})",
+    ]
+    if report.get("docs_per_second"):
+        lines.append(
+            f"throughput {report['docs_per_second']:.0f} docs/s  latency ms "
+            f"p50 {lat.get('p50', 0):.0f}  p95 {lat.get('p95', 0):.0f}  "
+            f"p99 {lat.get('p99', 0):.0f}"
+        )
+    links = report.get("link_labels")
+    if links and links["reposts"]:
+        lines.append(f"link reposts flagged {links['flagged']}/{links['reposts']}")
+    if report.get("elapsed_total_s"):
+        lines.append(f"whole run {report['elapsed_total_s']:.1f} s")
+    return "\n".join(lines)
+
+
+def _md_cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: Mapping[str, Any]) -> str:
+    """The human-readable report: numbers, the study's table, plots, and repost misses."""
+    r = report
+    out: list[str] = ["# Near-duplicate detection report", ""]
+    dump = r.get("dump")
+    if dump:
+        out.append(f"Dump `{dump.get('name', dump.get('path', '?'))}` "
+                   f"(sha256 `{str(dump.get('sha256', ''))[:16]}…`, {r['docs']:,} documents, "
+                   f"{r.get('distinct_sets', 0):,} distinct shingle sets).")
+    settings = r.get("settings")
+    if settings:
+        out.append(
+            f"Preset `{settings.get('preset', '?')}`: fields "
+            f"{', '.join(settings.get('text_fields', []))}; {settings.get('shingle_kind')} "
+            f"{settings.get('shingle_size')}-shingles; {settings.get('num_perm')} permutations, "
+            f"{settings.get('bands')} bands x {settings.get('rows')} rows; "
+            f"threshold {settings.get('threshold')}."
+        )
+    out += ["", "## Results", "", "| metric | value |", "|---|---|"]
+    pc = r["pair_counts"]
+    dc = r["doc_counts"]
+    rows = [
+        ("documents / verdicts / missing", f"{r['docs']:,} / {r['verdicts']:,} / "
+                                           f"{r.get('missing_verdicts', 0):,}"),
+        ("dead letters", f"{r['dead_letters']:,}"),
+        ("doc precision / recall / F1",
+         f"{r['doc_precision']:.4f} / {r['doc_recall']:.4f} / {r['doc_f1']:.4f}"),
+        ("doc counts", f"{dc['true_duplicates']:,} true duplicates, {dc['flagged']:,} flagged, "
+                       f"{dc['fp']} FP, {dc['fn']} FN"),
+        ("pair precision", f"{r['pair_precision']:.4f} ({pc['named_true']:,} of "
+                           f"{pc['named_pairs']:,} named pairs are true)"),
+        ("pair recall", f"{r['pair_recall']:.4f} ({pc['true_pairs_clustered']:,} of "
+                        f"{pc['true_pairs']:,} true pairs share a final cluster)"),
+        ("clusters (>= 2 docs): verdicts / truth", f"{r['clusters']:,} / {r['true_clusters']:,}"),
+    ]
+    if r.get("docs_per_second"):
+        lat = r["latency_ms"]
+        rows += [
+            ("throughput", f"{r['docs_per_second']:.0f} docs/s over {r['elapsed_s']:.2f} s"),
+            ("latency p50 / p95 / p99",
+             f"{lat['p50']:.0f} / {lat['p95']:.0f} / {lat['p99']:.0f} ms"),
+        ]
+    if r.get("elapsed_total_s"):
+        rows.append(("whole run", f"{r['elapsed_total_s']:.1f} s"))
+    out += [f"| {k} | {_md_cell(v)} |" for k, v in rows]
+
+    table = r.get("band_table")
+    if table:
+        out += ["", "## LSH settings against brute force (the original study's table)", "",
+                "All documents at once, not streaming: a candidate pair shares at least one "
+                "band. FP rate = " + table["fp_rate_definition"] + "; FN rate = "
+                + table["fn_rate_definition"] + " (as the study defined them). Times are "
+                "signing + banding + grouping, from shingle sets; brute force is exact "
+                "Jaccard over all pairs (`jaccard.all_pairs`)"
+                + (" — measured when the ground truth was cached" if
+                   table.get("brute_force_cached") else "") + ".", "",
+                "| bands x rows | permutations | P(candidate) at threshold | candidate pairs | "
+                "true pairs | FP rate (pairs) | FN rate (pairs) | time (s) |",
+                "|---|---|---|---|---|---|---|---|"]
+        for row in table["rows"]:
+            fp = row["candidate_pairs"] - row["true_candidates"]
+            fn = row["true_pairs"] - row["true_candidates"]
+            out.append(
+                f"| {row['setting']} | {row['num_perm']} | {row['p_at_threshold']:.6f} | "
+                f"{row['candidate_pairs']:,} | {row['true_pairs']:,} | "
+                f"{row['fp_rate']:.6f} ({fp:,}) | {row['fn_rate']:.6f} ({fn:,}) | "
+                f"{row['time_s']:.2f} |"
+            )
+        out.append(f"| brute force | — | — | — | {r['pair_counts']['true_pairs']:,} | — | — | "
+                   f"{table['brute_force_s']:.2f} |")
+    plots = r.get("plots") or {}
+    if plots:
+        out += ["", "## Plots", ""]
+        if "s_curves" in plots:
+            out += [f"![S-curves over true pair similarities]({plots['s_curves']})", ""]
+        if "precision_recall" in plots:
+            out += [f"![Precision and recall per setting]({plots['precision_recall']})", ""]
+
+    links = r.get("link_labels")
+    if links:
+        out += ["", "## The dump's own labels: reposts sharing a link", "",
+                f"{links['reposts']:,} rows repeat the `link` of an earlier row "
+                f"({links['links']:,} links). The verdicts flag {links['flagged']:,} of them as "
+                f"duplicates; {links['true_duplicates']:,} reach the threshold against an earlier "
+                f"row of their link; {links['same_cluster_as_first']:,} end in the cluster of "
+                f"their link's first row."]
+        if links["misses"]:
+            out += ["", f"Reposts not flagged (most similar first, {len(links['misses'])} of "
+                        f"{links['missed']}):", "",
+                    "| Jaccard | first row | repost |", "|---|---|---|"]
+            for m in links["misses"]:
+                out.append(
+                    f"| {m['jaccard']:.3f} (best {m['best_jaccard']:.3f}) | "
+                    f"**{_md_cell(m['first_id'])}** {_md_cell(m['first_title'])}: "
+                    f"{_md_cell(m['first_text'])} | **{_md_cell(m['id'])}** "
+                    f"{_md_cell(m['title'])}: {_md_cell(m['text'])} |"
+                )
+    defs = r.get("definitions")
+    if defs:
+        out += ["", "## Definitions", ""]
+        out += [f"- **{k}**: {v}" for k, v in defs.items()]
+        out.append(f"- **clusters**: {r.get('cluster_definition', '')}; with singletons: "
+                   f"{r.get('components_with_singletons', '?')} (verdicts), "
+                   f"{r.get('true_components_with_singletons', '?')} (truth)")
+    return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# plots
+
+
+def _distinct_layouts(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    seen: set[tuple[int, int]] = set()
+    out = []
+    for row in rows:
+        key = (row["bands"], row["rows"])
+        if key not in seen:
+            seen.add(key)
+            out.append(row)
+    return out
+
+
+def plot_s_curves(report: Mapping[str, Any], path: Path) -> None:
+    """P(candidate) of each setting over the histogram of true pair similarities (log)."""
+    from matplotlib.figure import Figure
+
+    hist = report["similarity_histogram"]
+    edges = np.asarray(hist["edges"])
+    counts = np.asarray(hist["counts"], dtype=float)
+    threshold = report["threshold"]
+    fig = Figure(figsize=(8, 4.8), dpi=110)
+    ax = fig.add_subplot()
+    ax.bar(edges[:-1], np.where(counts > 0, counts, np.nan), width=np.diff(edges),
+           align="edge", color="#c8d3e0", edgecolor="#8fa3bb", linewidth=0.4,
+           label="document pairs")
+    ax.set_yscale("log")
+    ax.set_xlabel("exact Jaccard similarity")
+    ax.set_ylabel(f"document pairs (similarity >= {hist['min_sim']:g}, log)")
+    ax.set_xlim(0, 1)
+    curves = ax.twinx()
+    s = np.linspace(0, 1, 401)
+    for row in _distinct_layouts(report["band_table"]["rows"]):
+        curves.plot(s, lsh.p_candidate(s, row["bands"], row["rows"]), linewidth=1.6,
+                    label=f"{row['bands']}x{row['rows']}")
+    curves.axvline(threshold, color="black", linestyle="--", linewidth=1,
+                   label=f"threshold {threshold:g}")
+    curves.set_ylim(0, 1.02)
+    curves.set_ylabel("P(candidate pair)")
+    handles, labels = ax.get_legend_handles_labels()
+    h2, l2 = curves.get_legend_handles_labels()
+    fig.legend(handles + h2, labels + l2, loc="lower center", ncol=len(labels + l2),
+               fontsize=8, frameon=False)
+    ax.set_title("LSH S-curves over the similarities of document pairs")
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.savefig(path, format="png")
+
+
+def plot_precision_recall(report: Mapping[str, Any], path: Path) -> None:
+    """Candidate precision/recall of each LSH setting, and the verified verdicts' pair P/R."""
+    from matplotlib.figure import Figure
+
+    rows = report["band_table"]["rows"]
+    names = [row["setting"] for row in rows]
+    prec = [row["candidate_precision"] for row in rows]
+    rec = [row["candidate_recall"] for row in rows]
+    if report.get("verdicts"):
+        names.append("verdicts\n(verified)")
+        prec.append(report["pair_precision"])
+        rec.append(report["pair_recall"])
+    x = np.arange(len(names))
+    fig = Figure(figsize=(8, 4.4), dpi=110)
+    ax = fig.add_subplot()
+    width = 0.38
+    for offset, values, label, color in ((-width / 2, prec, "precision", "#4c72b0"),
+                                         (width / 2, rec, "recall", "#dd8452")):
+        bars = ax.bar(x + offset, values, width, label=label, color=color)
+        ax.bar_label(bars, labels=[f"{v:.4f}" for v in values], fontsize=7, rotation=90,
+                     padding=2)
+    low = min(prec + rec)
+    ax.set_ylim(max(0.0, low - (1.0 - low) * 0.5 - 0.01), 1.0 + (1.0 - low) * 0.35 + 0.004)
+    ax.set_xticks(x, names, fontsize=8)
+    ax.set_ylabel("pair precision / recall")
+    ax.set_title("LSH candidates (before exact verification) and final verdicts")
+    ax.legend(loc="lower left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
