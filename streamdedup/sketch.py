@@ -6,6 +6,7 @@ replay, a future Spark backfill) and give identical keys for identical input.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,10 +29,17 @@ class Shingled:
 
 
 class Sketcher:
-    """Everything that turns announcement fields into comparable sketches."""
+    """Everything that turns announcement fields into comparable sketches.
 
-    def __init__(self, settings: Settings) -> None:
+    Identical raw texts are the commonest duplicates in a scrape (reposts, boilerplate), so
+    the last ``text_cache`` distinct texts keep their shingles: a repeat skips normalization
+    and shingling entirely. ``text_cache=0`` disables it (benchmarks report both).
+    """
+
+    def __init__(self, settings: Settings, text_cache: int = 4096) -> None:
         self.settings = settings
+        self.text_cache = text_cache
+        self._cache: OrderedDict[str, Shingled] = OrderedDict()
         self.normalize = Normalizer(settings)
         self.hasher = MinHasher(settings.num_perm, settings.seed)
         if settings.bands:
@@ -40,9 +48,20 @@ class Sketcher:
             self.bands, self.rows = lsh.choose_bands(settings.threshold, settings.num_perm)
 
     def shingle_fields(self, fields: Mapping[str, str]) -> Shingled:
-        text = self.normalize(compose_text(fields, self.settings.text_fields))
-        sh = shingle(text, self.settings.shingle_kind, self.settings.shingle_size)
-        return Shingled(sh, set_fingerprint(sh) if sh.size else 0)
+        raw = compose_text(fields, self.settings.text_fields)
+        cache = self._cache
+        found = cache.get(raw)
+        if found is not None:
+            cache.move_to_end(raw)
+            return found
+        sh = shingle(self.normalize(raw), self.settings.shingle_kind, self.settings.shingle_size)
+        sh.flags.writeable = False  # shared between documents through the cache
+        result = Shingled(sh, set_fingerprint(sh) if sh.size else 0)
+        if self.text_cache:
+            cache[raw] = result
+            if len(cache) > self.text_cache:
+                cache.popitem(last=False)
+        return result
 
     def band_keys(self, shingles: np.ndarray) -> np.ndarray:
         return lsh.band_keys(self.hasher.sign(shingles), self.bands, self.rows)

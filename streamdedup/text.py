@@ -7,7 +7,6 @@ list from an installed package or a file) and then maps str -> str with no I/O.
 
 from __future__ import annotations
 
-import functools
 import re
 import unicodedata
 from collections.abc import Callable, Mapping
@@ -23,8 +22,9 @@ NORMALIZER_VERSION = 1
 
 _PUNCT = re.compile(r"[^\w\s]|_")
 _DIGITS = re.compile(r"\d")
+_PUNCT_AND_DIGITS = re.compile(r"[^\w\s]|[\d_]")  # both in one pass
+_WORD_MEMO_SIZE = 1 << 18
 _TAG_HINT = re.compile(r"<[A-Za-z!/?]|&(#\d+|#x[0-9A-Fa-f]+|[A-Za-z]+);")
-_STEM_CACHE_SIZE = 1 << 18
 
 
 def html_to_text(text: str) -> str:
@@ -64,7 +64,7 @@ def load_stopwords(spec: str) -> frozenset[str]:
 
 
 def make_stemmer(language: str) -> Callable[[str], str]:
-    """A memoized Snowball stemmer (ads repeat their vocabulary, so the cache hits often)."""
+    """A Snowball stemmer (nltk's; needs no downloaded data)."""
     if not language:
         return lambda word: word
     from nltk.stem.snowball import SnowballStemmer
@@ -73,8 +73,7 @@ def make_stemmer(language: str) -> Callable[[str], str]:
         raise ConfigError(
             f"no Snowball stemmer for {language!r}; known: {', '.join(SnowballStemmer.languages)}"
         )
-    stemmer = SnowballStemmer(language)
-    return functools.lru_cache(maxsize=_STEM_CACHE_SIZE)(stemmer.stem)
+    return SnowballStemmer(language).stem
 
 
 class Normalizer:
@@ -87,6 +86,20 @@ class Normalizer:
             words = frozenset(fold_accents(w) for w in words)
         self.stopwords = words
         self._stem = make_stemmer(settings.stem_language)
+        self._strip = (
+            _PUNCT_AND_DIGITS if settings.strip_punctuation and settings.strip_digits
+            else _PUNCT if settings.strip_punctuation
+            else _DIGITS if settings.strip_digits
+            else None
+        )
+        self._words: dict[str, str] = {}  # word -> stem, or "" for a stopword
+
+    def _word(self, word: str) -> str:
+        """Stopword check and stemming of one word, memoized (ads reuse their vocabulary)."""
+        if len(self._words) >= _WORD_MEMO_SIZE:
+            self._words.clear()
+        out = self._words[word] = "" if word in self.stopwords else self._stem(word)
+        return out
 
     def __call__(self, text: str) -> str:
         s = self.settings
@@ -96,13 +109,17 @@ class Normalizer:
             text = text.lower()
         if s.fold_accents:
             text = fold_accents(text)
-        if s.strip_punctuation:
-            text = _PUNCT.sub(" ", text)
-        if s.strip_digits:
-            text = _DIGITS.sub(" ", text)
-        stop = self.stopwords
-        stem = self._stem
-        return " ".join(stem(w) for w in text.split() if w not in stop)
+        if self._strip is not None:
+            text = self._strip.sub(" ", text)
+        memo = self._words
+        out = []
+        for word in text.split():
+            stem = memo.get(word)
+            if stem is None:
+                stem = self._word(word)
+            if stem:
+                out.append(stem)
+        return " ".join(out)
 
     def describe(self) -> dict[str, Any]:
         """What makes two normalizers' outputs comparable; stored with the index."""
