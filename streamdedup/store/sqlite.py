@@ -131,6 +131,12 @@ class SqliteStore(Store):
 
     # --- metadata
     def get_params(self) -> dict[str, Any] | None:
+        # Opening sqlitedict on a store without its table creates the table, a write that
+        # waits for (and times out on) our own connection's uncommitted writes: check first.
+        if self._conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+        ).fetchone() is None:
+            return None
         with self._meta() as meta:
             params = meta.get("params")
         return dict(params) if params is not None else None
