@@ -25,7 +25,7 @@ def p_candidate(s: float | np.ndarray, bands: int, rows: int) -> float | np.ndar
     if bands < 1 or rows < 1:
         raise ValueError(f"bands and rows must be >= 1, got {bands} x {rows}")
     s_arr = np.asarray(s, dtype=float)
-    if np.any((s_arr < 0) | (s_arr > 1)):
+    if not np.all((s_arr >= 0) & (s_arr <= 1)):  # written so that NaN is refused too
         raise ValueError("similarity must lie in [0, 1]")
     result = 1.0 - (1.0 - s_arr**rows) ** bands
     return float(result) if np.ndim(result) == 0 else result
