@@ -218,3 +218,66 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(
             f"{source.kind}: {source.bootstrap or 'unavailable'} — {source.reason}"
         )
+
+
+# --- stores ---
+# Every store backend the contract suite in tests/test_store.py runs against. A test asks for
+# ``store`` (parametrized over all backends by default, or over a subset with
+# ``@pytest.mark.parametrize("store", [...], indirect=True)``), or for ``make_store`` when it
+# needs several stores or to reopen one. SQLite stores live in the test's tmp_path.
+# ``kijiji_path`` is the historical dump for ``@pytest.mark.dump`` tests: $STREAMDEDUP_KIJIJI,
+# else ../shared/data/kijiji_jobs.tsv next to the project; missing -> skip (fail under CI).
+from pathlib import Path  # noqa: E402
+
+from streamdedup.store.base import Store  # noqa: E402
+
+SUPPORTED_STORES = ("memory", "sqlite")
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def make_store(tmp_path: Path) -> Iterator[Callable[..., Store]]:
+    """``make(backend, location=None) -> Store``; every store made is closed at teardown.
+
+    ``location`` defaults to ``tmp_path / "store-<backend>"``, so making the same backend twice
+    reopens the same SQLite store (close the first one before).
+    """
+    from streamdedup.store.memory import MemoryStore
+    from streamdedup.store.sqlite import SqliteStore
+
+    opened: list[Store] = []
+
+    def make(backend: str, location: str | os.PathLike[str] | None = None) -> Store:
+        store: Store
+        if backend == "memory":
+            store = MemoryStore()
+        elif backend == "sqlite":
+            store = SqliteStore(location or tmp_path / f"store-{backend}")
+        else:
+            raise ValueError(f"no such store backend in the tests: {backend!r}")
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()  # closing twice is allowed by both backends
+
+
+@pytest.fixture(params=SUPPORTED_STORES)
+def store(request: pytest.FixtureRequest, make_store: Callable[..., Store]) -> Store:
+    """A fresh, empty store of the backend named by the (indirect) parameter."""
+    return make_store(request.param)
+
+
+@pytest.fixture(scope="session")
+def kijiji_path() -> Path:
+    """The Kijiji TSV dump; skipped (with the path looked at) when missing, failed under CI."""
+    env = os.environ.get("STREAMDEDUP_KIJIJI", "").strip()
+    path = Path(env) if env else PROJECT_ROOT.parent / "shared" / "data" / "kijiji_jobs.tsv"
+    if not path.is_file():
+        where = "$STREAMDEDUP_KIJIJI" if env else "the default location"
+        reason = f"Kijiji dump not found at {path} ({where}); set STREAMDEDUP_KIJIJI to its path"
+        if _in_ci():
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    return path

@@ -1,0 +1,168 @@
+"""Settings: defaults < preset < STREAMDEDUP_* environment < overrides; parsing; validation."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from streamdedup.errors import ConfigError
+from streamdedup.settings import ENV_PREFIX, PRESETS, Settings, build_settings
+
+
+def test_no_preset_no_env_gives_the_field_defaults() -> None:
+    assert build_settings(None, env={}) == Settings()
+    assert build_settings("default", env={}) == Settings()
+
+
+def test_reference_preset_is_the_studys_setup() -> None:
+    s = build_settings("reference", env={})
+    assert (s.text_fields, s.shingle_kind, s.shingle_size) == (("description",), "char", 10)
+    assert (s.num_perm, s.bands, s.rows, s.threshold) == (100, 20, 5, 0.8)
+    assert (s.stopwords, s.stem_language) == ("it", "italian")
+
+
+def test_every_preset_builds_and_names_only_real_fields() -> None:
+    names = {f.name for f in dataclasses.fields(Settings)}
+    for name, values in PRESETS.items():
+        assert set(values) <= names, name
+        s = build_settings(name, env={})
+        for key, value in values.items():
+            assert getattr(s, key) == value
+
+
+@pytest.mark.parametrize("raw", ["1", "true", "TRUE", " yes ", "On"])
+def test_env_true_spellings(raw: str) -> None:
+    assert build_settings(env={"STREAMDEDUP_STRIP_HTML": "0", "STREAMDEDUP_LOG_JSON": raw}).log_json
+
+
+@pytest.mark.parametrize("raw", ["0", "false", "No", " off"])
+def test_env_false_spellings(raw: str) -> None:
+    assert not build_settings(env={"STREAMDEDUP_STRIP_HTML": raw}).strip_html
+
+
+@pytest.mark.parametrize(
+    ("var", "raw"),
+    [
+        ("STRIP_HTML", "maybe"),
+        ("STRIP_HTML", ""),
+        ("NUM_PERM", "lots"),
+        ("NUM_PERM", "1.5"),
+        ("THRESHOLD", "high"),
+        ("METRICS_PORT", "9464/tcp"),
+    ],
+)
+def test_env_values_that_do_not_parse_are_config_errors_naming_the_variable(
+    var: str, raw: str
+) -> None:
+    with pytest.raises(ConfigError, match=ENV_PREFIX + var):
+        build_settings(env={ENV_PREFIX + var: raw})
+
+
+def test_env_ints_floats_strings_and_tuples() -> None:
+    s = build_settings(
+        env={
+            "STREAMDEDUP_NUM_PERM": "64",
+            "STREAMDEDUP_THRESHOLD": "0.65",
+            "STREAMDEDUP_GROUP_ID": "dedup-it",
+            "STREAMDEDUP_TEXT_FIELDS": " title, description ,, location ,",
+        }
+    )
+    assert s.num_perm == 64 and isinstance(s.num_perm, int)
+    assert s.threshold == 0.65
+    assert s.group_id == "dedup-it"
+    assert s.text_fields == ("title", "description", "location")
+
+
+def test_env_tuple_with_no_names_is_refused() -> None:
+    with pytest.raises(ConfigError, match="text_fields"):
+        build_settings(env={"STREAMDEDUP_TEXT_FIELDS": " , ,"})
+
+
+def test_precedence_defaults_then_preset_then_env_then_overrides() -> None:
+    assert Settings().shingle_size == 10
+    assert build_settings("words-en", env={}).shingle_size == 3
+    env = {"STREAMDEDUP_SHINGLE_SIZE": "4"}
+    assert build_settings("words-en", env=env).shingle_size == 4
+    assert build_settings("words-en", env=env, overrides={"shingle_size": 5}).shingle_size == 5
+    # Each layer changes only what it names.
+    s = build_settings("words-en", env=env, overrides={"shingle_size": 5})
+    assert (s.shingle_kind, s.stopwords, s.num_perm) == ("word", "en", Settings().num_perm)
+
+
+def test_override_none_means_not_given() -> None:
+    env = {"STREAMDEDUP_SHINGLE_SIZE": "4"}
+    assert build_settings(env=env, overrides={"shingle_size": None}).shingle_size == 4
+
+
+def test_preset_from_env_and_argument_beats_env() -> None:
+    env = {"STREAMDEDUP_PRESET": "reference"}
+    assert build_settings(env=env).num_perm == 100
+    assert build_settings("words-en", env=env).shingle_kind == "word"
+
+
+def test_env_none_reads_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STREAMDEDUP_MAX_MATCHES", "3")
+    monkeypatch.delenv("STREAMDEDUP_PRESET", raising=False)
+    assert build_settings().max_matches == 3
+
+
+def test_unknown_preset_and_unknown_override_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="unknown preset 'fast'"):
+        build_settings("fast", env={})
+    with pytest.raises(ConfigError, match="unknown settings: num_perms"):
+        build_settings(env={}, overrides={"num_perms": 64})
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"shingle_kind": "byte"}, "shingle_kind"),
+        ({"shingle_size": 0}, "shingle_size"),
+        ({"num_perm": 0}, "num_perm"),
+        ({"threshold": 0.0}, "threshold"),
+        ({"threshold": 1.01}, "threshold"),
+        ({"threshold": float("nan")}, "threshold"),
+        ({"bands": 4}, "bands and rows"),
+        ({"bands": 20, "rows": 7}, "exceeds num_perm"),
+        ({"store_backend": "redis"}, "store_backend"),
+        ({"text_fields": ()}, "text_fields"),
+        ({"max_matches": 0}, "max_matches"),
+        ({"max_candidates": 0}, "max_candidates"),
+    ],
+)
+def test_invalid_combinations_are_config_errors(changes: dict, words: str) -> None:
+    with pytest.raises(ConfigError, match=words):
+        build_settings(env={}, overrides=changes)
+    with pytest.raises(ConfigError, match=words):
+        Settings().replace(**changes)
+
+
+def test_bad_env_value_in_valid_syntax_is_still_validated() -> None:
+    with pytest.raises(ConfigError, match="exceeds num_perm"):
+        build_settings("reference", env={"STREAMDEDUP_NUM_PERM": "64"})
+
+
+def test_settings_are_frozen_and_replace_makes_a_new_object() -> None:
+    s = Settings()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.num_perm = 3  # type: ignore[misc]
+    t = s.replace(num_perm=64)
+    assert (s.num_perm, t.num_perm) == (128, 64)
+
+
+def test_public_masks_set_secrets_only() -> None:
+    s = build_settings(
+        env={
+            "STREAMDEDUP_SASL_USERNAME": "alice",
+            "STREAMDEDUP_SASL_PASSWORD": "hunter2-secret",
+            "STREAMDEDUP_SASL_MECHANISM": "PLAIN",
+        }
+    )
+    out = s.public()
+    assert set(out) == {f.name for f in dataclasses.fields(Settings)}
+    assert out["sasl_username"] == "***" and out["sasl_password"] == "***"
+    assert out["ssl_keyfile"] == ""  # an unset secret shows that it is unset
+    assert out["sasl_mechanism"] == "PLAIN"  # not a secret
+    assert "hunter2-secret" not in repr(out) and "alice" not in repr(out)
+    assert out["num_perm"] == s.num_perm
