@@ -48,6 +48,11 @@ def document_from_object(obj: Any, text_fields: tuple[str, ...]) -> Document:
         if value is not None and not isinstance(value, str):
             raise MessageError("wrong_type", f"{name} must be a string, got "
                                              f"{type(value).__name__}")
+    for name, value in (("id", doc_id), *((n, obj.get(n) or "") for n in text_fields)):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # JSON allows "\ud800"; it is not text, it cannot be hashed
+            raise MessageError("not_utf8", f"{name} holds a lone UTF-16 surrogate") from None
     if not any((obj.get(name) or "").strip() for name in text_fields):
         raise MessageError("empty_text", f"none of {', '.join(text_fields)} has text")
     fields = {k: v for k, v in obj.items() if isinstance(v, str)}
