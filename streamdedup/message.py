@@ -25,7 +25,10 @@ REASONS = (
 
 
 def auto_id(obj: dict[str, Any]) -> str:
-    canonical = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    try:
+        canonical = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:  # parsed just under the recursion limit, deeper than dumps can go
+        raise MessageError("malformed_json", "nested too deeply to give it an id") from None
     return "auto-" + xxhash.xxh3_128_hexdigest(canonical.encode("utf-8", "surrogatepass"))
 
 
