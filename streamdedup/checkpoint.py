@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kafka import TopicPartition
@@ -118,8 +118,11 @@ class Checkpoint:
         self._reset()
         return done
 
-    def rewind(self, store_committed: bool = False) -> None:
-        """Forget uncommitted work so that its messages are consumed and processed again."""
+    def rewind(self, store_committed: bool = False, unprocessed: Iterable[Any] = ()) -> None:
+        """Forget uncommitted work so that its messages (and the ``unprocessed`` records of
+        a batch that failed) are consumed and processed again."""
+        for rec in unprocessed:
+            self.first_offsets.setdefault(TopicPartition(rec.topic, rec.partition), rec.offset)
         if not store_committed:
             try:
                 self.store.rollback()

@@ -249,7 +249,15 @@ class Service:
                 records = [r for tp in sorted(batches) for r in batches[tp]]
                 if records:
                     self.metrics.batch_size.observe(len(records))
-                    for tp, offset, out in self.process_records(records):
+                    try:
+                        processed = self.process_records(records)
+                    except StoreError as exc:
+                        checkpoint.rewind(unprocessed=records)
+                        backoff = min(max(backoff * 2, 0.5), MAX_BACKOFF_S)
+                        log.error("store failed, rewound; retrying in %.1fs: %s", backoff, exc)
+                        self.stopping.wait(backoff)
+                        continue
+                    for tp, offset, out in processed:
                         checkpoint.add(tp, offset, out)
                 if checkpoint.due():
                     try:

@@ -13,19 +13,23 @@ a damaged file is refused at open by ``PRAGMA quick_check``.
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 from sqlitedict import SqliteDict
 
 from streamdedup.errors import StoreCorruptError, StoreError, StoreLockedError
 from streamdedup.store.base import DocRecord, SetRecord, Store, decode_shingles, encode_shingles
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 DB_NAME = "index.sqlite"
 LOCK_NAME = "store.lock"
@@ -50,6 +54,20 @@ CREATE TABLE IF NOT EXISTS buckets (
     bkey INTEGER NOT NULL, set_id INTEGER NOT NULL,
     PRIMARY KEY (bkey, set_id)) WITHOUT ROWID;
 """
+
+
+def _store_errors(method: Callable[P, R]) -> Callable[P, R]:
+    """SQLite failures (disk full, I/O error, damaged pages) become StoreError, so callers
+    can tell a store fault (retry later, lose nothing) from a bad document."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{method.__name__}: {exc}") from exc
+
+    return wrapper
 
 
 def _chunks(items: Sequence[Any], size: int = _MAX_VARS) -> Iterable[Sequence[Any]]:
@@ -152,21 +170,25 @@ class SqliteStore(Store):
         return self._seq
 
     # --- documents
+    @_store_errors
     def get_doc(self, doc_id: str) -> DocRecord | None:
         row = self._conn.execute(
             "SELECT doc_id, seq, set_id, verdict FROM docs WHERE doc_id = ?", (doc_id,)
         ).fetchone()
         return DocRecord(*row) if row else None
 
+    @_store_errors
     def put_doc(self, doc: DocRecord) -> None:
         self._conn.execute(
             "INSERT OR REPLACE INTO docs (doc_id, seq, set_id, verdict) VALUES (?, ?, ?, ?)",
             (doc.doc_id, doc.seq, doc.set_id, doc.verdict),
         )
 
+    @_store_errors
     def delete_doc(self, doc_id: str) -> None:
         self._conn.execute("DELETE FROM docs WHERE doc_id = ?", (doc_id,))
 
+    @_store_errors
     def members(self, set_id: int, limit: int) -> list[tuple[int, str]]:
         rows = self._conn.execute(
             "SELECT seq, doc_id FROM docs WHERE set_id = ? ORDER BY seq LIMIT ?",
@@ -175,6 +197,7 @@ class SqliteStore(Store):
         return [(int(seq), str(doc_id)) for seq, doc_id in rows]
 
     # --- sets
+    @_store_errors
     def get_sets(self, set_ids: Iterable[int]) -> dict[int, SetRecord]:
         cache = self._set_cache
         out: dict[int, SetRecord] = {}
@@ -196,6 +219,7 @@ class SqliteStore(Store):
             cache.clear()  # simple bound; records are re-read on demand
         return out
 
+    @_store_errors
     def add_set(self, record: SetRecord, shingles: np.ndarray) -> None:
         self._set_cache.pop(record.set_id, None)
         self._conn.execute(
@@ -205,10 +229,12 @@ class SqliteStore(Store):
              encode_shingles(shingles)),
         )
 
+    @_store_errors
     def set_parent(self, set_id: int, parent: int) -> None:
         self._set_cache.pop(set_id, None)
         self._conn.execute("UPDATE sets SET parent = ? WHERE set_id = ?", (parent, set_id))
 
+    @_store_errors
     def get_shingles(self, set_ids: Iterable[int]) -> dict[int, np.ndarray]:
         out: dict[int, np.ndarray] = {}
         missing: list[int] = []
@@ -231,12 +257,14 @@ class SqliteStore(Store):
             cache.popitem(last=False)
         return out
 
+    @_store_errors
     def add_edges(self, set_id: int, edges: Sequence[tuple[int, float]]) -> None:
         rows = [(set_id, o, s) for o, s in edges] + [(o, set_id, s) for o, s in edges]
         self._conn.executemany(
             "INSERT OR REPLACE INTO edges (set_id, other, sim) VALUES (?, ?, ?)", rows
         )
 
+    @_store_errors
     def neighbours(self, set_id: int) -> list[tuple[int, float]]:
         rows = self._conn.execute(
             "SELECT other, sim FROM edges WHERE set_id = ? ORDER BY other", (set_id,)
@@ -244,6 +272,7 @@ class SqliteStore(Store):
         return [(int(o), float(s)) for o, s in rows]
 
     # --- buckets
+    @_store_errors
     def probe(self, keys: Sequence[int]) -> dict[int, int]:
         hits: dict[int, int] = {}
         key_list = [int(k) for k in keys]
@@ -256,6 +285,7 @@ class SqliteStore(Store):
                 hits[set_id] = hits.get(set_id, 0) + n
         return hits
 
+    @_store_errors
     def add_to_buckets(self, keys: Sequence[int], set_id: int) -> None:
         self._conn.executemany(
             "INSERT OR IGNORE INTO buckets (bkey, set_id) VALUES (?, ?)",
@@ -293,6 +323,7 @@ class SqliteStore(Store):
         finally:
             self._release_lock()
 
+    @_store_errors
     def stats(self) -> dict[str, int]:
         def count(table: str) -> int:
             return int(self._conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
