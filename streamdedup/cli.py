@@ -1,4 +1,4 @@
-"""The `streamdedup` command line (click): run, check, scurve, broker.
+"""The `streamdedup` command line (click): run, check, scurve, replay, broker.
 
 Every ``Settings`` field is a flag (``--input-topic``) and an environment variable
 (``STREAMDEDUP_INPUT_TOPIC``); flags are generated from the dataclass so defaults live in one
@@ -177,6 +177,16 @@ def scurve(threshold: float | None, num_perm: int | None, bands: int | None,
     plot_scurve([(bands, rows)], threshold, out)
     click.echo(f"{bands} bands x {rows} rows: P(candidate | s={threshold}) = {at:.6f}; "
                f"plot written to {out}")
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+              add_help_option=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def replay(args: tuple[str, ...]) -> None:
+    """Replay a dump through Kafka and the consumer; write a quality report (see --help)."""
+    from streamdedup.replay import main as replay_main
+
+    sys.exit(replay_main(list(args), prog_name="streamdedup replay"))
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
