@@ -4,13 +4,18 @@ Takes the JSON-able dict that ``evaluation.evaluate`` builds (plus whatever the 
 such as ``dump`` and ``settings``) and renders it; it computes nothing itself, so the JSON and
 the Markdown always tell the same story. Plots use matplotlib's object API (``Figure``), which
 renders with Agg and never touches pyplot's global state or a display.
+
+``python -m streamdedup.report DIR/report.json [--plot-base PREFIX]`` renders the Markdown
+again from the JSON, e.g. for a copy kept apart from its plots (docs/REPORT.md).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
-from collections.abc import Iterable, Mapping
+import sys
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,10 +95,15 @@ def _md_cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(report: Mapping[str, Any]) -> str:
-    """The human-readable report: numbers, the study's table, plots, and repost misses."""
+def render_markdown(report: Mapping[str, Any], plot_base: str = "", note: str = "") -> str:
+    """The human-readable report: numbers, the study's table, plots, and repost misses.
+
+    ``plot_base`` prefixes the image links, for a Markdown file kept apart from its plots.
+    """
     r = report
     out: list[str] = ["# Near-duplicate detection report", ""]
+    if note:
+        out += [note, ""]
     dump = r.get("dump")
     if dump:
         out.append(f"Dump `{dump.get('name', dump.get('path', '?'))}` "
@@ -164,9 +174,11 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if plots:
         out += ["", "## Plots", ""]
         if "s_curves" in plots:
-            out += [f"![S-curves over true pair similarities]({plots['s_curves']})", ""]
+            out += [f"![S-curves over true pair similarities]({plot_base}{plots['s_curves']})",
+                    ""]
         if "precision_recall" in plots:
-            out += [f"![Precision and recall per setting]({plots['precision_recall']})", ""]
+            out += [f"![Precision and recall per setting]({plot_base}"
+                    f"{plots['precision_recall']})", ""]
 
     links = r.get("link_labels")
     if links:
@@ -276,3 +288,20 @@ def plot_precision_recall(report: Mapping[str, Any], path: Path) -> None:
     ax.legend(loc="lower left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, format="png")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m streamdedup.report REPORT.json``: render its Markdown again (stdout)."""
+    parser = argparse.ArgumentParser(prog="python -m streamdedup.report",
+                                     description=main.__doc__)
+    parser.add_argument("report_json", type=Path)
+    parser.add_argument("--plot-base", default="", help="prefix of the image links")
+    parser.add_argument("--note", default="", help="a paragraph under the title")
+    args = parser.parse_args(argv)
+    report = json.loads(args.report_json.read_text(encoding="utf-8"))
+    sys.stdout.write(render_markdown(report, args.plot_base, args.note))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -98,3 +98,15 @@ def test_report_without_band_table_has_no_plots(tmp_path: Path) -> None:
     paths = rp.write_report(report, tmp_path)
     assert set(paths) == {"json", "md"}
     assert "## Plots" not in paths["md"].read_text(encoding="utf-8")
+
+
+def test_render_again_from_json(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                evaluated: tuple[dict[str, Any], list[Verdict]]) -> None:
+    report, _ = evaluated
+    paths = rp.write_report(dict(report), tmp_path)
+    assert rp.main([str(paths["json"]), "--plot-base", "report/", "--note", "Made by hand."]) == 0
+    md = capsys.readouterr().out
+    assert "](report/s_curves.png)" in md and "](report/precision_recall.png)" in md
+    assert md.splitlines()[2] == "Made by hand."
+    assert md.replace("report/", "").replace("Made by hand.\n\n", "") == \
+        paths["md"].read_text(encoding="utf-8")
