@@ -203,3 +203,11 @@ def test_full_pipeline_output_has_no_case_digits_punctuation_or_extra_space(text
 @given(TEXT)
 def test_equal_texts_normalize_equally_in_fresh_normalizers(text: str) -> None:
     assert Normalizer(Settings())(text) == Normalizer(Settings())(text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(TEXT)
+def test_punctuation_and_digits_together_equal_one_after_the_other(text: str) -> None:
+    both = norm(text, strip_punctuation=True, strip_digits=True)
+    assert both == norm(norm(text, strip_punctuation=True), strip_digits=True)
+    assert both == norm(norm(text, strip_digits=True), strip_punctuation=True)
