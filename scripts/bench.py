@@ -751,7 +751,7 @@ def cmd_e2e(args: argparse.Namespace) -> None:
                 runs = []
                 for run in range(args.latency_repeats):
                     tag = f"lat{int(rate)}-{str(interval).replace('.', '')}-{run}"
-                    runs.append(_latency_run(bootstrap, tag, work, args, stream, rate, interval))
+                    runs.append(_latency_run(bootstrap, tag, work, args, base, rate, interval))
                     print(f"  {key} run {run}: {json.dumps(runs[-1])}", file=sys.stderr,
                           flush=True)
                 results["latency"][key] = runs
