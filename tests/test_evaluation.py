@@ -304,6 +304,13 @@ def test_band_table_matches_naive_candidate_counts() -> None:
         assert row["true_candidates"] == len(cand & set(true))
         assert row["fp_rate"] == pytest.approx(len(cand - set(true)) / len(cand))
         assert row["fn_rate"] == pytest.approx(len(set(true) - cand) / len(true))
+        # between distinct texts: one representative document per set
+        sets = {sh[k].tobytes(): k for k in range(len(docs) - 1, -1, -1) if sh[k].size}
+        reps = set(sets.values())
+        d = row["distinct"]
+        assert d["candidate_pairs"] == len({p for p in cand if set(p) <= reps})
+        assert d["true_pairs"] == len({p for p in true if set(p) <= reps})
+    assert table["pairwise_estimate_s"] > 0
     assert table["rows"][1]["fn_rate"] > 0  # one band of 16 rows misses most edits
 
 
