@@ -94,9 +94,11 @@ class TestStoreContract:
         assert store.members(99, 5) == []
 
     def test_doc_text_is_kept_verbatim(self, store: Store) -> None:
-        verdict = '{"id":"è 😀","x":"\\u0000 \'quotes\' \\"", "n": 1}'
-        store.put_doc(DocRecord("è 😀", 1, -(2**63), verdict))
-        assert store.get_doc("è 😀") == DocRecord("è 😀", 1, -(2**63), verdict)
+        verdict = '{"id":"è 😀","x":"\\u0000 \'quotes\' \\"", "n": 1}\x00tail'
+        doc_id = "è 😀\x00 nul"
+        store.put_doc(DocRecord(doc_id, 1, -(2**63), verdict))
+        assert store.get_doc(doc_id) == DocRecord(doc_id, 1, -(2**63), verdict)
+        assert store.members(-(2**63), 5) == [(1, doc_id)]
 
     # --- sets
     def test_add_set_is_idempotent_first_write_wins(self, store: Store) -> None:
