@@ -91,6 +91,7 @@ def machine() -> dict[str, Any]:
         "os": platform.platform(),
         "commit": commit + ("+dirty core" if dirty else ""),
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "loadavg_at_start": " ".join(f"{x:.1f}" for x in os.getloadavg()),
     }
 
 
@@ -152,7 +153,8 @@ def measure(run: Callable[[Any], Any], setup: Callable[[], Any] = lambda: None,
 def header(args: argparse.Namespace, info: dict[str, Any]) -> str:
     return (f"$ {args.command_line}\n"
             f"machine: {info['cpu_model']}, {info['cpus']} CPUs; Python {info['python']}, "
-            f"numpy {info['numpy']}; commit {info['commit']}; {info['date']}")
+            f"numpy {info['numpy']}; commit {info['commit']}; {info['date']}; "
+            f"load average at start {info['loadavg_at_start']} (other work shares the machine)")
 
 
 def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
