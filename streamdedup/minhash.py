@@ -1,7 +1,8 @@
 """MinHash signatures, vectorized with numpy, deterministic from a seed.
 
 Permutation i is approximated by multiply-shift hashing of the 64-bit shingle hash:
-``h_i(x) = (a_i * x + b_i) mod 2**64 >> 32`` with odd ``a_i``; the top 32 bits of a
+``h_i(x) = (a_i * x + b_i) mod 2**64 >> 32`` with odd ``a_i`` (``a``, ``b`` drawn from a
+SplitMix64 stream of the seed); the top 32 bits of a
 multiply-shift are universal, so min-wise collisions estimate Jaccard similarity. Signatures
 are ``uint32`` arrays. The batch API signs many documents in one pass of array arithmetic.
 """
@@ -12,10 +13,23 @@ from collections.abc import Sequence
 
 import numpy as np
 
-MINHASH_SCHEME = "multiply-shift-u64-top32/v1"
+from streamdedup.shingles import splitmix64
+
+MINHASH_SCHEME = "multiply-shift-u64-top32+splitmix64-perms/v2"
 EMPTY_VALUE = np.uint32(0xFFFFFFFF)
 _SHIFT = np.uint64(32)
+_GOLDEN_GAMMA = np.uint64(0x9E3779B97F4A7C15)
 _CHUNK_ELEMENTS = 1 << 21  # bound the (shingles x permutations) temporary to ~16 MiB
+
+
+def splitmix64_stream(seed: int, n: int) -> np.ndarray:
+    """The first ``n`` outputs of the SplitMix64 generator seeded with ``seed``.
+
+    Written out rather than taken from numpy's generators, whose methods are not promised to
+    give the same numbers across versions: stored signatures must outlive library upgrades.
+    """
+    steps = np.arange(1, n + 1, dtype=np.uint64) * _GOLDEN_GAMMA
+    return splitmix64(steps + np.uint64(seed % 2**64))
 
 
 class MinHasher:
@@ -24,11 +38,11 @@ class MinHasher:
     def __init__(self, num_perm: int, seed: int) -> None:
         if num_perm < 1:
             raise ValueError(f"num_perm must be >= 1, not {num_perm}")
-        rng = np.random.Generator(np.random.PCG64(seed))
         self.num_perm = num_perm
         self.seed = seed
-        self.a = rng.integers(0, 2**64, size=num_perm, dtype=np.uint64, endpoint=False) | 1
-        self.b = rng.integers(0, 2**64, size=num_perm, dtype=np.uint64, endpoint=False)
+        stream = splitmix64_stream(seed, 2 * num_perm)
+        self.a = stream[0::2] | np.uint64(1)
+        self.b = stream[1::2]
 
     def _hash(self, shingles: np.ndarray) -> np.ndarray:
         """(n, num_perm) matrix of permuted values, as uint32."""

@@ -19,7 +19,8 @@ ENV_PREFIX = "STREAMDEDUP_"
 
 
 def _opt(default: Any, help: str, *, group: str, secret: bool = False) -> Any:
-    return field(default=default, metadata={"help": help, "group": group, "secret": secret})
+    return field(default=default, repr=not secret,
+                 metadata={"help": help, "group": group, "secret": secret})
 
 
 @dataclass(frozen=True)

@@ -136,7 +136,7 @@ def sample_keys() -> list[int]:
 def test_band_scheme_name_and_golden_keys() -> None:
     assert BAND_SCHEME == "fnv1a64-rows+band+splitmix64/v1"
     keys = sample_keys()
-    assert keys[:3] == [-8241189319570828673, -1584116394891652641, -1545205067222607563]
+    assert keys[:3] == [-5922556335708163984, 6595102829678610315, 8706586261558680394]
 
 
 def test_band_keys_are_equal_in_a_fresh_interpreter_with_another_hash_seed() -> None:

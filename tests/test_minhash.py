@@ -14,7 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamdedup.jaccard import jaccard
-from streamdedup.minhash import EMPTY_VALUE, MINHASH_SCHEME, MinHasher, estimate_jaccard
+from streamdedup.minhash import (
+    EMPTY_VALUE,
+    MINHASH_SCHEME,
+    MinHasher,
+    estimate_jaccard,
+    splitmix64_stream,
+)
 from streamdedup.shingles import splitmix64
 
 M64 = (1 << 64) - 1
@@ -31,7 +37,18 @@ def shingle_like(values) -> np.ndarray:
 
 
 def test_scheme_name_is_pinned() -> None:
-    assert MINHASH_SCHEME == "multiply-shift-u64-top32/v1"
+    assert MINHASH_SCHEME == "multiply-shift-u64-top32+splitmix64-perms/v2"
+
+
+def test_permutations_come_from_the_published_splitmix64_stream() -> None:
+    # SplitMix64 seeded with 0: the reference implementation's first three outputs.
+    assert splitmix64_stream(0, 3).tolist() == [
+        0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4, 0x06C45D188009454F,
+    ]
+    h = MinHasher(4, 0)
+    stream = splitmix64_stream(0, 8)
+    assert h.a.tolist() == [int(v) | 1 for v in stream[0::2]]
+    assert h.b.tolist() == stream[1::2].tolist()
 
 
 def test_same_seed_same_permutations_other_seed_other_ones() -> None:
@@ -44,7 +61,7 @@ def test_same_seed_same_permutations_other_seed_other_ones() -> None:
 def test_golden_signature() -> None:
     sig = MinHasher(128, 1).sign(shingle_like(range(5)))
     assert sig.dtype == np.uint32 and sig.shape == (128,)
-    assert sig[:4].tolist() == [1218939588, 328798291, 744245201, 346951721]
+    assert sig[:4].tolist() == [158144997, 36747138, 288612296, 833340182]
 
 
 @settings(max_examples=100, deadline=None)

@@ -64,7 +64,9 @@ class MemoryStore(Store):
             self._shingles[record.set_id] = shingles.copy()
 
     def set_parent(self, set_id: int, parent: int) -> None:
-        rec = self._sets[set_id]
+        rec = self._sets.get(set_id)
+        if rec is None:
+            return  # as in SQLite: an UPDATE of no row
         self._sets[set_id] = SetRecord(rec.set_id, rec.first_seq, rec.first_id, parent)
 
     def get_shingles(self, set_ids: Iterable[int]) -> dict[int, np.ndarray]:
@@ -80,8 +82,8 @@ class MemoryStore(Store):
 
     def probe(self, keys: Sequence[int]) -> dict[int, int]:
         hits: dict[int, int] = defaultdict(int)
-        for key in keys:
-            for set_id in self._buckets.get(int(key), ()):
+        for key in {int(k) for k in keys}:
+            for set_id in self._buckets.get(key, ()):
                 hits[set_id] += 1
         return dict(hits)
 

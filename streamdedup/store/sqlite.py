@@ -275,7 +275,7 @@ class SqliteStore(Store):
     @_store_errors
     def probe(self, keys: Sequence[int]) -> dict[int, int]:
         hits: dict[int, int] = {}
-        key_list = [int(k) for k in keys]
+        key_list = list({int(k) for k in keys})  # a key counts once, as in every backend
         for chunk in _chunks(key_list):
             marks = ",".join("?" * len(chunk))
             for set_id, n in self._conn.execute(
