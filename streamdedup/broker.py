@@ -722,7 +722,11 @@ class LocalBroker:
         marker = _READY_MARKER.encode()
         started = False
         while True:
-            if not self._alive(state.pid):
+            # Our own child: ask it. Its /proc cmdline is still Python's between fork and
+            # exec, so the cmdline check of _alive() would call a slow-starting JVM dead.
+            alive = (self._proc.poll() is None) if self._proc is not None else (
+                self._alive(state.pid))
+            if not alive:
                 code = self._proc.poll() if self._proc is not None else None
                 raise BrokerError(
                     f"broker exited during startup (exit {code})\n{self._startup_diagnostics()}"
