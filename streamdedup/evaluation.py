@@ -457,21 +457,51 @@ def pair_metrics(
     mkeys = together.row.astype(np.int64) * n_sets + together.col
     order = np.argsort(mkeys)
     mkeys, mvals = mkeys[order], together.data[order]
-    cross = 0
+    per_pair = np.zeros(tkeys.size, dtype=np.int64)
     if mkeys.size:
         at = np.minimum(np.searchsorted(mkeys, tkeys), mkeys.size - 1)
-        cross = int(np.where(mkeys[at] == tkeys, mvals[at], 0).sum())
+        per_pair = np.where(mkeys[at] == tkeys, mvals[at], 0)
     counts = s.data.astype(np.int64)
     within = int((counts * (counts - 1) // 2).sum())
-    clustered = cross + within
+    clustered = int(per_pair.sum()) + within
     total = truth.true_pairs
+    w = c.weights.astype(np.int64)
+    apart = np.flatnonzero(per_pair < w[t.i] * w[t.j])
     return {
         "pair_precision": _ratio(named_true, len(named)),
         "pair_recall": _ratio(clustered, total),
         "pair_counts": {"named_pairs": len(named), "named_true": named_true,
                         "named_unknown_ids": unknown, "true_pairs": total,
                         "true_pairs_clustered": clustered},
+        "unclustered_examples": _apart_examples(truth, verdicts, labels, apart[:10]),
     }
+
+
+def _apart_examples(truth: GroundTruth, verdicts: Mapping[str, Verdict], labels: np.ndarray,
+                    which: np.ndarray, limit: int = 5) -> list[dict[str, Any]]:
+    """True pairs of sets whose first documents no verdict link joins, for a person to read."""
+    c = truth.corpus
+    first = np.full(len(c.sets), len(c.ids), dtype=np.int64)
+    has = np.flatnonzero(c.set_index >= 0)
+    np.minimum.at(first, c.set_index[has], has)
+    t = truth.true_set_pairs
+    # copies of one set in another cluster than the set's first document, then set pairs
+    copies = has[labels[has] != labels[first[c.set_index[has]]]]
+    found = [(int(first[c.set_index[k]]), int(k), 1.0) for k in copies[:limit]]
+    for k in which.tolist():
+        a, b = sorted((int(first[t.i[k]]), int(first[t.j[k]])))
+        if labels[a] != labels[b]:  # else only other copies of these sets are apart
+            found.append((a, b, float(t.sim[k])))
+    out = []
+    for a, b, sim in found[:limit]:
+        later = verdicts.get(c.ids[b])
+        out.append({
+            "earlier": c.ids[a], "later": c.ids[b], "jaccard": round(sim, 4),
+            "later_duplicate": bool(later and later.duplicate),
+            "later_matches": len(later.matches) if later else 0,
+            "later_has_verdict": later is not None,
+        })
+    return out
 
 
 def latency_stats(

@@ -421,7 +421,10 @@ def replay(config: ReplayConfig, say: Callable[[str], None] = lambda _m: None) -
             "dump": {"path": str(config.dump), "name": config.dump.name, "sha256": dump_sha,
                      "rows": len(rows) + unreadable, "unreadable_rows": unreadable,
                      "expected_dead_letters": sum(r.doc is None for r in rows)},
-            "settings": {"preset": config.preset or "default", **sketcher.params()},
+            "settings": {"preset": config.preset or "default", **sketcher.params(),
+                         "max_matches": settings.max_matches,
+                         "max_candidates": settings.max_candidates,
+                         "store_backend": settings.store_backend},
             "replay": {
                 "bootstrap_servers": bootstrap,
                 "broker": "external" if config.bootstrap_servers else "local (started)",

@@ -135,6 +135,12 @@ def render_markdown(report: Mapping[str, Any], plot_base: str = "", note: str = 
                         f"{pc['true_pairs']:,} true pairs share a final cluster)"),
         ("clusters (>= 2 docs): verdicts / truth", f"{r['clusters']:,} / {r['true_clusters']:,}"),
     ]
+    replay = r.get("replay")
+    if replay and "produce_s" in replay:
+        limit = (f"at most {replay['rate_limit']:g}/s" if replay.get("rate_limit")
+                 else "no rate limit: latency includes the queue")
+        rows.append(("sent to the input topic", f"{r['docs'] + r['dead_letters']:,} messages "
+                                                f"in {replay['produce_s']:.2f} s ({limit})"))
     if r.get("docs_per_second"):
         lat = r["latency_ms"]
         rows += [
@@ -145,6 +151,21 @@ def render_markdown(report: Mapping[str, Any], plot_base: str = "", note: str = 
     if r.get("elapsed_total_s"):
         rows.append(("whole run", f"{r['elapsed_total_s']:.1f} s"))
     out += [f"| {k} | {_md_cell(v)} |" for k, v in rows]
+
+    apart = r.get("unclustered_examples")
+    if apart:
+        cap = (r.get("settings") or {}).get("max_matches")
+        out += ["", "True pairs that no verdict link joins (examples): the later document's "
+                    "verdict neither names the earlier one among its matches"
+                    + (f" (at most {cap} are listed)" if cap else "")
+                    + " nor shares a cluster id with it.", "",
+                "| earlier | later | Jaccard | later verdict: duplicate, matches listed |",
+                "|---|---|---|---|"]
+        for e in apart:
+            state = (f"{'yes' if e['later_duplicate'] else 'no'}, {e['later_matches']}"
+                     if e["later_has_verdict"] else "no verdict")
+            out.append(f"| {_md_cell(e['earlier'])} | {_md_cell(e['later'])} | "
+                       f"{e['jaccard']:.4f} | {state} |")
 
     table = r.get("band_table")
     if table:

@@ -229,6 +229,8 @@ def test_tiny_bands_give_a_known_false_negative() -> None:
     assert report["components_with_singletons"] > report["true_components_with_singletons"]
     counts = report["doc_counts"]
     assert counts["fn"] == counts["true_duplicates"] - counts["tp"] > 0
+    apart = report["unclustered_examples"]
+    assert apart and all(e["jaccard"] >= 0.6 and not e["later_duplicate"] for e in apart)
 
 
 def test_pair_recall_follows_merged_clusters() -> None:
@@ -258,6 +260,9 @@ def test_pair_recall_follows_merged_clusters() -> None:
     split = {**verdicts, "d": v("d", "d")}  # d missed: recall 1 of 2
     m = ev.pair_metrics(truth, split, ev.verdict_clusters(truth.corpus.ids, split))
     assert m["pair_recall"] == 0.5
+    assert m["unclustered_examples"] == [{
+        "earlier": "b", "later": "d", "jaccard": 1.0, "later_duplicate": False,
+        "later_matches": 0, "later_has_verdict": True}]
 
 
 def test_missing_verdicts_count_as_not_flagged() -> None:

@@ -71,6 +71,16 @@ def test_markdown_tells_the_same_numbers(
         assert miss["id"] in md
 
 
+def test_markdown_lists_true_pairs_apart(tmp_path: Path,
+                                        evaluated: tuple[dict[str, Any], list[Verdict]]) -> None:
+    report = {**evaluated[0], "settings": {"max_matches": 10}, "unclustered_examples": [
+        {"earlier": "7", "later": "9", "jaccard": 0.81, "later_duplicate": True,
+         "later_matches": 10, "later_has_verdict": True}]}
+    md = rp.render_markdown(report)
+    assert "(at most 10 are listed)" in md
+    assert "| 7 | 9 | 0.8100 | yes, 10 |" in md
+
+
 def test_markdown_escapes_table_cells() -> None:
     assert rp._md_cell("a | b\nc") == "a \\| b c"
 
