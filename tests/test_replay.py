@@ -19,6 +19,7 @@ from test_evaluation import generated_docs, naive_true_pairs
 
 from streamdedup.detector import Detector
 from streamdedup.document import Document
+from streamdedup.errors import InputError
 from streamdedup.replay import ReplayConfig, consumer_env, load_rows, main, replay
 from streamdedup.settings import build_settings
 from streamdedup.store.memory import MemoryStore
@@ -58,6 +59,30 @@ def test_load_rows_reads_multiline_tsv_and_flags_dead_letters(dump: Path) -> Non
     assert [r.doc is None for r in rows].count(True) == 1 and rows[-1].doc is None
     first = json.loads(rows[0].payload)
     assert set(first) == {*HEADER, "id"} and "\n" in first["description"]
+
+
+def test_load_rows_jsonl(tmp_path: Path) -> None:
+    path = tmp_path / "ads.jsonl"
+    path.write_text("\n".join([
+        json.dumps({"id": 7, "title": "a", "description": "uno due tre", "salary": 1200}),
+        json.dumps({"title": "b", "description": "quattro cinque"}),
+        "{not json",
+        json.dumps({"id": "x", "title": "", "description": "", "link": "https://l"}),
+    ]) + "\n", encoding="utf-8")
+    settings = build_settings("default", env={}, overrides=OVERRIDES)
+    rows, unreadable = load_rows(path, None, settings)
+    assert unreadable == 1
+    assert rows[0].doc_id == "7" and json.loads(rows[0].payload)["id"] == "7"
+    assert rows[1].doc_id.startswith("auto-") and rows[1].doc is not None
+    assert rows[1].doc.id == rows[1].doc_id  # the consumer decodes the same id
+    assert rows[2].doc_id == "x" and rows[2].doc is None  # no text: a dead letter
+
+
+def test_load_rows_refuses_repeated_ids(tmp_path: Path) -> None:
+    path = tmp_path / "ads.jsonl"
+    path.write_text('{"id": 1, "title": "a"}\n{"id": "1", "title": "b"}\n', encoding="utf-8")
+    with pytest.raises(InputError, match="occurs twice"):
+        load_rows(path, None, build_settings("default", env={}, overrides=OVERRIDES))
 
 
 def test_consumer_env_rebuilds_the_same_settings() -> None:
