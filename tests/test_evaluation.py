@@ -180,6 +180,12 @@ def test_ground_truth_cache_round_trip(tmp_path: Path) -> None:
     assert not truth_for(docs[:-3], settings, key=key, cache_dir=tmp_path).cached
 
 
+def test_default_cache_dir_follows_the_environment(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STREAMDEDUP_CACHE", str(tmp_path))
+    assert ev.default_cache_dir() == tmp_path / "groundtruth"
+
+
 def test_cache_key_depends_on_dump_and_params(tmp_path: Path) -> None:
     dump = tmp_path / "d.tsv"
     dump.write_bytes(b"title\tdescription\nx\ty\n")

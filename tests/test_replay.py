@@ -173,3 +173,20 @@ def test_documents_keep_their_fields(dump: Path) -> None:
     rows, _ = load_rows(dump, None, settings)
     doc = rows[0].doc
     assert isinstance(doc, Document) and doc.fields["location"] == "Roma"
+
+
+@pytest.mark.broker
+@pytest.mark.dump
+def test_kijiji_reference_acceptance(kijiji_path: Path, tmp_path: Path,
+                                     kafka_bootstrap: str) -> None:
+    """The issue's acceptance numbers on the Kijiji dump with the reference preset."""
+    result = replay(ReplayConfig(dump=kijiji_path, report_dir=tmp_path / "kijiji",
+                                 preset="reference", bootstrap_servers=kafka_bootstrap,
+                                 progress=False, cache_dir=tmp_path / "cache"))
+    r = result.report
+    assert result.ok, (result.missing[:10], result.consumer_exit)
+    assert r["docs"] == r["verdicts"] == 3127 and r["dead_letters"] == 0
+    assert r["doc_precision"] == 1.0 and r["doc_recall"] >= 0.999
+    assert r["pair_precision"] == 1.0 and r["pair_recall"] >= 0.995
+    assert r["link_labels"]["reposts"] == 149
+    assert r["elapsed_total_s"] < 60
