@@ -76,11 +76,19 @@ class Checkpoint:
 
     def add(self, tp: TopicPartition, offset: int, out: Outgoing | None) -> None:
         """One input message is processed; ``out`` is its verdict or dead letter (or None)."""
+        if self.empty:
+            self.started = self.clock()  # the interval counts from the oldest held verdict
         if out is not None:
             self.outgoing.append(out)
         self.first_offsets.setdefault(tp, offset)
         self.next_offsets[tp] = offset + 1
         self.messages += 1
+
+    def seconds_until_due(self) -> float:
+        """How long the loop may wait for more messages before it must commit."""
+        if self.empty:
+            return float("inf")
+        return max(0.0, self.commit_interval_s - (self.clock() - self.started))
 
     def due(self) -> bool:
         if self.empty:

@@ -244,7 +244,9 @@ class Service:
         try:
             while not self.stopping.is_set():
                 self.metrics.beat()
-                batches = consumer.poll(timeout_ms=500, max_records=s.poll_max_records)
+                wait_s = min(0.5, checkpoint.seconds_until_due())  # held verdicts can't wait
+                batches = consumer.poll(timeout_ms=int(wait_s * 1000),
+                                        max_records=s.poll_max_records)
                 self.metrics.ready = bool(consumer.assignment())
                 records = [r for tp in sorted(batches) for r in batches[tp]]
                 if records:

@@ -66,6 +66,7 @@ class Detector:
             return verdict
 
         candidates = skipped = 0
+        merged: tuple[str, ...] = ()
         existing = store.get_sets([sh.set_id]).get(sh.set_id)
         if existing is not None:
             matched = [(sh.set_id, 1.0), *store.neighbours(sh.set_id)]
@@ -77,9 +78,12 @@ class Detector:
             store.add_set(SetRecord(sh.set_id, seq, doc.id, sh.set_id), sh.shingles)
             store.add_to_buckets(keys.tolist(), sh.set_id)
             store.add_edges(sh.set_id, matched)
+            roots = {self._find(other) for other, _ in matched}
             root = sh.set_id
             for other, _ in matched:
                 root = self._union(root, other)
+            labels = store.get_sets(roots)
+            merged = tuple(sorted(labels[r].first_id for r in roots if r != root))
 
         matches, duplicate_of = self._expand(matched)
         cluster = store.get_sets([root])[root].first_id
@@ -93,6 +97,7 @@ class Detector:
             exact=existing is not None and duplicate_of is not None,
             shingles=int(sh.shingles.size),
             skipped=skipped,
+            merged=merged,
         )
         store.put_doc(DocRecord(doc.id, seq, sh.set_id, verdict.to_json()))
         return verdict

@@ -14,9 +14,9 @@ Definitions (the report repeats them):
   document that arrived before it; a verdict says so with ``duplicate``;
 - **pair precision**: share of the pairs (id, match id) named in verdicts that are true pairs;
 - **pair recall**: share of true pairs whose documents end in the same final verdict cluster.
-  Final clusters are the connected components of the links (id, cluster_id) and (id, match id),
-  because a ``cluster_id`` is the cluster's earliest document *when the verdict was given* and
-  clusters merge later;
+  Final clusters are the connected components of the links (id, cluster_id), (id, each id in
+  ``merged``) and (id, match id), because a ``cluster_id`` is the cluster's earliest document
+  *when the verdict was given* and clusters merge later (the merging verdict names them);
 - **clusters**: connected components with at least two documents (singletons are counted
   separately), for verdict links and for true pairs alike.
 
@@ -354,7 +354,8 @@ def truly_duplicate(truth: GroundTruth) -> np.ndarray:
 
 
 def verdict_clusters(ids: Sequence[str], verdicts: Mapping[str, Verdict]) -> np.ndarray:
-    """Final cluster label of each document: components of (id, cluster_id), (id, match id)."""
+    """Final cluster label of each document: components of (id, cluster_id), (id, merged
+    cluster ids) and (id, match id)."""
     index = {doc_id: k for k, doc_id in enumerate(ids)}
     src: list[int] = []
     dst: list[int] = []
@@ -370,7 +371,7 @@ def verdict_clusters(ids: Sequence[str], verdicts: Mapping[str, Verdict]) -> np.
         if v is None:
             continue
         a = index[doc_id]
-        for other in (v.cluster_id, *(m.id for m in v.matches)):
+        for other in (v.cluster_id, *v.merged, *(m.id for m in v.matches)):
             src.append(a)
             dst.append(node(other))
     n = len(index)
@@ -747,7 +748,7 @@ def evaluate(
         "doc_level": "a document has an earlier near-duplicate (verdict.duplicate)",
         "pair_precision": "named (id, match id) pairs that are true pairs / named pairs",
         "pair_recall": "true pairs inside one final verdict cluster / true pairs",
-        "final_clusters": "components of (id, cluster_id) and (id, match id) links",
+        "final_clusters": "components of (id, cluster_id), (id, merged) and (id, match id) links",
         "docs_per_second": "documents with a verdict / (last verdict time - first send time)",
         "latency": "per document: time of its verdict record - time it was sent",
         "empty_ratio": "a precision or recall with nothing to count (0/0) is reported as 1.0",

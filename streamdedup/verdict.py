@@ -22,7 +22,9 @@ class Verdict:
     the earliest document of the cluster the document joined (connected components of
     verified matches). ``exact`` says the shingle set equals an earlier document's;
     ``candidates`` counts the distinct earlier sets LSH proposed, ``skipped`` those beyond
-    ``max_candidates`` that were not verified.
+    ``max_candidates`` that were not verified. ``merged`` names the other clusters (by
+    their earlier ``cluster_id``) that this document joined into ``cluster_id``: a dashboard
+    can relabel them, and cluster membership stays exact even when ``matches`` is capped.
     """
 
     id: str
@@ -34,6 +36,7 @@ class Verdict:
     exact: bool = False
     shingles: int = 0
     skipped: int = 0
+    merged: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -48,6 +51,7 @@ class Verdict:
             "exact": self.exact,
             "shingles": self.shingles,
             "skipped": self.skipped,
+            "merged": list(self.merged),
             **self.extra,
         }
 
@@ -58,7 +62,7 @@ class Verdict:
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
         known = {
             "id", "duplicate", "duplicate_of", "matches", "cluster_id", "candidates",
-            "exact", "shingles", "skipped",
+            "exact", "shingles", "skipped", "merged",
         }
         return cls(
             id=data["id"],
@@ -70,6 +74,7 @@ class Verdict:
             exact=data.get("exact", False),
             shingles=data.get("shingles", 0),
             skipped=data.get("skipped", 0),
+            merged=tuple(data.get("merged", ())),
             extra={k: v for k, v in data.items() if k not in known},
         )
 

@@ -112,7 +112,7 @@ class Oracle:
 
 def observable(v: Verdict) -> dict[str, Any]:
     d = v.to_dict()
-    for key in ("id", "candidates", "skipped"):
+    for key in ("id", "candidates", "skipped", "merged"):  # merged: see the cluster test
         d.pop(key)
     return d
 
@@ -236,6 +236,8 @@ def test_clusters_merge_to_the_earliest_document(store: Store) -> None:
     assert [v[n].duplicate_of for n in "abcd"] == [None, "A", None, "C"]
     assert [(m.id, m.jaccard) for m in v["e"].matches] == [("B", 0.625), ("D", 0.625)]
     assert v["e"].duplicate_of == "B" and v["e"].cluster_id == "A"
+    assert v["e"].merged == ("C",), "the verdict that bridges two clusters names the other"
+    assert all(v[n].merged == () for n in "abcd")
     # Exact copies of the once separate cluster now report the merged cluster.
     f = det.process(doc("F", d))
     assert f.exact and f.cluster_id == "A" and f.duplicate_of == "C"
@@ -246,6 +248,7 @@ def test_clusters_merge_to_the_earliest_document(store: Store) -> None:
     # A new document similar only to C joins the merged cluster too.
     h = det.process(doc("H", text(ws("c", *range(6)), shared[:3], ["zh"])))
     assert h.cluster_id == "A" and h.duplicate_of == "C"
+    assert f.merged == h.merged == (), "joining an already merged cluster merges nothing"
 
 
 def test_redelivery_returns_the_same_verdict_and_stores_nothing(store: Store) -> None:
