@@ -128,7 +128,9 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
     elapsed = time.perf_counter() - start
     click.echo(
         f"{docs} documents, {dups} duplicates, {errors} bad rows, {elapsed:.2f} s, "
-        f"{docs / elapsed if elapsed else 0:.0f} documents/s",
+        f"{docs / elapsed if elapsed else 0:.0f} documents/s; {sketcher.bands} bands x "
+        f"{sketcher.rows} rows, P(candidate | s={settings.threshold}) = "
+        f"{sketcher.recall_at_threshold():.6f}",
         err=True,
     )
 
