@@ -128,7 +128,8 @@ class Service:
             bootstrap_servers=s.bootstrap_servers,
             client_id="streamdedup",
             acks="all",
-            linger_ms=5,
+            linger_ms=50,  # the checkpoint's flush() sends at once; until then, batch up
+            batch_size=256 * 1024,
             retries=5,
             max_request_size=max(1 << 20, 2 * s.max_message_bytes + 65536),
             reconnect_backoff_max_ms=5000,
