@@ -96,8 +96,13 @@ class Checkpoint:
         return (self.messages >= self.commit_every
                 or self.clock() - self.started >= self.commit_interval_s)
 
-    def commit(self) -> int:
-        """Run the commit order; returns messages committed. Rewinds and raises on failure."""
+    def commit(self, wait: bool = True) -> int:
+        """Run the commit order; returns messages committed. Rewinds and raises on failure.
+
+        With ``wait=False`` the offset commit (step 4) is sent without waiting for its answer:
+        it still leaves only after the flush, and a lost one merely redelivers messages whose
+        verdicts are stored; the next commit, or the final synchronous one, supersedes it.
+        """
         if self.empty:
             return 0
         stage = "store_commit"
@@ -114,10 +119,12 @@ class Checkpoint:
                 for f in futures:
                     f.get(timeout=0)  # raises if the broker refused a record
             stage = "offset_commit"
+            offsets = {tp: OffsetAndMetadata(off, "", -1) for tp, off in self.next_offsets.items()}
             with self.metrics.stage_seconds.labels(stage).time():
-                self.consumer.commit(
-                    {tp: OffsetAndMetadata(off, "", -1) for tp, off in self.next_offsets.items()}
-                )
+                if wait:
+                    self.consumer.commit(offsets)
+                else:
+                    self.consumer.commit_async(offsets, callback=self._async_committed)
         except Exception as exc:
             self.metrics.commit_failures.labels(stage).inc()
             self.rewind(store_committed=stage != "store_commit")
@@ -125,6 +132,11 @@ class Checkpoint:
         done = self.messages
         self._reset()
         return done
+
+    def _async_committed(self, offsets: Any, response: Any) -> None:
+        if isinstance(response, Exception):
+            self.metrics.commit_failures.labels("offset_commit").inc()
+            log.warning("async offset commit failed (messages may be redelivered): %s", response)
 
     def rewind(self, store_committed: bool = False, unprocessed: Iterable[Any] = ()) -> None:
         """Forget uncommitted work so that its messages (and the ``unprocessed`` records of

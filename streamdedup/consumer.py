@@ -264,7 +264,7 @@ class Service:
                         checkpoint.add(tp, offset, out)
                 if checkpoint.due():
                     try:
-                        checkpoint.commit()
+                        checkpoint.commit(wait=False)
                         backoff = 0.0
                         self._observe(consumer)
                     except CheckpointFailed as exc:
