@@ -108,6 +108,7 @@ def consumer_process(kafka_bootstrap: str, topics: Topics, tmp_path: Path
                      ) -> Iterator[Any]:
     """Start `streamdedup run` processes on the test's topics; all are stopped at the end."""
     procs: list[subprocess.Popen[bytes]] = []
+    logs: list[Any] = []
     group = f"g-{topics.input}"
 
     def start(*extra: str, store: Path | None = None) -> subprocess.Popen[bytes]:
@@ -121,6 +122,7 @@ def consumer_process(kafka_bootstrap: str, topics: Topics, tmp_path: Path
         ]
         env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMDEDUP_")}
         log = (tmp_path / f"consumer-{len(procs)}.log").open("wb")
+        logs.append(log)
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         procs.append(proc)
         return proc
@@ -130,6 +132,8 @@ def consumer_process(kafka_bootstrap: str, topics: Topics, tmp_path: Path
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    for log in logs:
+        log.close()
 
 
 def encode(ads: list[dict[str, str]]) -> list[bytes]:
