@@ -528,18 +528,22 @@ def cmd_compare(args: argparse.Namespace) -> None:
     def ds(storage: dict[str, Any] | None, exact_first: bool) -> Callable[[], DatasketchRun]:
         return lambda: DatasketchRun(settings, bands, rows, storage, exact_first)
 
-    n_ds = min(full, args.ds_limit or full)
-    t = measure(lambda r: r.run(stream[:n_ds]), ds(None, True), repeats=rep, warmup=warm,
-                label="datasketch memory + exact shortcut")
-    record("datasketch MinHashLSH (memory), exact-set shortcut", n_ds, t,
-           "our normalization/shingles; first verified match; exact copies skip LSH")
-    n_naive = min(full, args.naive_limit or full)
-    t = measure(lambda r: r.run(stream[:n_naive]), ds(None, False), repeats=rep, warmup=warm,
-                label="datasketch memory, plain")
-    record("datasketch MinHashLSH (memory), plain query-then-insert", n_naive, t,
-           "every copy is queried and inserted: hot buckets grow with copies")
+    only = set(args.only.split(","))
+    slow = args.slow_repeats
+    if "shortcut" in only:
+        n_ds = min(full, args.ds_limit or full)
+        t = measure(lambda r: r.run(stream[:n_ds]), ds(None, True), repeats=rep, warmup=warm,
+                    label="datasketch memory + exact shortcut")
+        record("datasketch MinHashLSH (memory), exact-set shortcut", n_ds, t,
+               "our normalization/shingles; first verified match; exact copies skip LSH")
+    if "plain" in only:
+        n_naive = min(full, args.naive_limit or full)
+        t = measure(lambda r: r.run(stream[:n_naive]), ds(None, False), repeats=slow,
+                    warmup=min(warm, 1), label="datasketch memory, plain")
+        record("datasketch MinHashLSH (memory), plain query-then-insert", n_naive, t,
+               f"every copy queried and inserted (hot buckets grow); {slow} runs")
 
-    if args.redis != "off":
+    if only & {"redis", "redis-plain"} and args.redis != "off":
         with redis_server() as addr:
             if addr is None:
                 results["datasketch MinHashLSH (Redis)"] = {"skipped": "no redis-server"}
@@ -557,25 +561,34 @@ def cmd_compare(args: argparse.Namespace) -> None:
                     return make
 
                 n_r = min(full, args.redis_limit or full)
-                t = measure(lambda r: r.run(stream[:n_r]), fresh_redis(True),
-                            repeats=rep, warmup=warm, label="datasketch redis + exact shortcut")
-                record("datasketch MinHashLSH (Redis), exact-set shortcut", n_r, t,
-                       f"redis-server on loopback; first {n_r} docs of the stream")
+                if "redis" in only:
+                    t = measure(lambda r: r.run(stream[:n_r]), fresh_redis(True), repeats=rep,
+                                warmup=warm, label="datasketch redis + exact shortcut")
+                    record("datasketch MinHashLSH (Redis), exact-set shortcut", n_r, t,
+                           f"redis-server on loopback; first {n_r:,} docs of the stream")
+                if "redis-plain" in only:
+                    n_rp = min(full, args.redis_plain_limit or full)
+                    t = measure(lambda r: r.run(stream[:n_rp]), fresh_redis(False),
+                                repeats=slow, warmup=min(warm, 1),
+                                label="datasketch redis, plain")
+                    record("datasketch MinHashLSH (Redis), plain query-then-insert", n_rp, t,
+                           f"redis-server on loopback; first {n_rp:,} docs; {slow} runs")
 
-    n_s = min(full, args.study_limit)
-    normalize = sk.normalize
+    if "study" in only:
+        n_s = min(full, args.study_limit)
+        normalize = sk.normalize
 
-    def study(index: StudyIndex) -> int:
-        dups = 0
-        for d in stream[:n_s]:  # same work: our normalization included
-            text = normalize(compose_text(d.fields, settings.text_fields))
-            dups += index.add(d.id, text)[0] is not None
-        return dups
+        def study(index: StudyIndex) -> int:
+            dups = 0
+            for d in stream[:n_s]:  # same work: our normalization included
+                text = normalize(compose_text(d.fields, settings.text_fields))
+                dups += index.add(d.id, text)[0] is not None
+            return dups
 
-    t = measure(study, StudyIndex, repeats=args.study_repeats, warmup=min(warm, 1),
-                label="study baseline")
-    record("study re-implementation (pure Python, SHA-1)", n_s, t,
-           f"first {n_s} docs of the stream; {args.study_repeats} runs")
+        t = measure(study, StudyIndex, repeats=slow, warmup=min(warm, 1),
+                    label="study baseline")
+        record("study re-implementation (pure Python, SHA-1)", n_s, t,
+               f"first {n_s:,} docs of the stream; {slow} runs")
 
     rows_md = []
     for name, r in results.items():
@@ -1067,8 +1080,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--naive-limit", type=int, default=3127,
                    help="plain datasketch (quadratic on hot buckets): first N docs")
     p.add_argument("--redis-limit", type=int, default=5000)
+    p.add_argument("--redis-plain-limit", type=int, default=3127)
     p.add_argument("--study-limit", type=int, default=1000)
-    p.add_argument("--study-repeats", type=int, default=5)
+    p.add_argument("--slow-repeats", type=int, default=5,
+                   help="runs of the slow competitors (plain datasketch, Redis plain, study)")
+    p.add_argument("--only", default="shortcut,plain,redis,redis-plain,study",
+                   help="competitors to run (comma-separated)")
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("e2e", help="through a real local broker and the consumer process")
