@@ -1038,7 +1038,8 @@ def cmd_profile(args: argparse.Namespace) -> None:
     tree = ConsoleRenderer(time="percent_of_total", unicode=False, color=False,
                            show_all=False).render(session)
     top = "\n".join(flat.splitlines()[: args.top + 8])
-    out = Path(args.json).with_suffix(".html") if args.json else DEFAULT_OUT / "profile.html"
+    name = "profile" + ("-nocache" if args.no_text_cache else "")
+    out = Path(args.json).with_suffix(".html") if args.json else DEFAULT_OUT / f"{name}.html"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(profiler.output_html(), encoding="utf-8")
     (out.with_suffix(".txt")).write_text(tree, encoding="utf-8")
@@ -1052,7 +1053,7 @@ def cmd_profile(args: argparse.Namespace) -> None:
         "```", top, "```",
     ])
     print(f"call tree: {out.with_suffix('.txt')}; HTML: {out}", file=sys.stderr)
-    save(args, "profile" + ("-nocache" if args.no_text_cache else ""),
+    save(args, name,
          {"command": args.command_line, "machine": info, "elapsed_s": elapsed,
           "flat": flat, "tree": tree}, md)
 
