@@ -761,11 +761,11 @@ def cmd_e2e(args: argparse.Namespace) -> None:
                 results["throughput"].append(row)
             shutil.rmtree(cons.store, ignore_errors=True)
         for rate in [float(r) for r in args.rates.split(",")]:
-            for interval in [float(x) for x in args.commit_intervals.split(",")]:
-                key = f"{rate:g}/s, commit interval {interval:g} s"
+            for interval in args.commit_intervals.split(","):
+                key = f"{rate:g}/s, commit interval {interval}"
                 runs = []
                 for run in range(args.latency_repeats):
-                    tag = f"lat{int(rate)}-{str(interval).replace('.', '')}-{run}"
+                    tag = f"lat{int(rate)}-{interval.replace('.', '')}-{run}"
                     runs.append(_latency_run(bootstrap, tag, work, args, base, rate, interval))
                     print(f"  {key} run {run}: {json.dumps(runs[-1])}", file=sys.stderr,
                           flush=True)
@@ -814,9 +814,9 @@ def cmd_e2e(args: argparse.Namespace) -> None:
 
 
 def _latency_run(bootstrap: str, tag: str, work: Path, args: argparse.Namespace,
-                 stream: list[Document], rate: float, interval: float) -> dict[str, Any]:
-    cons = Consumer(bootstrap, tag, work, args.preset,
-                    ["--commit-interval-s", str(interval)])
+                 stream: list[Document], rate: float, interval: str) -> dict[str, Any]:
+    extra = [] if interval == "default" else ["--commit-interval-s", interval]
+    cons = Consumer(bootstrap, tag, work, args.preset, extra)
     _create_topics(bootstrap, cons.topics)
     reader = _verdict_reader(bootstrap, cons.topics[1])
     cons.start()
@@ -1033,11 +1033,10 @@ def cmd_profile(args: argparse.Namespace) -> None:
     core.close()
     session = profiler.last_session
     assert session is not None
-    flat = ConsoleRenderer(flat=True, time="percent_of_total", unicode=False, color=False,
-                           show_all=False).render(session)
+    flat = _self_times(session, args.top)
     tree = ConsoleRenderer(time="percent_of_total", unicode=False, color=False,
                            show_all=False).render(session)
-    top = "\n".join(flat.splitlines()[: args.top + 8])
+    top = flat
     name = "profile" + ("-nocache" if args.no_text_cache else "")
     out = Path(args.json).with_suffix(".html") if args.json else DEFAULT_OUT / f"{name}.html"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -1056,6 +1055,26 @@ def cmd_profile(args: argparse.Namespace) -> None:
     save(args, name,
          {"command": args.command_line, "machine": info, "elapsed_s": elapsed,
           "flat": flat, "tree": tree}, md)
+
+
+def _self_times(session: Any, top: int) -> str:
+    """Self time per function (file:line), summed over every call path, as a table: the
+    flat view that says which function to make faster."""
+    root = session.root_frame()
+    total = root.time
+    acc: dict[tuple[str, str], float] = {}
+    stack = [root]
+    while stack:
+        frame = stack.pop()
+        stack.extend(frame.children)
+        if frame.identifier.startswith("[self]"):
+            continue
+        key = (frame.function, f"{frame.file_path_short}:{frame.line_no}")
+        acc[key] = acc.get(key, 0.0) + frame.total_self_time
+    rows = sorted(acc.items(), key=lambda kv: -kv[1])[:top]
+    lines = [f"{'self %':>7} {'self s':>7}  function  (file:line)"]
+    lines += [f"{100 * t / total:6.1f}% {t:7.3f}  {fn}  ({where})" for (fn, where), t in rows]
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- CLI
@@ -1093,8 +1112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--preset", default="reference")
     p.add_argument("--messages", type=int, default=100_000)
     p.add_argument("--rates", default="500,2000")
-    p.add_argument("--commit-intervals", default="1.0,0.01",
-                   help="consumer --commit-interval-s values tried for latency")
+    p.add_argument("--commit-intervals", default="default",
+                   help="consumer --commit-interval-s values tried for latency "
+                        "('default' = the flag not given)")
     p.add_argument("--latency-seconds", type=float, default=20.0)
     p.add_argument("--latency-repeats", type=int, default=3)
     p.add_argument("--timeout", type=float, default=600.0)
