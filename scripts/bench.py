@@ -920,16 +920,17 @@ def cmd_growth(args: argparse.Namespace) -> None:
                 stopped_early = f"stopped at {done:,} docs after {elapsed_min:.1f} min"
                 print(f"  {stopped_early}", file=sys.stderr)
                 break
+        if stopped_early and (not points or points[-1]["docs"] != done):
+            window = per_doc[-20:]
+            cur, peak = _rss_mib()
+            db = _dir_bytes(store_dir)
+            points.append({"docs": done, "elapsed_s": time.perf_counter() - started,
+                           "per_doc_ms": 1000 * statistics.median(window),
+                           "window_batches": len(window), "store_bytes": db,
+                           "store_bytes_per_doc": db / done, "rss_mib": cur,
+                           "peak_rss_mib": peak, "partial": True})
     finally:
         core.close()
-    if stopped_early and (not points or points[-1]["docs"] != done):
-        window = per_doc[-20:]
-        cur, peak = _rss_mib()
-        points.append({"docs": done, "elapsed_s": time.perf_counter() - started,
-                       "per_doc_ms": 1000 * statistics.median(window),
-                       "window_batches": len(window), "store_bytes": None,
-                       "store_bytes_per_doc": None, "rss_mib": cur, "peak_rss_mib": peak,
-                       "partial": True})
     first = points[0]["per_doc_ms"]
     rows = [[f"{p['docs']:,}" + (" (partial)" if p.get("partial") else ""),
              f"{p['per_doc_ms']:.3f}", f"{p['per_doc_ms'] / first:.2f}x",
