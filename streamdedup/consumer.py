@@ -246,8 +246,13 @@ class Service:
             while not self.stopping.is_set():
                 self.metrics.beat()
                 wait_s = min(0.5, checkpoint.seconds_until_due())  # held verdicts can't wait
-                batches = consumer.poll(timeout_ms=int(wait_s * 1000),
-                                        max_records=s.poll_max_records)
+                try:
+                    batches = consumer.poll(timeout_ms=int(wait_s * 1000),
+                                            max_records=s.poll_max_records)
+                except KafkaError as exc:  # kafka-python 3 raises here while the broker is down
+                    log.warning("poll failed, retrying in 0.5s: %s", exc)
+                    self.stopping.wait(0.5)
+                    batches = {}
                 self.metrics.ready = bool(consumer.assignment())
                 records = [r for tp in sorted(batches) for r in batches[tp]]
                 if records:
