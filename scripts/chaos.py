@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Chaos run: the real broker and consumer processes, faults injected, every verdict checked.
+
+    python scripts/chaos.py [--messages M] [--kills N] [--faults LIST] [--dump PATH]
+                            [--soak N] [--bootstrap HOST:PORT] --report FILE.json
+
+Without ``--bootstrap`` a LocalBroker is started in a temporary state dir (and can then be
+stopped and started as a fault). See ``streamdedup/chaos.py`` for what is checked and
+RELIABILITY.md for the figures of a full run. Exit status 0 only if nothing was lost,
+duplicated onto itself, contradicted or different from the uninterrupted reference run, and
+every fault behaved as expected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from streamdedup.chaos import CORRUPTIONS, FAULTS, ChaosConfig, local_broker, run, table
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DUMP = ROOT.parent / "shared" / "data" / "kijiji_jobs.tsv"
+
+
+def _list(text: str, known: tuple[str, ...], what: str) -> tuple[str, ...]:
+    items = tuple(x.strip() for x in text.split(",") if x.strip())
+    unknown = [x for x in items if x not in known]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown {what}: {', '.join(unknown)}; known: {', '.join(known)}")
+    return items
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--messages", type=int, default=5000, help="input messages (default 5000)")
+    p.add_argument("--kills", type=int, default=12,
+                   help="SIGKILLs of the consumer, about half at trip-wire stages (default 12)")
+    p.add_argument("--faults", default=",".join(FAULTS),
+                   type=lambda t: _list(t, FAULTS, "fault"),
+                   help=f"comma-separated fault kinds (default all: {','.join(FAULTS)})")
+    p.add_argument("--corruptions", default=",".join(CORRUPTIONS),
+                   type=lambda t: _list(t, CORRUPTIONS, "corruption"),
+                   help="store damages tried at start (default all)")
+    p.add_argument("--dump", type=Path, default=DEFAULT_DUMP,
+                   help=f"Kijiji TSV the stream is made from (default {DEFAULT_DUMP})")
+    p.add_argument("--report", type=Path, required=True, help="write the JSON report here")
+    p.add_argument("--soak", type=int, default=0,
+                   help="also run a soak of this many messages at the highest rate (0 = no)")
+    p.add_argument("--bootstrap", default=None,
+                   help="use this broker (no broker fault) instead of a local one")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--preset", default="reference")
+    p.add_argument("--commit-every", type=int, default=None,
+                   help="consumer setting (default: the product's)")
+    p.add_argument("--commit-interval-s", type=float, default=None,
+                   help="consumer setting (default: the product's)")
+    p.add_argument("--survey-trials", type=int, default=40,
+                   help="damaged copies of the final store opened per corruption kind")
+    p.add_argument("--session-timeout-ms", type=int, default=6000,
+                   help="consumer session timeout set by the harness; 0 = kafka-python's")
+    p.add_argument("--tmpfs-mb", type=int, default=256,
+                   help="size of the tmpfs holding the store for disk-full (root only)")
+    p.add_argument("--workdir", type=Path, default=None,
+                   help="keep stores and consumer logs here (default: a temporary dir)")
+    args = p.parse_args(argv)
+    if not args.dump.is_file():
+        p.error(f"no dump at {args.dump}; pass --dump PATH")
+
+    def say(message: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+    with contextlib.ExitStack() as stack:
+        if args.workdir is None:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="chaos-")))
+        else:
+            workdir = args.workdir
+            workdir.mkdir(parents=True, exist_ok=True)
+        broker = None
+        bootstrap = args.bootstrap
+        if bootstrap is None:
+            broker = stack.enter_context(local_broker(workdir / "broker", say))
+            bootstrap = broker.bootstrap
+        config = ChaosConfig(
+            bootstrap=bootstrap, dump=args.dump, workdir=workdir / "run",
+            messages=args.messages, kills=args.kills, faults=args.faults,
+            corruptions=args.corruptions, seed=args.seed, broker=broker, preset=args.preset,
+            session_timeout_ms=args.session_timeout_ms, commit_every=args.commit_every,
+            survey_trials=args.survey_trials,
+            commit_interval_s=args.commit_interval_s, tmpfs_mb=args.tmpfs_mb, say=say,
+        )
+        report = run(config, soak=args.soak)
+    args.report.parent.mkdir(parents=True, exist_ok=True)
+    args.report.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    print(table(report))
+    print(f"\nreport: {args.report}")
+    return 0 if report["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
