@@ -7,6 +7,7 @@ list from an installed package or a file) and then maps str -> str with no I/O.
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 from collections.abc import Callable, Mapping
@@ -24,13 +25,22 @@ _PUNCT = re.compile(r"[^\w\s]|_")
 _DIGITS = re.compile(r"\d")
 _PUNCT_AND_DIGITS = re.compile(r"[^\w\s]|[\d_]")  # both in one pass
 _WORD_MEMO_SIZE = 1 << 18
+_MAX_PARSED_TAGS = 4096
+_ANY_TAG = re.compile(r"<[^<>]*>")
 _TAG_HINT = re.compile(r"<[A-Za-z!/?]|&(#\d+|#x[0-9A-Fa-f]+|[A-Za-z]+);")
 
 
 def html_to_text(text: str) -> str:
-    """Visible text of an HTML fragment; tolerant of broken markup, decodes entities."""
+    """Visible text of an HTML fragment; tolerant of broken markup, decodes entities.
+
+    The HTML parser's time grows with the square of the nesting depth (40,000 nested
+    ``<div>`` take seconds), so a text with more than ``_MAX_PARSED_TAGS`` tags, which no
+    real ad has, is stripped by a linear regex instead: tags removed, entities decoded.
+    """
     if not _TAG_HINT.search(text):
         return text  # plain text: skip the parser (most scraped ads)
+    if text.count("<") > _MAX_PARSED_TAGS:
+        return html.unescape(_ANY_TAG.sub(" ", text))
     from selectolax.lexbor import LexborHTMLParser
 
     tree = LexborHTMLParser(text)

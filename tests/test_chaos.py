@@ -91,9 +91,6 @@ def test_damaged_store_is_refused_at_start(report: dict[str, Any], how: str) -> 
     assert "index.sqlite" in event["message"], event
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known: an index.sqlite truncated to 0 bytes opens as a new, empty store (SQLite "
-    "treats an empty file as an empty database), so the history is silently gone"))
 def test_zero_length_store_is_refused_at_start(report: dict[str, Any]) -> None:
     (event,) = _events(report, "corrupt_zero_length")
     assert event["refused"], event

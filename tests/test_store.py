@@ -364,6 +364,23 @@ def test_sqlite_truncated_file_is_refused(tmp_path: Path, keep: float) -> None:
         open_store("sqlite", str(d), PARAMS)
 
 
+def test_sqlite_store_truncated_to_zero_bytes_is_refused(tmp_path: Path) -> None:
+    d = sqlite_dir(tmp_path)
+    _filled_store(d)
+    (d / DB_NAME).write_bytes(b"")
+    for wal in d.glob(DB_NAME + "-*"):
+        wal.unlink()
+    with pytest.raises(StoreCorruptError, match="truncated"):
+        open_store("sqlite", str(d), PARAMS)
+
+
+def test_sqlite_store_creation_leaves_no_side_file(tmp_path: Path) -> None:
+    d = sqlite_dir(tmp_path)
+    open_store("sqlite", str(d), PARAMS).close()
+    assert (d / DB_NAME).stat().st_size > 0
+    assert not (d / (DB_NAME + ".new")).exists()
+
+
 def test_sqlite_damaged_page_is_refused(tmp_path: Path) -> None:
     d = sqlite_dir(tmp_path)
     _filled_store(d)

@@ -115,9 +115,14 @@ class SqliteStore(Store):
             self._lock_fd = -1
 
     def _open(self) -> sqlite3.Connection:
-        new = not self.path.exists()
-        if new:
-            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        if not self.path.exists():
+            self._create()
+        elif self.path.stat().st_size == 0:
+            # We never leave an empty file (see _create), so this one was truncated.
+            raise StoreCorruptError(
+                f"{self.path} is empty: the store was truncated; restore it or remove the "
+                f"directory to start a new index"
+            )
         try:
             conn = sqlite3.connect(self.path, timeout=30)
             version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -140,6 +145,26 @@ class SqliteStore(Store):
         except sqlite3.DatabaseError as exc:
             raise StoreCorruptError(f"{self.path} cannot be read as a store: {exc}") from exc
         return conn
+
+    def _create(self) -> None:
+        """Build the schema in a side file, then rename it into place: an ``index.sqlite``
+        that exists is always a complete store, so an empty one means damage."""
+        tmp = self.path.with_name(DB_NAME + ".new")
+        tmp.unlink(missing_ok=True)
+        os.close(os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+        conn = sqlite3.connect(tmp)
+        try:
+            conn.executescript(_SCHEMA)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.commit()
+        finally:
+            conn.close()
+        os.replace(tmp, self.path)
+        dir_fd = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
     def _meta(self) -> SqliteDict:
         return SqliteDict(
