@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report", type=Path, required=True, help="write the JSON report here")
     p.add_argument("--soak", type=int, default=0,
                    help="also run a soak of this many messages at the highest rate (0 = no)")
+    p.add_argument("--soak-variant-share", type=float, default=0.1,
+                   help="share of new near-duplicate texts in the soak stream (default 0.1; "
+                        "0.4 is the chaos stream's, a worst case for hot buckets)")
     p.add_argument("--bootstrap", default=None,
                    help="use this broker (no broker fault) instead of a local one")
     p.add_argument("--seed", type=int, default=7)
@@ -95,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             survey_trials=args.survey_trials,
             commit_interval_s=args.commit_interval_s, tmpfs_mb=args.tmpfs_mb, say=say,
         )
-        report = run(config, soak=args.soak)
+        report = run(config, soak=args.soak, soak_variant_share=args.soak_variant_share)
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text(json.dumps(report, indent=2, default=str) + "\n")
     print(table(report))

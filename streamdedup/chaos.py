@@ -170,10 +170,12 @@ def _bad_payload(k: int, doc_id: str) -> bytes:
 
 
 def build_stream(rows: Sequence[Mapping[str, str]], n: int, seed: int = 7,
-                 variant_share: float = 0.4) -> list[Announcement]:
-    """``n`` announcements in a fixed order: rows in file order (again as edited reposts once
-    the file is used up), near-duplicates of earlier rows, a few exact resends (same id, same
-    bytes: an at-least-once producer) and about 1% bad messages."""
+                 variant_share: float = 0.4, repost_edit_share: float = 1.0
+                 ) -> list[Announcement]:
+    """``n`` announcements in a fixed order: rows in file order (then again as reposts under
+    new ids once the file is used up, ``repost_edit_share`` of them edited), near-duplicates
+    of earlier rows, a few exact resends (same id, same bytes: an at-least-once producer) and
+    about 1% bad messages."""
     rng = random.Random(seed)
     out: list[Announcement] = []
     good: list[tuple[Announcement, dict[str, str]]] = []
@@ -199,7 +201,7 @@ def build_stream(rows: Sequence[Mapping[str, str]], n: int, seed: int = 7,
             cycle = next_row // len(rows)
             doc_id = f"k{next_row % len(rows)}" + (f"-c{cycle}" if cycle else "")
             fields = {k: v for k, v in row.items() if isinstance(v, str)}
-            if cycle:
+            if cycle and rng.random() < repost_edit_share:
                 fields["description"] = mutate(fields.get("description", ""), rng)
             kind = "repost" if cycle else "row"
             next_row += 1
@@ -405,18 +407,25 @@ def install_trip(stage: str, seed: int | None = None) -> None:
     from streamdedup.store.sqlite import SqliteStore
 
     rng = random.Random(seed)
-    where: dict[str, tuple[type, str, str]] = {
-        "store_commit": (SqliteStore, "commit", "during"),
-        "after_store_commit": (SqliteStore, "commit", "after"),
-        "before_flush": (KafkaProducer, "flush", "before"),
-        "after_flush": (KafkaProducer, "flush", "after"),
-        "after_offset_commit": (KafkaConsumer, "commit", "after"),
+    # The loop commits offsets with commit_async, the final and pre-rebalance commits with
+    # commit: a stage may hook several methods; whichever runs first trips.
+    where: dict[str, tuple[list[tuple[type, str]], str]] = {
+        "store_commit": ([(SqliteStore, "commit")], "during"),
+        "after_store_commit": ([(SqliteStore, "commit")], "after"),
+        "before_flush": ([(KafkaProducer, "flush")], "before"),
+        "after_flush": ([(KafkaProducer, "flush")], "after"),
+        "after_offset_commit": ([(KafkaConsumer, "commit"), (KafkaConsumer, "commit_async")],
+                                "after"),
     }
     if stage not in where:
         raise SystemExit(f"unknown trip stage {stage!r}; known: {', '.join(where)}")
-    cls, name, when = where[stage]
-    original = getattr(cls, name)
+    methods, when = where[stage]
+    for cls, name in methods:
+        setattr(cls, name, _tripping(getattr(cls, name), stage, when, rng))
 
+
+def _tripping(original: Callable[..., Any], stage: str, when: str,
+              rng: random.Random) -> Callable[..., Any]:
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         if when == "before":
             _die(stage, "before")
@@ -442,7 +451,7 @@ def install_trip(stage: str, seed: int | None = None) -> None:
         _die(stage, "after")
         return result
 
-    setattr(cls, name, wrapper)
+    return wrapper
 
 
 def shorten_session_timeout(ms: int) -> None:
@@ -1207,23 +1216,32 @@ class ChaosRun(Harness):
 
     # --- faults (each gets the next chunk of input)
     def _fault_kill(self, chunk: Sequence[Announcement]) -> None:
-        """SIGKILL once a random share of the chunk has been answered: mid-stream, with
-        work in every stage of the pipeline (decoded, detected, stored, produced)."""
+        """SIGKILL at a random moment while the chunk trickles in (ten slices, 40 ms apart),
+        so that messages are at every stage: fetched, detected, stored, produced."""
         proc = self.running()
-        self.produce(self.main, chunk)
-        fresh = {a.id for a in chunk} - self.main.tally.answered
-        target = self.rng.randrange(len(fresh)) if fresh else 0
-        t0 = time.monotonic()
-        while (len(fresh & self.main.tally.answered) < target
-               and time.monotonic() - t0 < 30 and proc.alive()):
-            self.main.tally.poll(10)
-        pending = self.main.pending()
+        sent: list[str] = []
+        feeder = threading.Thread(target=self._trickle, args=(_split(chunk, 10), 0.04, sent),
+                                  daemon=True)
+        delay = self.rng.uniform(0.05, 0.45)
+        feeder.start()
+        time.sleep(delay)
+        self.main.tally.poll(50)
+        pending = len((self.main.ids | set(list(sent))) - self.main.tally.answered)
         proc.kill()
+        feeder.join()
+        self.main.ids.update(a.id for a in chunk)
         self.consumer = None
-        self.event("kill_random", proc.returncode == -signal.SIGKILL,
-                   after_s=round(time.monotonic() - t0, 2), answered_target=target,
+        self.event("kill_random", proc.returncode == -signal.SIGKILL, delay_s=round(delay, 2),
                    unanswered_at_kill=pending, chunk=len(chunk))
         self.running()
+
+    def _trickle(self, slices: Sequence[Sequence[Announcement]], gap_s: float,
+                 sent: list[str]) -> None:
+        """(Feeder thread) produce slice by slice; ids are noted in ``sent`` only."""
+        for part in slices:
+            self.cluster.produce(self.main.topic, part)
+            sent.extend(a.id for a in part)
+            time.sleep(gap_s)
 
     def _fault_trip(self, chunk: Sequence[Announcement], stage: str) -> None:
         self.running().stop()
@@ -1461,13 +1479,17 @@ def _split(items: Sequence[Announcement], parts: int) -> list[Sequence[Announcem
 # soak
 
 
-def run_soak(config: ChaosConfig, messages: int) -> dict[str, Any]:
+def run_soak(config: ChaosConfig, messages: int, variant_share: float = 0.1
+             ) -> dict[str, Any]:
     """One consumer against a backlog of ``messages``, produced before it starts so that it
     never waits for input: its highest sustained rate, and its RSS and open fds over time
     (they should level off, not grow with the number of messages)."""
     h = Harness(config)
     try:
-        stream = build_stream(read_rows(config.dump), messages, config.seed + 1)
+        # By default a steady state, as in real scrapes: mostly reposts of known ads and few
+        # new texts, so that caches fill up and a leak would show as growth after that.
+        stream = build_stream(read_rows(config.dump), messages, config.seed + 1,
+                              variant_share=variant_share, repost_edit_share=variant_share * 2)
         lane = h.lane("soak")
         config.say(f"soak: producing {len(stream)} messages")
         t0 = time.monotonic()
@@ -1497,13 +1519,18 @@ def run_soak(config: ChaosConfig, messages: int) -> dict[str, Any]:
                 config.say(f"soak: {done}/{total} answered, RSS {rss_mb(proc.pid or 0)} MB, "
                            f"fds {open_fds(proc.pid or 0)}")
         h.sampler.sample()
-        store_bytes = sum(p.stat().st_size for p in (config.workdir / "store-soak").iterdir())
+        h.sampler.track.discard(proc.name)  # not the shutdown
+        store = config.workdir / "store-soak"
+        store_bytes = sum(p.stat().st_size for p in store.iterdir())
         proc.stop()
+        with contextlib.closing(sqlite3.connect(f"file:{store / 'index.sqlite'}?mode=ro",
+                                                uri=True)) as conn:
+            distinct_sets = conn.execute("SELECT count(*) FROM sets").fetchone()[0]
         got = collect(h.cluster, lane.out, lane.dlq)
         result = check(lane.ids, got)
         result.update(_soak_figures(progress, h.sampler.series.get(proc.name, []), total))
         result.update(messages=len(stream), produce_s=round(produced_s, 1),
-                      store_mb=round(store_bytes / 2**20, 1))
+                      store_mb=round(store_bytes / 2**20, 1), distinct_sets=distinct_sets)
         return result
     finally:
         h.close()
@@ -1511,7 +1538,7 @@ def run_soak(config: ChaosConfig, messages: int) -> dict[str, Any]:
 
 def _soak_figures(progress: Sequence[tuple[float, int]],
                   series: Sequence[tuple[float, float, int]], total: int) -> dict[str, Any]:
-    """Rates from answered ids over 10 s windows; RSS and fds at 10%, 50% and 100%."""
+    """Rates from answered ids over 10 s windows; RSS and fds at 10% ... 100% of the work."""
     started = next((t for t, n in progress if n > 0), progress[0][0])
     end = progress[-1][0]
     windows: list[float] = []
@@ -1529,7 +1556,7 @@ def _soak_figures(progress: Sequence[tuple[float, int]],
         near = [s for s in series if s[0] <= moment]
         return (near[-1][1], near[-1][2]) if near else None
 
-    points = {f"{int(f * 100)}%": at(f) for f in (0.1, 0.5, 1.0)}
+    points = {f"{int(f * 100)}%": at(f) for f in (0.1, 0.25, 0.5, 0.75, 1.0)}
     rss = [s[1] for s in series]
     fds = [s[2] for s in series]
     half = [s for s in series if s[0] >= started + (end - started) / 2]
@@ -1552,7 +1579,8 @@ def _soak_figures(progress: Sequence[tuple[float, int]],
 # the whole thing
 
 
-def run(config: ChaosConfig, soak: int = 0) -> dict[str, Any]:
+def run(config: ChaosConfig, soak: int = 0, soak_variant_share: float = 0.1
+        ) -> dict[str, Any]:
     """Phases A+B (faults, reference), C (rebalance) if asked, and the soak if ``soak``."""
     rows = read_rows(config.dump)
     stream = build_stream(rows, config.messages, config.seed)
@@ -1587,7 +1615,7 @@ def run(config: ChaosConfig, soak: int = 0) -> dict[str, Any]:
             events += rb.events
             peak = max(peak, rb.sampler.peak_mb)
     if soak:
-        report["soak"] = run_soak(config, soak)
+        report["soak"] = run_soak(config, soak, soak_variant_share)
     a = report["chaos"]
     report.update(
         messages=a["messages"], verdicts=a["verdicts"], dead_letters=a["dead_letters"],
@@ -1643,7 +1671,8 @@ def table(report: Mapping[str, Any]) -> str:
         s = report["soak"]
         lines += ["", f"soak: {s['messages']} messages, {s['rate_overall']} msg/s overall "
                   f"(10 s windows: median {s['rate_10s_median']}, min {s['rate_10s_min']}), "
-                  f"lost {s['lost']}, RSS MB {s['rss_mb']}, fds {s['fds']}"]
+                  f"lost {s['lost']}, {s['distinct_sets']} distinct sets, RSS MB {s['rss_mb']},"
+                  f" fds {s['fds']}"]
     lines += ["", "OK" if report["ok"] else "PROBLEMS FOUND"]
     return "\n".join(lines)
 
