@@ -118,6 +118,8 @@ class Service:
             client_id="streamdedup",
             enable_auto_commit=False,
             auto_offset_reset="earliest",
+            session_timeout_ms=s.session_timeout_ms,
+            heartbeat_interval_ms=max(100, min(3000, s.session_timeout_ms // 3)),
             max_poll_records=s.poll_max_records,
             max_partition_fetch_bytes=max(1 << 20, s.max_message_bytes + 4096),
             fetch_max_bytes=max(50 << 20, s.max_message_bytes + 4096),
@@ -215,6 +217,9 @@ class Service:
                 self._retry(lambda: ensure_topics(s), "topic creation")
             consumer, producer = self._retry(self._clients, "connect")
             return self._loop(consumer, producer)
+        except _StoppedWhileConnecting:
+            log.info("stopped before the broker could be reached; nothing was consumed")
+            return 0
         finally:
             self.store.close()
             if server is not None:
@@ -227,7 +232,7 @@ class Service:
                 return fn()
             except KafkaError as exc:
                 if self.stopping.is_set():
-                    raise
+                    raise _StoppedWhileConnecting from exc
                 log.warning("%s failed (%s); retrying in %.1fs", what, exc, delay)
                 self.stopping.wait(delay)
                 delay = min(delay * 2, MAX_BACKOFF_S)
@@ -317,6 +322,10 @@ class Service:
             stats = self.store.stats()
             self.metrics.store_documents.set(stats["documents"])
             self.metrics.store_bytes.set(stats["bytes"])
+
+
+class _StoppedWhileConnecting(Exception):
+    """SIGTERM arrived while the broker was still unreachable: a clean exit, not an error."""
 
 
 class _Revoked(ConsumerRebalanceListener):

@@ -67,6 +67,10 @@ class Settings:
     dlq_topic: str = _opt("jobs.dlq", "topic of dead letters", group="kafka")
     create_topics: bool = _opt(True, "create missing topics at start", group="kafka")
     topic_partitions: int = _opt(1, "partitions of topics created at start", group="kafka")
+    session_timeout_ms: int = _opt(
+        10_000, "group session timeout: how soon a crashed consumer's partitions move on",
+        group="kafka",
+    )
     only_duplicates: bool = _opt(False, "emit verdicts for duplicates only", group="kafka")
     max_message_bytes: int = _opt(1 << 20, "larger payloads become dead letters", group="kafka")
     poll_max_records: int = _opt(500, "records per poll (one batch)", group="kafka")

@@ -122,3 +122,24 @@ def test_scurve_writes_a_png_and_prints_the_value_at_the_threshold(tmp_path: Pat
                           "--out", str(out))
     assert "25 bands x 5 rows" in stdout
     assert run("scurve", "--bands", "3", "--out", str(out))[0] != 0
+
+
+def test_run_stops_cleanly_on_sigterm_while_the_broker_is_unreachable(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMDEDUP_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamdedup", "run", "--bootstrap-servers", "127.0.0.1:9",
+         "--store", str(tmp_path / "s"), "--metrics-port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+    )
+    time.sleep(3)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out.decode()[-2000:]
+    assert b"Traceback" not in out
+    assert b"stopped before the broker could be reached" in out

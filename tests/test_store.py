@@ -464,3 +464,26 @@ def test_sqlite_rollback_discards_pending_writes_and_cached_records(tmp_path: Pa
 def test_memory_rollback_is_refused(make_store: Callable[..., Store]) -> None:
     with pytest.raises(StoreError, match="cannot roll back"):
         make_store("memory").rollback()
+
+
+def test_sqlite_flipped_bit_in_a_shingle_set_is_detected(tmp_path: Path) -> None:
+    import sqlite3
+
+    d = sqlite_dir(tmp_path)
+    store = open_store("sqlite", str(d), PARAMS)
+    store.add_set(rec(7), np.arange(1, 50, dtype=np.uint64))
+    store.commit()
+    store.close()
+    conn = sqlite3.connect(d / DB_NAME)
+    (blob,) = conn.execute("SELECT shingles FROM sets WHERE set_id = 7").fetchone()
+    damaged = bytearray(blob)
+    damaged[17] ^= 0x04
+    conn.execute("UPDATE sets SET shingles = ? WHERE set_id = 7", (bytes(damaged),))
+    conn.commit()
+    conn.close()
+    store = open_store("sqlite", str(d), PARAMS)
+    try:
+        with pytest.raises(StoreCorruptError, match="checksum"):
+            store.get_shingles([7])
+    finally:
+        store.close()

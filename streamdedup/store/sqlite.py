@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
+import xxhash
 from sqlitedict import SqliteDict
 
 from streamdedup.errors import StoreCorruptError, StoreError, StoreLockedError
@@ -46,7 +47,7 @@ CREATE TABLE IF NOT EXISTS docs (
 CREATE INDEX IF NOT EXISTS docs_by_set ON docs (set_id, seq);
 CREATE TABLE IF NOT EXISTS sets (
     set_id INTEGER PRIMARY KEY, first_seq INTEGER NOT NULL, first_id TEXT NOT NULL,
-    parent INTEGER NOT NULL, shingles BLOB NOT NULL);
+    parent INTEGER NOT NULL, shingles BLOB NOT NULL, checksum INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS edges (
     set_id INTEGER NOT NULL, other INTEGER NOT NULL, sim REAL NOT NULL,
     PRIMARY KEY (set_id, other)) WITHOUT ROWID;
@@ -68,6 +69,11 @@ def _store_errors(method: Callable[P, R]) -> Callable[P, R]:
             raise StoreError(f"{method.__name__}: {exc}") from exc
 
     return wrapper
+
+
+def _checksum(blob: bytes) -> int:
+    digest = xxhash.xxh3_64_intdigest(blob)
+    return digest - (1 << 64) if digest >= 1 << 63 else digest
 
 
 def _chunks(items: Sequence[Any], size: int = _MAX_VARS) -> Iterable[Sequence[Any]]:
@@ -247,11 +253,12 @@ class SqliteStore(Store):
     @_store_errors
     def add_set(self, record: SetRecord, shingles: np.ndarray) -> None:
         self._set_cache.pop(record.set_id, None)
+        blob = encode_shingles(shingles)
         self._conn.execute(
-            "INSERT OR IGNORE INTO sets (set_id, first_seq, first_id, parent, shingles) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (record.set_id, record.first_seq, record.first_id, record.parent,
-             encode_shingles(shingles)),
+            "INSERT OR IGNORE INTO sets (set_id, first_seq, first_id, parent, shingles, checksum)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (record.set_id, record.first_seq, record.first_id, record.parent, blob,
+             _checksum(blob)),
         )
 
     @_store_errors
@@ -273,9 +280,13 @@ class SqliteStore(Store):
                 out[set_id] = found
         for chunk in _chunks(missing):
             marks = ",".join("?" * len(chunk))
-            for set_id, blob in self._conn.execute(
-                f"SELECT set_id, shingles FROM sets WHERE set_id IN ({marks})", chunk
+            for set_id, blob, checksum in self._conn.execute(
+                f"SELECT set_id, shingles, checksum FROM sets WHERE set_id IN ({marks})", chunk
             ):
+                if _checksum(blob) != checksum:  # SQLite has no page checksums of its own
+                    raise StoreCorruptError(
+                        f"{self.path}: shingle set {set_id} fails its checksum (damaged file)"
+                    )
                 arr = decode_shingles(blob)
                 out[set_id] = cache[set_id] = arr
         while len(cache) > _SHINGLE_CACHE_SETS:
