@@ -37,6 +37,7 @@ LOCK_NAME = "store.lock"
 SCHEMA_VERSION = 1
 _SHINGLE_CACHE_SETS = 65536
 _SET_CACHE_SIZE = 200_000
+_PAGE_CACHE_KIB = 128 * 1024
 _MAX_VARS = 900  # stay under SQLite's bound on host parameters per statement
 
 _SCHEMA = """
@@ -145,6 +146,9 @@ class SqliteStore(Store):
                 raise StoreCorruptError(f"{self.path} is damaged: {check}")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
+            # SQLite's default page cache is 2 MiB; the bucket and docs B-trees outgrow it
+            # early and every probe then pays page reads (cost per document grew with size).
+            conn.execute(f"PRAGMA cache_size = -{_PAGE_CACHE_KIB}")
             conn.executescript(_SCHEMA)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.commit()
