@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -22,6 +24,7 @@ class MemoryStore(Store):
         self._shingles: dict[int, np.ndarray] = {}
         self._edges: dict[int, dict[int, float]] = defaultdict(dict)
         self._buckets: dict[int, set[int]] = defaultdict(set)
+        self._unordered: set[int] = set()  # sets whose members were not added in seq order
 
     def get_params(self) -> dict[str, Any] | None:
         return None if self._params is None else dict(self._params)
@@ -41,7 +44,10 @@ class MemoryStore(Store):
         if old is not None:
             self._members[old.set_id].pop(old.doc_id, None)
         self._docs[doc.doc_id] = doc
-        self._members[doc.set_id][doc.doc_id] = doc.seq
+        members = self._members[doc.set_id]
+        if members and doc.seq < next(reversed(members.values())):
+            self._unordered.add(doc.set_id)
+        members[doc.doc_id] = doc.seq
 
     def delete_doc(self, doc_id: str) -> None:
         old = self._docs.pop(doc_id, None)
@@ -52,8 +58,11 @@ class MemoryStore(Store):
         found = self._members.get(set_id)
         if not found:
             return []
-        # Insertion order is arrival order unless a document was replaced; sort to be sure.
-        return sorted((seq, doc_id) for doc_id, seq in found.items())[:limit]
+        if set_id in self._unordered:
+            return heapq.nsmallest(limit, ((seq, doc_id) for doc_id, seq in found.items()))
+        # Sequence numbers only grow, so insertion order is arrival order: no sort needed
+        # (sorting a hot set's thousands of members per document made this store quadratic).
+        return [(seq, doc_id) for doc_id, seq in itertools.islice(found.items(), limit)]
 
     def get_sets(self, set_ids: Iterable[int]) -> dict[int, SetRecord]:
         return {i: self._sets[i] for i in set_ids if i in self._sets}
