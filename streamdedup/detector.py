@@ -78,12 +78,7 @@ class Detector:
             store.add_set(SetRecord(sh.set_id, seq, doc.id, sh.set_id), sh.shingles)
             store.add_to_buckets(keys.tolist(), sh.set_id)
             store.add_edges(sh.set_id, matched)
-            roots = {self._find(other) for other, _ in matched}
-            root = sh.set_id
-            for other, _ in matched:
-                root = self._union(root, other)
-            labels = store.get_sets(roots)
-            merged = tuple(sorted(labels[r].first_id for r in roots if r != root))
+            root, merged = self._join(sh.set_id, {self._find(other) for other, _ in matched})
 
         matches, duplicate_of = self._expand(matched)
         cluster = store.get_sets([root])[root].first_id
@@ -140,13 +135,15 @@ class Detector:
             self.store.set_parent(p, node)
         return node
 
-    def _union(self, a: int, b: int) -> int:
-        """Merge two clusters; the root whose first document arrived earliest wins."""
-        ra, rb = self._find(a), self._find(b)
-        if ra == rb:
-            return ra
-        recs = self.store.get_sets([ra, rb])
-        if (recs[rb].first_seq, rb) < (recs[ra].first_seq, ra):
-            ra, rb = rb, ra
-        self.store.set_parent(rb, ra)
-        return ra
+    def _join(self, set_id: int, roots: set[int]) -> tuple[int, tuple[str, ...]]:
+        """Merge a new set and the clusters it matched: the root whose first document arrived
+        earliest wins (never the new set, which arrived last). Returns the root and the
+        labels of the other clusters it absorbed."""
+        if not roots:
+            return set_id, ()
+        recs = self.store.get_sets(roots)
+        root = min(roots, key=lambda r: (recs[r].first_seq, r))
+        self.store.set_parent(set_id, root)
+        for r in roots - {root}:
+            self.store.set_parent(r, root)
+        return root, tuple(sorted(recs[r].first_id for r in roots if r != root))
