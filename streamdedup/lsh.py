@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from streamdedup.shingles import splitmix64
+from streamdedup.shingles import FNV_OFFSET, FNV_PRIME, splitmix64
 
 BAND_SCHEME = "fnv1a64-rows+band+splitmix64/v1"
 DEFAULT_MIN_RECALL = 0.999
 
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
 
 
 def p_candidate(s: float | np.ndarray, bands: int, rows: int) -> float | np.ndarray:
@@ -59,10 +57,10 @@ def band_keys_many(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
     so keys never collide across bands and one flat bucket table serves all bands."""
     n = signatures.shape[0]
     grid = signatures[:, : bands * rows].astype(np.uint64).reshape(n, bands, rows)
-    h = np.full((n, bands), _FNV_OFFSET, dtype=np.uint64)
+    h = np.full((n, bands), FNV_OFFSET, dtype=np.uint64)
     h ^= np.arange(bands, dtype=np.uint64)[None, :]
-    h *= _FNV_PRIME
+    h *= FNV_PRIME
     for j in range(rows):
         h ^= grid[:, :, j]
-        h *= _FNV_PRIME
+        h *= FNV_PRIME
     return splitmix64(h).view(np.int64)

@@ -18,8 +18,8 @@ import xxhash
 
 HASH_SCHEME = "fnv1a64-codepoints+splitmix64/v1"
 
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
+FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+FNV_PRIME = np.uint64(0x100000001B3)
 _SM_1 = np.uint64(0xBF58476D1CE4E5B9)
 _SM_2 = np.uint64(0x94D049BB133111EB)
 _S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
@@ -52,10 +52,10 @@ def sorted_unique(x: np.ndarray) -> np.ndarray:
 def _fnv_windows(units: np.ndarray, k: int) -> np.ndarray:
     """FNV-1a of every length-k window of ``units`` (uint64), all windows at once."""
     n = units.size - k + 1
-    h = np.full(n, _FNV_OFFSET, dtype=np.uint64)
+    h = np.full(n, FNV_OFFSET, dtype=np.uint64)
     for j in range(k):
         h ^= units[j : j + n]
-        h *= _FNV_PRIME
+        h *= FNV_PRIME
     return h
 
 
