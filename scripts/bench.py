@@ -651,11 +651,13 @@ class Consumer:
         self.topics = (f"in-{tag}", f"out-{tag}", f"dlq-{tag}")
         self.store = workdir / f"store-{tag}"
         self.log = workdir / f"consumer-{tag}.log"
+        self.metrics_port = _free_port()
         self.cmd = [
             sys.executable, "-m", "streamdedup", "run", "--preset", preset,
-            "--bootstrap-servers", bootstrap, "--store", str(self.store), "--metrics-port", "0",
+            "--bootstrap-servers", bootstrap, "--store", str(self.store),
             "--input-topic", self.topics[0], "--output-topic", self.topics[1],
             "--dlq-topic", self.topics[2], "--group-id", f"g-{tag}", "--log-level", "WARNING",
+            "--metrics-port", str(self.metrics_port),
             *extra,
         ]
         self.proc: subprocess.Popen[bytes] | None = None
@@ -697,7 +699,8 @@ def _verdict_reader(bootstrap: str, topic: str) -> Any:
 
 
 def _read_verdicts(reader: Any, want: int, timeout_s: float,
-                   on_record: Callable[[float, dict[str, Any]], None]) -> int:
+                   on_record: Callable[[float, dict[str, Any], int], None]) -> int:
+    """Calls ``on_record(read time, verdict, verdict record's CreateTime ms)`` per verdict."""
     got = 0
     deadline = time.time() + timeout_s
     while got < want and time.time() < deadline:
@@ -705,9 +708,34 @@ def _read_verdicts(reader: Any, want: int, timeout_s: float,
         now = time.time()
         for recs in batches.values():
             for r in recs:
-                on_record(now, json.loads(r.value))
+                on_record(now, json.loads(r.value), r.timestamp)
                 got += 1
     return got
+
+
+def _stage_histograms(port: int) -> dict[str, dict[str, float]]:
+    """The consumer's per-checkpoint stage timings from its /metrics: count, mean and the
+    share of checkpoints slower than 10 and 25 ms (Prometheus cumulative buckets)."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    out: dict[str, dict[str, float]] = {}
+    for m in re.finditer(r'streamdedup_stage_seconds_bucket\{le="([^"]+)",stage="(\w+)"\} (\S+)',
+                         text):
+        out.setdefault(m.group(2), {})[m.group(1)] = float(m.group(3))
+    stats: dict[str, dict[str, float]] = {}
+    for stage, buckets in out.items():
+        total = buckets.get("+Inf", 0.0)
+        if not total:
+            continue
+        s = re.search(rf'streamdedup_stage_seconds_sum\{{stage="{stage}"\}} (\S+)', text)
+        stats[stage] = {
+            "count": total,
+            "mean_ms": 1000 * float(s.group(1)) / total if s else float("nan"),
+            "over_10ms": 1 - buckets.get("0.01", 0.0) / total,
+            "over_25ms": 1 - buckets.get("0.025", 0.0) / total,
+        }
+    return stats
 
 
 def cmd_e2e(args: argparse.Namespace) -> None:
@@ -727,7 +755,7 @@ def cmd_e2e(args: argparse.Namespace) -> None:
     try:
         bootstrap = broker.start()
         print(f"broker on {bootstrap}", file=sys.stderr)
-        for run in range(args.warmup + args.repeats):
+        for run in range(args.warmup + args.repeats if args.repeats else 0):
             tag = f"tp{run}"
             cons = Consumer(bootstrap, tag, work, args.preset)
             _create_topics(bootstrap, cons.topics)
@@ -744,7 +772,7 @@ def cmd_e2e(args: argparse.Namespace) -> None:
             start = time.time()
             cons.start()
             got = _read_verdicts(reader, len(payloads), args.timeout,
-                                 lambda now, _v, s=stamps: s.append(now))
+                                 lambda now, _v, _t, s=stamps: s.append(now))
             rc = cons.stop()
             reader.close()
             row = {
@@ -761,47 +789,64 @@ def cmd_e2e(args: argparse.Namespace) -> None:
                 results["throughput"].append(row)
             shutil.rmtree(cons.store, ignore_errors=True)
         for rate in [float(r) for r in args.rates.split(",")]:
-            for interval in args.commit_intervals.split(","):
-                key = f"{rate:g}/s, commit interval {interval}"
-                runs = []
-                for run in range(args.latency_repeats):
+            # Settings compared alternate run by run, so that a broker warming up or another
+            # job on the machine does not favour whichever goes last.
+            for run in range(args.latency_repeats):
+                for interval in args.commit_intervals.split(","):
+                    key = f"{rate:g}/s, commit interval {interval}"
                     tag = f"lat{int(rate)}-{interval.replace('.', '')}-{run}"
-                    runs.append(_latency_run(bootstrap, tag, work, args, base, rate, interval))
-                    print(f"  {key} run {run}: {json.dumps(runs[-1])}", file=sys.stderr,
-                          flush=True)
-                results["latency"][key] = runs
+                    row = _latency_run(bootstrap, tag, work, args, base, rate, interval)
+                    results["latency"].setdefault(key, []).append(row)
+                    print(f"  {key} run {run}: {json.dumps(row)}", file=sys.stderr, flush=True)
     finally:
         broker.stop()
         shutil.rmtree(work, ignore_errors=True)
 
     tp = results["throughput"]
-    med = {k: statistics.median(r[k] for r in tp)
-           for k in ("produce_per_s", "docs_per_s", "docs_per_s_incl_startup")}
-    rows = [
-        ["produce (1 producer, acks=all, linger 20 ms)", fmt_rate(med["produce_per_s"]),
-         " / ".join(fmt_rate(r["produce_per_s"]) for r in tp)],
-        ["consumer throughput, first to last verdict", fmt_rate(med["docs_per_s"]),
-         " / ".join(fmt_rate(r["docs_per_s"]) for r in tp)],
-        ["consumer throughput incl. start-up", fmt_rate(med["docs_per_s_incl_startup"]),
-         " / ".join(fmt_rate(r["docs_per_s_incl_startup"]) for r in tp)],
-    ]
+    parts = ["```", header(args, info), "```", ""]
+    if tp:
+        med = {k: statistics.median(r[k] for r in tp)
+               for k in ("produce_per_s", "docs_per_s", "docs_per_s_incl_startup")}
+        rows = [
+            ["produce (1 producer, acks=all, linger 20 ms)", fmt_rate(med["produce_per_s"]),
+             " / ".join(fmt_rate(r["produce_per_s"]) for r in tp)],
+            ["consumer throughput, first to last verdict", fmt_rate(med["docs_per_s"]),
+             " / ".join(fmt_rate(r["docs_per_s"]) for r in tp)],
+            ["consumer throughput incl. start-up", fmt_rate(med["docs_per_s_incl_startup"]),
+             " / ".join(fmt_rate(r["docs_per_s_incl_startup"]) for r in tp)],
+        ]
+        parts += [
+            f"Local KRaft broker (Maven jars, one node, loopback), one partition; consumer = "
+            f"`python -m streamdedup run --preset {args.preset}` as a subprocess with a fresh "
+            f"SQLite store. Throughput: {len(payloads):,} messages ({copies} copies of the dump, "
+            f"unique ids) produced first, then consumed; medians of {args.repeats} runs after "
+            f"{args.warmup} warm-up.",
+            "",
+            md_table(["measure", "median msgs/s", "runs"], rows),
+            "",
+        ]
     lat_rows = []
+    split_rows = []
     for key, runs in results["latency"].items():
         p = {q: statistics.median(r[q] for r in runs) for q in ("p50", "p95", "p99", "max")}
         lat_rows.append([key, f"{runs[0]['sent']:,}", f"{p['p50']:.1f}", f"{p['p95']:.1f}",
                          f"{p['p99']:.1f}", f"{p['max']:.0f}",
                          " / ".join(f"{r['p99']:.0f}" for r in runs),
                          f"{statistics.median(r['achieved_rate'] for r in runs):,.0f}"])
+        for stage in ("detect", "store_commit", "produce_flush", "offset_commit"):
+            st = [r["stages"].get(stage) for r in runs if r["stages"].get(stage)]
+            if st:
+                split_rows.append([
+                    key, stage, f"{statistics.median(x['count'] for x in st):,.0f}",
+                    f"{statistics.median(x['mean_ms'] for x in st):.2f}",
+                    f"{100 * statistics.median(x['over_10ms'] for x in st):.1f}",
+                    f"{100 * statistics.median(x['over_25ms'] for x in st):.2f}"])
+        split_rows.append([
+            key, "input sent -> verdict sent (p50 / p99 ms)", "",
+            f"{statistics.median(r['to_verdict_sent_p50'] for r in runs):.1f} / "
+            f"{statistics.median(r['to_verdict_sent_p99'] for r in runs):.1f}", "", ""])
     md = "\n".join([
-        "```", header(args, info), "```", "",
-        f"Local KRaft broker (Maven jars, one node, loopback), one partition; consumer = "
-        f"`python -m streamdedup run --preset {args.preset}` as a subprocess with a fresh SQLite "
-        f"store. Throughput: {len(payloads):,} messages ({copies} copies of the dump, unique "
-        f"ids) produced first, then consumed; medians of {args.repeats} runs after "
-        f"{args.warmup} warm-up.",
-        "",
-        md_table(["measure", "median msgs/s", "runs"], rows),
-        "",
+        *parts,
         "Latency = time the verdict is read from the output topic - the input record's "
         "timestamp (CreateTime, set when the paced producer sends it). Paced producer in a "
         f"child process, {args.latency_seconds:g} s per run; medians over "
@@ -809,6 +854,13 @@ def cmd_e2e(args: argparse.Namespace) -> None:
         "",
         md_table(["offered rate, consumer commit interval", "messages", "p50 ms", "p95 ms",
                   "p99 ms", "max ms", "p99 per run", "achieved send rate"], lat_rows),
+        "",
+        "Where the latency goes, from the consumer's own `/metrics` (per checkpoint, medians "
+        "over runs) and from the verdict record's CreateTime (set when the consumer sends it, "
+        "after the store commit):",
+        "",
+        md_table(["run", "stage", "checkpoints", "mean ms", "% > 10 ms", "% > 25 ms"],
+                 split_rows),
     ])
     save(args, "e2e", {"command": args.command_line, "machine": info, **results}, md)
 
@@ -828,7 +880,7 @@ def _latency_run(bootstrap: str, tag: str, work: Path, args: argparse.Namespace,
             warm.send(cons.topics[0], _message(stream[i], f"warm-{i}"))
         warm.flush()
         warm.close()
-        if _read_verdicts(reader, 20, 120, lambda _n, _v: None) < 20:
+        if _read_verdicts(reader, 20, 120, lambda _n, _v, _t: None) < 20:
             raise RuntimeError(f"consumer {tag} did not answer; see {cons.log}")
         n = int(rate * args.latency_seconds)
         payloads = [_message(stream[(i + 20) % len(stream)], f"p-{i}") for i in range(n)]
@@ -837,22 +889,29 @@ def _latency_run(bootstrap: str, tag: str, work: Path, args: argparse.Namespace,
             pending = pool.apply_async(
                 _pace, (bootstrap, cons.topics[0], payloads, rate, time.time() + 2.0))
             lat: list[float] = []
+            inside: list[float] = []  # input CreateTime -> verdict sent (after store commit)
 
-            def on(now: float, v: dict[str, Any]) -> None:
+            def on(now: float, v: dict[str, Any], verdict_ts: int) -> None:
                 if v.get("id", "").startswith("p-"):
                     lat.append(now * 1000 - v["source"]["timestamp_ms"])
+                    inside.append(verdict_ts - v["source"]["timestamp_ms"])
 
             _read_verdicts(reader, n, args.latency_seconds + 120, on)
             t0, t1 = pending.get(timeout=60)
+        stages = _stage_histograms(cons.metrics_port)
     finally:
         rc = cons.stop()
         reader.close()
         shutil.rmtree(cons.store, ignore_errors=True)
     arr = np.array(lat)
+    ins = np.array(inside)
     return {
         "sent": n, "received": len(lat), "achieved_rate": n / (t1 - t0), "exit_code": rc,
         "p50": float(np.percentile(arr, 50)), "p95": float(np.percentile(arr, 95)),
         "p99": float(np.percentile(arr, 99)), "max": float(arr.max()),
+        "to_verdict_sent_p50": float(np.percentile(ins, 50)),
+        "to_verdict_sent_p99": float(np.percentile(ins, 99)),
+        "stages": stages,
     }
 
 
