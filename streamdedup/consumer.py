@@ -9,6 +9,7 @@ broker that goes away, or a store that cannot write, costs time but never a verd
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import threading
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 MAX_BACKOFF_S = 30.0
 FINAL_COMMIT_ATTEMPTS = 5
 STATS_EVERY_S = 15.0
+CONSUMER_RETRY_BACKOFF_MS = 10
 
 
 def kafka_security(settings: Settings) -> dict[str, Any]:
@@ -124,6 +126,10 @@ class Service:
             max_partition_fetch_bytes=max(1 << 20, s.max_message_bytes + 4096),
             fetch_max_bytes=max(50 << 20, s.max_message_bytes + 4096),
             reconnect_backoff_max_ms=5000,
+            # kafka-python 3 sleeps this long whenever a poll finds no fetch in flight, which
+            # happens between one fetch's completion and the next request: with the default
+            # 100 ms, about one message in a hundred waited an extra 100 ms (measured).
+            retry_backoff_ms=CONSUMER_RETRY_BACKOFF_MS,
             **security,
         )
         producer = KafkaProducer(
@@ -243,6 +249,7 @@ class Service:
                                 commit_every=s.commit_every,
                                 commit_interval_s=s.commit_interval_s)
         consumer.subscribe([s.input_topic], listener=_Revoked(self, checkpoint))
+        _freeze_startup_objects()
         backoff = 0.0
         last_log = time.monotonic()
         last_count = 0
@@ -322,6 +329,14 @@ class Service:
             stats = self.store.stats()
             self.metrics.store_documents.set(stats["documents"])
             self.metrics.store_bytes.set(stats["bytes"])
+
+
+def _freeze_startup_objects() -> None:
+    """Move what start-up allocated (modules, the Kafka protocol schemas, the stemmer) out of
+    the garbage collector's reach. Otherwise every full collection walks those ~100,000
+    long-lived objects again, a 50-100 ms pause measured in the middle of a stream."""
+    gc.collect()
+    gc.freeze()
 
 
 class _StoppedWhileConnecting(Exception):

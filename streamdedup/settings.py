@@ -76,7 +76,7 @@ class Settings:
     poll_max_records: int = _opt(500, "records per poll (one batch)", group="kafka")
     commit_every: int = _opt(2000, "commit after this many messages ...", group="kafka")
     commit_interval_s: float = _opt(
-        0.02, "... or after this many seconds (verdicts wait for the checkpoint)", group="kafka"
+        0.005, "... or after this many seconds (verdicts wait for the checkpoint)", group="kafka"
     )
     security_protocol: str = _opt(
         "PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", group="kafka"
