@@ -416,6 +416,34 @@ def test_sqlite_foreign_sqlite_database_is_refused(tmp_path: Path) -> None:
         SqliteStore(d)
 
 
+def test_sqlite_store_of_an_earlier_layout_is_refused_with_a_way_out(tmp_path: Path) -> None:
+    d = sqlite_dir(tmp_path)
+    SqliteStore(d).close()
+    conn = sqlite3.connect(d / DB_NAME)
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreCorruptError, match="earlier streamdedup's layout: replay"):
+        SqliteStore(d)
+
+
+def test_sqlite_replaced_document_leaves_no_orphan_verdict(tmp_path: Path) -> None:
+    """Verdicts live in their own table: replacing or deleting a document removes its row."""
+    d = sqlite_dir(tmp_path)
+    store = SqliteStore(d)
+    store.put_doc(DocRecord("a", 1, 7, '{"v":1}'))
+    store.put_doc(DocRecord("a", 2, 8, '{"v":2}'))
+    store.put_doc(DocRecord("b", 3, 8, '{"v":3}'))
+    store.delete_doc("b")
+    store.commit()
+    assert store.get_doc("a") == DocRecord("a", 2, 8, '{"v":2}')
+    assert store.get_doc("b") is None
+    store.close()
+    conn = sqlite3.connect(d / DB_NAME)
+    assert conn.execute("SELECT verdict FROM verdicts").fetchall() == [('{"v":2}',)]
+    conn.close()
+
+
 def test_store_errors_share_the_root() -> None:
     for cls in (StoreLockedError, StoreParamsError, StoreCorruptError):
         assert issubclass(cls, StoreError)
@@ -475,10 +503,12 @@ def test_sqlite_flipped_bit_in_a_shingle_set_is_detected(tmp_path: Path) -> None
     store.commit()
     store.close()
     conn = sqlite3.connect(d / DB_NAME)
-    (blob,) = conn.execute("SELECT shingles FROM sets WHERE set_id = 7").fetchone()
+    (row, blob) = conn.execute(
+        "SELECT b.row, b.data FROM sets s JOIN shingles b ON b.row = s.shingles_row "
+        "WHERE s.set_id = 7").fetchone()
     damaged = bytearray(blob)
     damaged[17] ^= 0x04
-    conn.execute("UPDATE sets SET shingles = ? WHERE set_id = 7", (bytes(damaged),))
+    conn.execute("UPDATE shingles SET data = ? WHERE row = ?", (bytes(damaged), row))
     conn.commit()
     conn.close()
     store = open_store("sqlite", str(d), PARAMS)

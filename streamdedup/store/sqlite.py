@@ -34,21 +34,31 @@ R = TypeVar("R")
 
 DB_NAME = "index.sqlite"
 LOCK_NAME = "store.lock"
-SCHEMA_VERSION = 1
-_SHINGLE_CACHE_SETS = 65536
+SCHEMA_VERSION = 2  # 2: set and document metadata apart from shingle blobs and verdicts
+# Verified candidates are read again while their bucket stays hot. Bounded by bytes: a set
+# of a long ad is ~8 KB, and 65,536 of them (the former bound) were half a GiB of RSS.
+_SHINGLE_CACHE_BYTES = 64 << 20
 _SET_CACHE_SIZE = 200_000
 _PAGE_CACHE_KIB = 128 * 1024
 _MAX_VARS = 900  # stay under SQLite's bound on host parameters per statement
 
+# Layout for a growing index: the tables looked up by random keys (docs by id, sets by
+# fingerprint) hold only small rows, so they stay dense and cached, and an update of a set's
+# parent rewrites a few bytes; the bulky payloads (a verdict per document, a shingle blob
+# per distinct set) go to tables keyed by a rowid SQLite assigns in increasing order, so
+# writing them appends to the last pages instead of splitting random ones.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS docs (
     doc_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, set_id INTEGER NOT NULL,
-    verdict TEXT NOT NULL);
+    verdict_row INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS docs_by_set ON docs (set_id, seq);
+CREATE TABLE IF NOT EXISTS verdicts (row INTEGER PRIMARY KEY, verdict TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sets (
     set_id INTEGER PRIMARY KEY, first_seq INTEGER NOT NULL, first_id TEXT NOT NULL,
-    parent INTEGER NOT NULL, shingles BLOB NOT NULL, checksum INTEGER NOT NULL);
+    parent INTEGER NOT NULL, shingles_row INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS shingles (
+    row INTEGER PRIMARY KEY, data BLOB NOT NULL, checksum INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS edges (
     set_id INTEGER NOT NULL, other INTEGER NOT NULL, sim REAL NOT NULL,
     PRIMARY KEY (set_id, other)) WITHOUT ROWID;
@@ -96,6 +106,7 @@ class SqliteStore(Store):
             self._release_lock()
             raise
         self._shingle_cache: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._shingle_cache_bytes = 0
         self._set_cache: dict[int, SetRecord] = {}  # write-through: dropped on every write
         row = self._conn.execute("SELECT value FROM counters WHERE name = 'seq'").fetchone()
         self._seq = int(row[0]) if row else 0
@@ -136,9 +147,11 @@ class SqliteStore(Store):
             tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
             if tables and version != SCHEMA_VERSION:
                 conn.close()
+                hint = (" (an earlier streamdedup's layout: replay into a new store directory)"
+                        if 0 < version < SCHEMA_VERSION else "")
                 raise StoreCorruptError(
                     f"{self.path} is not a streamdedup store of schema {SCHEMA_VERSION} "
-                    f"(user_version {version})"
+                    f"(user_version {version}){hint}"
                 )
             check = conn.execute("PRAGMA quick_check").fetchone()[0]
             if check != "ok":
@@ -208,20 +221,28 @@ class SqliteStore(Store):
     @_store_errors
     def get_doc(self, doc_id: str) -> DocRecord | None:
         row = self._conn.execute(
-            "SELECT doc_id, seq, set_id, verdict FROM docs WHERE doc_id = ?", (doc_id,)
+            "SELECT d.doc_id, d.seq, d.set_id, v.verdict FROM docs d "
+            "JOIN verdicts v ON v.row = d.verdict_row WHERE d.doc_id = ?", (doc_id,)
         ).fetchone()
         return DocRecord(*row) if row else None
 
     @_store_errors
     def put_doc(self, doc: DocRecord) -> None:
+        self.delete_doc(doc.doc_id)
+        row = self._conn.execute(
+            "INSERT INTO verdicts (verdict) VALUES (?)", (doc.verdict,)
+        ).lastrowid
         self._conn.execute(
-            "INSERT OR REPLACE INTO docs (doc_id, seq, set_id, verdict) VALUES (?, ?, ?, ?)",
-            (doc.doc_id, doc.seq, doc.set_id, doc.verdict),
+            "INSERT INTO docs (doc_id, seq, set_id, verdict_row) VALUES (?, ?, ?, ?)",
+            (doc.doc_id, doc.seq, doc.set_id, row),
         )
 
     @_store_errors
     def delete_doc(self, doc_id: str) -> None:
-        self._conn.execute("DELETE FROM docs WHERE doc_id = ?", (doc_id,))
+        for (row,) in self._conn.execute(
+            "DELETE FROM docs WHERE doc_id = ? RETURNING verdict_row", (doc_id,)
+        ).fetchall():
+            self._conn.execute("DELETE FROM verdicts WHERE row = ?", (row,))
 
     @_store_errors
     def members(self, set_id: int, limit: int) -> list[tuple[int, str]]:
@@ -257,12 +278,18 @@ class SqliteStore(Store):
     @_store_errors
     def add_set(self, record: SetRecord, shingles: np.ndarray) -> None:
         self._set_cache.pop(record.set_id, None)
+        if self._conn.execute(
+            "SELECT 1 FROM sets WHERE set_id = ?", (record.set_id,)
+        ).fetchone():
+            return  # a set is written once; its first document stays its first
         blob = encode_shingles(shingles)
+        row = self._conn.execute(
+            "INSERT INTO shingles (data, checksum) VALUES (?, ?)", (blob, _checksum(blob))
+        ).lastrowid
         self._conn.execute(
-            "INSERT OR IGNORE INTO sets (set_id, first_seq, first_id, parent, shingles, checksum)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (record.set_id, record.first_seq, record.first_id, record.parent, blob,
-             _checksum(blob)),
+            "INSERT INTO sets (set_id, first_seq, first_id, parent, shingles_row)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (record.set_id, record.first_seq, record.first_id, record.parent, row),
         )
 
     @_store_errors
@@ -285,16 +312,19 @@ class SqliteStore(Store):
         for chunk in _chunks(missing):
             marks = ",".join("?" * len(chunk))
             for set_id, blob, checksum in self._conn.execute(
-                f"SELECT set_id, shingles, checksum FROM sets WHERE set_id IN ({marks})", chunk
+                "SELECT s.set_id, b.data, b.checksum FROM sets s JOIN shingles b "
+                f"ON b.row = s.shingles_row WHERE s.set_id IN ({marks})", chunk
             ):
                 if _checksum(blob) != checksum:  # SQLite has no page checksums of its own
                     raise StoreCorruptError(
                         f"{self.path}: shingle set {set_id} fails its checksum (damaged file)"
                     )
                 arr = decode_shingles(blob)
+                if set_id not in cache:
+                    self._shingle_cache_bytes += arr.nbytes
                 out[set_id] = cache[set_id] = arr
-        while len(cache) > _SHINGLE_CACHE_SETS:
-            cache.popitem(last=False)
+        while self._shingle_cache_bytes > _SHINGLE_CACHE_BYTES:
+            self._shingle_cache_bytes -= cache.popitem(last=False)[1].nbytes
         return out
 
     @_store_errors
@@ -351,6 +381,7 @@ class SqliteStore(Store):
             raise StoreError(f"cannot roll back {self.path}: {exc}") from exc
         self._set_cache.clear()
         self._shingle_cache.clear()
+        self._shingle_cache_bytes = 0
         row = self._conn.execute("SELECT value FROM counters WHERE name = 'seq'").fetchone()
         self._seq = max(self._seq, int(row[0]) if row else 0)  # never reuse a number
 
