@@ -28,6 +28,7 @@ from sqlitedict import SqliteDict
 
 from streamdedup.errors import StoreCorruptError, StoreError, StoreLockedError
 from streamdedup.store.base import DocRecord, SetRecord, Store, decode_shingles, encode_shingles
+from streamdedup.store.bucket_index import BucketIndex
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -41,12 +42,14 @@ _SHINGLE_CACHE_BYTES = 64 << 20
 _SET_CACHE_SIZE = 200_000
 _PAGE_CACHE_KIB = 128 * 1024
 _MAX_VARS = 900  # stay under SQLite's bound on host parameters per statement
+_LOAD_CHUNK = 1 << 21  # bucket entries handed to the index at a time when a store opens
 
 # Layout for a growing index: the tables looked up by random keys (docs by id, sets by
 # fingerprint) hold only small rows, so they stay dense and cached, and an update of a set's
 # parent rewrites a few bytes; the bulky payloads (a verdict per document, a shingle blob
 # per distinct set) go to tables keyed by a rowid SQLite assigns in increasing order, so
-# writing them appends to the last pages instead of splitting random ones.
+# writing them appends to the last pages instead of splitting random ones. Bucket entries are
+# appended too, one row per commit, and indexed in memory (see bucket_index.py).
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS docs (
@@ -62,9 +65,9 @@ CREATE TABLE IF NOT EXISTS shingles (
 CREATE TABLE IF NOT EXISTS edges (
     set_id INTEGER NOT NULL, other INTEGER NOT NULL, sim REAL NOT NULL,
     PRIMARY KEY (set_id, other)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS buckets (
-    bkey INTEGER NOT NULL, set_id INTEGER NOT NULL,
-    PRIMARY KEY (bkey, set_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS bucket_log (
+    row INTEGER PRIMARY KEY, keys BLOB NOT NULL, set_ids BLOB NOT NULL,
+    checksum INTEGER NOT NULL);
 """
 
 
@@ -110,6 +113,13 @@ class SqliteStore(Store):
         self._set_cache: dict[int, SetRecord] = {}  # write-through: dropped on every write
         row = self._conn.execute("SELECT value FROM counters WHERE name = 'seq'").fetchone()
         self._seq = int(row[0]) if row else 0
+        self._buckets = BucketIndex()
+        try:
+            self._load_buckets()
+        except BaseException:
+            self._conn.close()
+            self._release_lock()
+            raise
 
     # --- opening
     def _acquire_lock(self) -> int:
@@ -188,6 +198,29 @@ class SqliteStore(Store):
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+    def _load_buckets(self) -> None:
+        """Rebuild the in-memory bucket index from the log (a few seconds per million ads)."""
+        keys: list[np.ndarray] = []
+        sets: list[np.ndarray] = []
+        held = 0
+        try:
+            rows = self._conn.execute(
+                "SELECT row, keys, set_ids, checksum FROM bucket_log ORDER BY row")
+            for row, kblob, sblob, checksum in rows:
+                if _checksum(kblob + sblob) != checksum:
+                    raise StoreCorruptError(
+                        f"{self.path}: bucket log row {row} fails its checksum (damaged file)")
+                keys.append(np.frombuffer(kblob, dtype="<i8"))
+                sets.append(np.frombuffer(sblob, dtype="<i8"))
+                held += keys[-1].size
+                if held >= _LOAD_CHUNK:
+                    self._buckets.add_many(np.concatenate(keys), np.concatenate(sets))
+                    keys, sets, held = [], [], 0
+        except sqlite3.DatabaseError as exc:
+            raise StoreCorruptError(f"{self.path}: cannot read the bucket log: {exc}") from exc
+        if keys:
+            self._buckets.add_many(np.concatenate(keys), np.concatenate(sets))
 
     def _meta(self) -> SqliteDict:
         return SqliteDict(
@@ -342,29 +375,25 @@ class SqliteStore(Store):
         return [(int(o), float(s)) for o, s in rows]
 
     # --- buckets
-    @_store_errors
     def probe(self, keys: Sequence[int]) -> dict[int, int]:
-        hits: dict[int, int] = {}
-        key_list = list({int(k) for k in keys})  # a key counts once, as in every backend
-        for chunk in _chunks(key_list):
-            marks = ",".join("?" * len(chunk))
-            for set_id, n in self._conn.execute(
-                f"SELECT set_id, count(*) FROM buckets WHERE bkey IN ({marks}) GROUP BY set_id",
-                chunk,
-            ):
-                hits[set_id] = hits.get(set_id, 0) + n
-        return hits
+        return self._buckets.probe(keys)
 
-    @_store_errors
     def add_to_buckets(self, keys: Sequence[int], set_id: int) -> None:
-        self._conn.executemany(
-            "INSERT OR IGNORE INTO buckets (bkey, set_id) VALUES (?, ?)",
-            [(int(k), set_id) for k in keys],
-        )
+        self._buckets.add(keys, set_id)
 
     # --- lifecycle
     def commit(self) -> None:
+        """One transaction: everything written since the last commit, the bucket entries
+        added as one log row; the in-memory index takes them as committed only after."""
         try:
+            keys, sets = self._buckets.pending()
+            if keys.size:
+                kblob = keys.astype("<i8").tobytes()
+                sblob = sets.astype("<i8").tobytes()
+                self._conn.execute(
+                    "INSERT INTO bucket_log (keys, set_ids, checksum) VALUES (?, ?, ?)",
+                    (kblob, sblob, _checksum(kblob + sblob)),
+                )
             self._conn.execute(
                 "INSERT INTO counters (name, value) VALUES ('seq', ?) "
                 "ON CONFLICT (name) DO UPDATE SET value = max(value, excluded.value)",
@@ -373,12 +402,14 @@ class SqliteStore(Store):
             self._conn.commit()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot commit to {self.path}: {exc}") from exc
+        self._buckets.commit()
 
     def rollback(self) -> None:
         try:
             self._conn.rollback()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot roll back {self.path}: {exc}") from exc
+        self._buckets.rollback()
         self._set_cache.clear()
         self._shingle_cache.clear()
         self._shingle_cache_bytes = 0
@@ -405,6 +436,6 @@ class SqliteStore(Store):
         return {
             "documents": count("docs"),
             "sets": count("sets"),
-            "bucket_entries": count("buckets"),
+            "bucket_entries": len(self._buckets),
             "bytes": size,
         }

@@ -1,0 +1,162 @@
+"""Band key -> set ids in memory, as a few sorted numpy runs: the SQLite store's bucket index.
+
+Why not a SQLite table: band keys are uniformly random, so every batch of new sets inserts its
+keys (25 per set) all over a B-tree that keeps growing. Once the tree has more pages than a
+commit has inserts, nearly every insert dirties its own page, and the bytes written per
+document grew with the index (0.08 -> 0.33 ms per document between 10k and 100k generated
+ads). Here a batch is appended to a log (one row per commit, sequential) and indexed in
+memory, where an insert costs the same at any size.
+
+Layout (a log-structured merge, in memory): recent entries sit in a dict; at a commit with
+``run_size`` or more of them they are sorted into a run, and a run is merged into the one
+before it once it reaches a quarter of that one's size. So there are only about
+log4(n / run_size) runs to search, and each entry is re-sorted a few times over its life.
+Set ids are stored once per ``add`` and referenced with 32 bits: 12 bytes per entry instead
+of 16, about 250 MB for 21 million entries (a million generated ads with 25 bands).
+
+Transactions follow the store's: ``add`` is visible to ``probe`` at once, ``pending()`` is what
+the store writes to its log, then ``commit()`` or ``rollback()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+RUN_SIZE = 1 << 16
+MERGE_RATIO = 4
+_SEEN_BITS = 1 << 24  # 2 MB filter of set ids already added: only those need a duplicate check
+
+
+class BucketIndex:
+    """Set-add and probe band keys. Not persistent by itself (see ``SqliteStore``)."""
+
+    def __init__(self, run_size: int = RUN_SIZE) -> None:
+        self.run_size = run_size
+        self._keys: list[np.ndarray] = []  # sorted int64 per run
+        self._refs: list[np.ndarray] = []  # uint32, parallel to _keys
+        self._recent: dict[int, list[int]] = {}
+        self._recent_count = 0
+        self._set_ids = np.zeros(1024, dtype=np.int64)
+        self._n_sets = 0
+        self._uncommitted: list[tuple[list[int], int]] = []
+        self._seen = np.zeros(_SEEN_BITS // 64, dtype=np.uint64)
+
+    def __len__(self) -> int:
+        return sum(k.size for k in self._keys) + self._recent_count
+
+    def add(self, keys: Sequence[int], set_id: int) -> None:
+        """Set-add: a (key, set) pair already present is not added again."""
+        keys = list(dict.fromkeys(int(k) for k in keys))
+        slot = set_id & (_SEEN_BITS - 1)
+        bit = np.uint64(1 << (slot & 63))
+        if self._seen[slot >> 6] & bit:  # maybe added before: look (rare for a new set)
+            present = {k for k, s in self._pairs(keys) if s == set_id}
+            keys = [k for k in keys if k not in present]
+            if not keys:
+                return
+        else:
+            self._seen[slot >> 6] |= bit
+        ref = self._new_ref(set_id)
+        recent = self._recent
+        for k in keys:
+            recent.setdefault(k, []).append(ref)
+        self._recent_count += len(keys)
+        self._uncommitted.append((keys, ref))
+
+    def pending(self) -> tuple[np.ndarray, np.ndarray]:
+        """(keys, set ids) added since the last commit, for the store's log."""
+        keys = [k for ks, _ in self._uncommitted for k in ks]
+        sets = [int(self._set_ids[ref]) for ks, ref in self._uncommitted for _ in ks]
+        return np.array(keys, dtype=np.int64), np.array(sets, dtype=np.int64)
+
+    def commit(self) -> None:
+        self._uncommitted = []
+        if self._recent_count >= self.run_size:
+            self._seal()
+
+    def rollback(self) -> None:
+        """Forget the adds since the last commit (newest first, so each is last in its list)."""
+        recent = self._recent
+        for keys, _ref in reversed(self._uncommitted):
+            for k in reversed(keys):
+                refs = recent[k]
+                refs.pop()
+                if not refs:
+                    del recent[k]
+            self._recent_count -= len(keys)
+            self._n_sets -= 1
+        self._uncommitted = []
+
+    def add_many(self, keys: np.ndarray, set_ids: np.ndarray) -> None:
+        """Bulk load: ``set_ids[i]`` goes under ``keys[i]`` (used when a store is opened)."""
+        if not keys.size:
+            return
+        uniq, inverse = np.unique(set_ids, return_inverse=True)
+        slots = (uniq & (_SEEN_BITS - 1)).astype(np.uint64)
+        np.bitwise_or.at(self._seen, slots >> np.uint64(6),
+                         np.left_shift(np.uint64(1), slots & np.uint64(63)))
+        first = self._n_sets
+        for s in uniq.tolist():
+            self._new_ref(s)
+        refs = (first + inverse).astype(np.uint32)
+        order = np.argsort(keys, kind="stable")
+        self._push(keys[order].astype(np.int64), refs[order])
+
+    def probe(self, keys: Iterable[int]) -> dict[int, int]:
+        """Set ids under any of ``keys`` with how many of the keys each was under; a key
+        and a (key, set) pair count once, as in every store."""
+        hits: dict[int, int] = {}
+        for _key, set_id in self._pairs({int(k) for k in keys}):
+            hits[set_id] = hits.get(set_id, 0) + 1
+        return hits
+
+    # --- internals
+    def _pairs(self, keys: Iterable[int]) -> set[tuple[int, int]]:
+        """Distinct (key, set id) entries under ``keys``."""
+        query = sorted(keys)
+        refs: set[tuple[int, int]] = set()
+        if query:
+            q = np.asarray(query, dtype=np.int64)
+            for run_keys, run_refs in zip(self._keys, self._refs, strict=True):
+                lo = np.searchsorted(run_keys, q, side="left")
+                hi = np.searchsorted(run_keys, q, side="right")
+                for i in np.flatnonzero(hi > lo).tolist():
+                    refs.update((query[i], r) for r in run_refs[lo[i] : hi[i]].tolist())
+            recent = self._recent
+            for key in query:
+                refs.update((key, r) for r in recent.get(key, ()))
+        set_ids = self._set_ids
+        return {(key, int(set_ids[r])) for key, r in refs}
+    def _new_ref(self, set_id: int) -> int:
+        if self._n_sets == self._set_ids.size:
+            grown = np.zeros(self._set_ids.size * 2, dtype=np.int64)
+            grown[: self._n_sets] = self._set_ids
+            self._set_ids = grown
+        self._set_ids[self._n_sets] = set_id
+        self._n_sets += 1
+        return self._n_sets - 1
+
+    def _seal(self) -> None:
+        """Sort the recent entries into a run."""
+        recent = self._recent
+        keys = np.fromiter((k for k, refs in recent.items() for _ in refs), dtype=np.int64,
+                           count=self._recent_count)
+        refs = np.fromiter((r for rs in recent.values() for r in rs), dtype=np.uint32,
+                           count=self._recent_count)
+        order = np.argsort(keys, kind="stable")
+        self._recent = {}
+        self._recent_count = 0
+        self._push(keys[order], refs[order])
+
+    def _push(self, keys: np.ndarray, refs: np.ndarray) -> None:
+        self._keys.append(keys)
+        self._refs.append(refs)
+        while len(self._keys) > 1 and self._keys[-1].size * MERGE_RATIO >= self._keys[-2].size:
+            k2, r2 = self._keys.pop(), self._refs.pop()
+            k1, r1 = self._keys.pop(), self._refs.pop()
+            keys_all = np.concatenate((k1, k2))
+            order = np.argsort(keys_all, kind="stable")  # two sorted halves: one merge pass
+            self._keys.append(keys_all[order])
+            self._refs.append(np.concatenate((r1, r2))[order])

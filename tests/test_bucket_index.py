@@ -1,0 +1,117 @@
+"""The in-memory bucket index against a plain dict model, across seals, merges and rollbacks."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streamdedup.errors import StoreCorruptError
+from streamdedup.store.bucket_index import BucketIndex
+from streamdedup.store.sqlite import DB_NAME, SqliteStore
+
+
+def model_probe(model: dict[int, set[int]], keys: list[int]) -> dict[int, int]:
+    hits: dict[int, int] = {}
+    for k in set(keys):
+        for s in model.get(k, ()):
+            hits[s] = hits.get(s, 0) + 1
+    return hits
+
+
+def test_probe_matches_a_dict_model_through_seals_merges_and_rollbacks() -> None:
+    rng = random.Random(7)
+    index = BucketIndex(run_size=64)  # tiny runs: many seals and merges
+    committed: dict[int, set[int]] = {}
+    current: dict[int, set[int]] = {}
+    key_space = [rng.randrange(-(2**63), 2**63) for _ in range(300)]
+    for step in range(400):
+        set_id = rng.randrange(-(2**63), 2**63) if rng.random() < 0.8 else rng.choice(
+            [s for ss in current.values() for s in ss] or [1])
+        keys = rng.sample(key_space, rng.randint(1, 8))
+        index.add(keys, set_id)
+        for k in keys:
+            current.setdefault(k, set()).add(set_id)
+        if step % 7 == 6:
+            if rng.random() < 0.3:
+                index.rollback()
+                current = {k: set(v) for k, v in committed.items()}
+            else:
+                index.commit()
+                committed = {k: set(v) for k, v in current.items()}
+        probe = rng.sample(key_space, 20)
+        assert index.probe(probe) == model_probe(current, probe)
+    assert len(index) == sum(len(v) for v in current.values())
+    assert len(index._keys) > 1  # the test did exercise sorted runs
+
+
+def test_add_is_a_set_add_even_across_runs() -> None:
+    index = BucketIndex(run_size=4)
+    index.add([1, 2, 3, 4, 5], 9)
+    index.commit()  # sealed into a run
+    index.add([5, 6, 5], 9)
+    index.commit()
+    assert index.probe([1, 2, 3, 4, 5, 6]) == {9: 6}
+    assert len(index) == 6
+
+
+def test_pending_lists_what_the_store_must_log() -> None:
+    index = BucketIndex()
+    index.add([10, 11], 3)
+    index.add([12], -4)
+    keys, sets = index.pending()
+    assert keys.tolist() == [10, 11, 12] and sets.tolist() == [3, 3, -4]
+    index.commit()
+    assert index.pending()[0].size == 0
+
+
+def test_bulk_load_equals_adding_one_by_one() -> None:
+    rng = np.random.default_rng(3)
+    keys = rng.integers(-(2**63), 2**63 - 1, size=5000, dtype=np.int64)
+    sets = rng.integers(0, 50, size=5000, dtype=np.int64)
+    bulk = BucketIndex(run_size=256)
+    bulk.add_many(keys[:2500], sets[:2500])
+    bulk.add_many(keys[2500:], sets[2500:])
+    one = BucketIndex(run_size=256)
+    for k, s in zip(keys.tolist(), sets.tolist(), strict=True):
+        one.add([k], s)
+    one.commit()
+    probe = keys[::7].tolist()
+    assert bulk.probe(probe) == one.probe(probe)
+
+
+def test_sqlite_store_rebuilds_the_index_from_its_log(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s")
+    for i in range(50):
+        store.add_to_buckets([i, i + 1, 10**15 + i], 1000 + i)
+        if i % 10 == 9:
+            store.commit()
+    store.add_to_buckets([1], 99)  # never committed
+    store.close()
+    store = SqliteStore(tmp_path / "s")
+    try:
+        assert store.probe([1, 10**15 + 3]) == {1000: 1, 1001: 1, 1003: 1}
+        assert store.stats()["bucket_entries"] == 150
+    finally:
+        store.close()
+
+
+def test_sqlite_damaged_bucket_log_is_refused(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s")
+    store.add_to_buckets([1, 2, 3], 5)
+    store.commit()
+    store.close()
+    conn = sqlite3.connect(tmp_path / "s" / DB_NAME)
+    (blob,) = conn.execute("SELECT keys FROM bucket_log").fetchone()
+    damaged = bytearray(blob)
+    damaged[3] ^= 0x10
+    conn.execute("UPDATE bucket_log SET keys = ?", (bytes(damaged),))
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreCorruptError, match="bucket log row 1 fails its checksum"):
+        SqliteStore(tmp_path / "s")
+    with pytest.raises(StoreCorruptError):  # not StoreLockedError: the failed open let go
+        SqliteStore(tmp_path / "s")
