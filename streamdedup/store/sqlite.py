@@ -261,14 +261,16 @@ class SqliteStore(Store):
 
     @_store_errors
     def put_doc(self, doc: DocRecord) -> None:
-        self.delete_doc(doc.doc_id)
         row = self._conn.execute(
             "INSERT INTO verdicts (verdict) VALUES (?)", (doc.verdict,)
         ).lastrowid
-        self._conn.execute(
-            "INSERT INTO docs (doc_id, seq, set_id, verdict_row) VALUES (?, ?, ?, ?)",
-            (doc.doc_id, doc.seq, doc.set_id, row),
-        )
+        insert = "INSERT INTO docs (doc_id, seq, set_id, verdict_row) VALUES (?, ?, ?, ?)"
+        values = (doc.doc_id, doc.seq, doc.set_id, row)
+        try:  # a new id, nearly always: one index lookup instead of a delete and an insert
+            self._conn.execute(insert, values)
+        except sqlite3.IntegrityError:  # an upsert: the old row and its verdict go first
+            self.delete_doc(doc.doc_id)
+            self._conn.execute(insert, values)
 
     @_store_errors
     def delete_doc(self, doc_id: str) -> None:
@@ -311,19 +313,17 @@ class SqliteStore(Store):
     @_store_errors
     def add_set(self, record: SetRecord, shingles: np.ndarray) -> None:
         self._set_cache.pop(record.set_id, None)
-        if self._conn.execute(
-            "SELECT 1 FROM sets WHERE set_id = ?", (record.set_id,)
-        ).fetchone():
-            return  # a set is written once; its first document stays its first
         blob = encode_shingles(shingles)
         row = self._conn.execute(
             "INSERT INTO shingles (data, checksum) VALUES (?, ?)", (blob, _checksum(blob))
         ).lastrowid
-        self._conn.execute(
-            "INSERT INTO sets (set_id, first_seq, first_id, parent, shingles_row)"
+        added = self._conn.execute(
+            "INSERT OR IGNORE INTO sets (set_id, first_seq, first_id, parent, shingles_row)"
             " VALUES (?, ?, ?, ?, ?)",
             (record.set_id, record.first_seq, record.first_id, record.parent, row),
-        )
+        ).rowcount
+        if not added:  # a set is written once; its first document stays its first
+            self._conn.execute("DELETE FROM shingles WHERE row = ?", (row,))
 
     @_store_errors
     def set_parent(self, set_id: int, parent: int) -> None:
