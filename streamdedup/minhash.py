@@ -62,24 +62,15 @@ class MinHasher:
         return out
 
     def sign_many(self, docs: Sequence[np.ndarray]) -> np.ndarray:
-        """Signatures of many documents, shape (len(docs), num_perm), in chunks."""
-        out = np.full((len(docs), self.num_perm), EMPTY_VALUE, dtype=np.uint32)
-        rows = max(1, _CHUNK_ELEMENTS // self.num_perm)
-        start = 0
-        while start < len(docs):
-            stop, total = start, 0
-            while stop < len(docs) and (total == 0 or total + docs[stop].size <= rows):
-                total += docs[stop].size
-                stop += 1
-            idx = [i for i in range(start, stop) if docs[i].size]
-            if len(idx) == 1 or total > rows:
-                for i in idx:
-                    out[i] = self.sign(docs[i])
-            elif idx:
-                flat = np.concatenate([docs[i] for i in idx])
-                offsets = np.cumsum([0] + [docs[i].size for i in idx[:-1]])
-                out[idx] = np.minimum.reduceat(self._hash(flat), offsets, axis=0)
-            start = stop
+        """Signatures of many documents, shape (len(docs), num_perm).
+
+        One document at a time: hashing a whole batch as one matrix and reducing it with
+        ``np.minimum.reduceat`` was measured 4-6x slower (the matrix leaves the CPU cache,
+        and ``reduceat`` along axis 0 is slow), for 500 sets of 150 or 1,000 shingles.
+        """
+        out = np.empty((len(docs), self.num_perm), dtype=np.uint32)
+        for i, doc in enumerate(docs):
+            out[i] = self.sign(doc)
         return out
 
 
