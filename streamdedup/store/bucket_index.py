@@ -27,6 +27,10 @@ import numpy as np
 RUN_SIZE = 1 << 16
 MERGE_RATIO = 4
 _SEEN_BITS = 1 << 24  # 2 MB filter of set ids already added: only those need a duplicate check
+# 32 MB filter of keys present. Band keys are uniform hashes, so their low bits index it
+# directly; most probed keys are absent and are answered here, without a binary search
+# that misses the CPU cache at every step of every run (about 8 % false hits at 21M keys).
+_KEY_BITS = 1 << 28
 
 
 class BucketIndex:
@@ -42,6 +46,7 @@ class BucketIndex:
         self._n_sets = 0
         self._uncommitted: list[tuple[list[int], int]] = []
         self._seen = np.zeros(_SEEN_BITS // 64, dtype=np.uint64)
+        self._present = np.zeros(_KEY_BITS // 64, dtype=np.uint64)
 
     def __len__(self) -> int:
         return sum(k.size for k in self._keys) + self._recent_count
@@ -62,6 +67,7 @@ class BucketIndex:
         recent = self._recent
         for k in keys:
             recent.setdefault(k, []).append(ref)
+        self._mark(np.array(keys, dtype=np.int64))
         self._recent_count += len(keys)
         self._uncommitted.append((keys, ref))
 
@@ -101,6 +107,7 @@ class BucketIndex:
         for s in uniq.tolist():
             self._new_ref(s)
         refs = (first + inverse).astype(np.uint32)
+        self._mark(keys)
         order = np.argsort(keys, kind="stable")
         self._push(keys[order].astype(np.int64), refs[order])
 
@@ -115,20 +122,31 @@ class BucketIndex:
     # --- internals
     def _pairs(self, keys: Iterable[int]) -> set[tuple[int, int]]:
         """Distinct (key, set id) entries under ``keys``."""
-        query = sorted(keys)
+        q = np.array(sorted(keys), dtype=np.int64)
+        slots = q.view(np.uint64) & np.uint64(_KEY_BITS - 1)
+        q = q[(self._present[slots >> np.uint64(6)] >> (slots & np.uint64(63))) & np.uint64(1)
+              == 1]
+        query = q.tolist()
         refs: set[tuple[int, int]] = set()
         if query:
-            q = np.asarray(query, dtype=np.int64)
             for run_keys, run_refs in zip(self._keys, self._refs, strict=True):
                 lo = np.searchsorted(run_keys, q, side="left")
-                hi = np.searchsorted(run_keys, q, side="right")
-                for i in np.flatnonzero(hi > lo).tolist():
-                    refs.update((query[i], r) for r in run_refs[lo[i] : hi[i]].tolist())
+                found = np.flatnonzero(run_keys[np.minimum(lo, run_keys.size - 1)] == q)
+                if not found.size:
+                    continue
+                hi = np.searchsorted(run_keys, q[found], side="right")
+                for i, end in zip(found.tolist(), hi.tolist(), strict=True):
+                    refs.update((query[i], r) for r in run_refs[lo[i] : end].tolist())
             recent = self._recent
             for key in query:
                 refs.update((key, r) for r in recent.get(key, ()))
         set_ids = self._set_ids
         return {(key, int(set_ids[r])) for key, r in refs}
+    def _mark(self, keys: np.ndarray) -> None:
+        slots = keys.view(np.uint64) & np.uint64(_KEY_BITS - 1)
+        np.bitwise_or.at(self._present, slots >> np.uint64(6),
+                         np.left_shift(np.uint64(1), slots & np.uint64(63)))
+
     def _new_ref(self, set_id: int) -> int:
         if self._n_sets == self._set_ids.size:
             grown = np.zeros(self._set_ids.size * 2, dtype=np.int64)
@@ -156,7 +174,15 @@ class BucketIndex:
         while len(self._keys) > 1 and self._keys[-1].size * MERGE_RATIO >= self._keys[-2].size:
             k2, r2 = self._keys.pop(), self._refs.pop()
             k1, r1 = self._keys.pop(), self._refs.pop()
-            keys_all = np.concatenate((k1, k2))
-            order = np.argsort(keys_all, kind="stable")  # two sorted halves: one merge pass
-            self._keys.append(keys_all[order])
-            self._refs.append(np.concatenate((r1, r2))[order])
+            # Merge by placing the newer, smaller run: no sort and no index array, so the
+            # transient memory is the merged run plus one byte per entry.
+            at = np.searchsorted(k1, k2, side="right") + np.arange(k2.size)
+            older = np.ones(k1.size + k2.size, dtype=bool)
+            older[at] = False
+            keys_all = np.empty(older.size, dtype=np.int64)
+            refs_all = np.empty(older.size, dtype=np.uint32)
+            keys_all[at], refs_all[at] = k2, r2
+            keys_all[older], refs_all[older] = k1, r1
+            del k1, r1, k2, r2
+            self._keys.append(keys_all)
+            self._refs.append(refs_all)
