@@ -832,7 +832,7 @@ def corrupt_store(db: Path, how: str, rng: random.Random) -> str:
     raise ValueError(f"unknown corruption {how!r}")
 
 
-_TABLES = ("counters", "docs", "sets", "edges", "buckets", "meta")
+_TABLES = ("counters", "docs", "verdicts", "sets", "shingles", "edges", "bucket_log", "meta")
 
 
 def _content(db: Path) -> str:

@@ -15,9 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from streamdedup.chaos import ChaosConfig, run
+from streamdedup.settings import build_settings
 
 pytestmark = pytest.mark.broker
 
@@ -109,3 +111,31 @@ def test_second_writer_on_the_same_store_is_refused(report: dict[str, Any]) -> N
     assert event["exit_code"] == 1, event
     assert "one writer per store" in event["message"]
     assert event["first_still_running"]
+
+
+def test_store_content_digest_covers_every_table_of_the_schema(tmp_path: Path) -> None:
+    """The corruption survey compares stores by this digest: it must read the current
+    schema's tables (a renamed table would make every survey trial an error)."""
+    import sqlite3
+
+    from streamdedup.chaos import _TABLES, _content
+    from streamdedup.sketch import Sketcher
+    from streamdedup.store import open_store
+    from streamdedup.store.base import DocRecord, SetRecord
+
+    store = open_store("sqlite", str(tmp_path / "s"), Sketcher(build_settings("default", env={}))
+                       .params())
+    store.add_set(SetRecord(5, 1, "a", 5), np.arange(3, dtype=np.uint64))
+    store.add_to_buckets([11, 12], 5)
+    store.put_doc(DocRecord("a", 1, 5, "{}"))
+    store.commit()
+    store.close()
+    db = tmp_path / "s" / "index.sqlite"
+    conn = sqlite3.connect(db)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert tables == set(_TABLES)
+    before = _content(db)
+    conn.execute("UPDATE verdicts SET verdict = '{\"x\":1}'")
+    conn.commit()
+    conn.close()
+    assert _content(db) != before
