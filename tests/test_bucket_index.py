@@ -115,3 +115,20 @@ def test_sqlite_damaged_bucket_log_is_refused(tmp_path: Path) -> None:
         SqliteStore(tmp_path / "s")
     with pytest.raises(StoreCorruptError):  # not StoreLockedError: the failed open let go
         SqliteStore(tmp_path / "s")
+
+
+def test_runs_stop_merging_at_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamdedup.store import bucket_index
+
+    monkeypatch.setattr(bucket_index, "MAX_RUN", 256)
+    index = BucketIndex(run_size=64)
+    model: dict[int, set[int]] = {}
+    for i in range(100):
+        keys = [i * 50 + j for j in range(50)]
+        index.add(keys, i)
+        index.commit()
+        for k in keys:
+            model.setdefault(k, set()).add(i)
+    assert max(k.size for k in index._keys) <= 256 and len(index._keys) > 5
+    probe = list(range(0, 5000, 37))
+    assert index.probe(probe) == model_probe(model, probe)

@@ -9,8 +9,8 @@ memory, where an insert costs the same at any size.
 
 Layout (a log-structured merge, in memory): recent entries sit in a dict; at a commit with
 ``run_size`` or more of them they are sorted into a run, and a run is merged into the one
-before it once it reaches a quarter of that one's size. So there are only about
-log4(n / run_size) runs to search, and each entry is re-sorted a few times over its life.
+before it once it reaches a quarter of that one's size, up to ``MAX_RUN`` entries. So there
+are few runs to search, and each entry is re-sorted a few times over its life.
 Set ids are stored once per ``add`` and referenced with 32 bits: 12 bytes per entry instead
 of 16, about 250 MB for 21 million entries (a million generated ads with 25 bands).
 
@@ -26,6 +26,9 @@ import numpy as np
 
 RUN_SIZE = 1 << 16
 MERGE_RATIO = 4
+# Runs stop merging at 4M entries (48 MB): a merge holds the old and the new run at once, and
+# merging everything into one run at a million ads pushed peak RSS over 1 GiB (measured).
+MAX_RUN = 1 << 22
 _SEEN_BITS = 1 << 24  # 2 MB filter of set ids already added: only those need a duplicate check
 # 32 MB filter of keys present. Band keys are uniform hashes, so their low bits index it
 # directly; most probed keys are absent and are answered here, without a binary search
@@ -171,7 +174,9 @@ class BucketIndex:
     def _push(self, keys: np.ndarray, refs: np.ndarray) -> None:
         self._keys.append(keys)
         self._refs.append(refs)
-        while len(self._keys) > 1 and self._keys[-1].size * MERGE_RATIO >= self._keys[-2].size:
+        while (len(self._keys) > 1
+               and self._keys[-1].size * MERGE_RATIO >= self._keys[-2].size
+               and self._keys[-1].size + self._keys[-2].size <= MAX_RUN):
             k2, r2 = self._keys.pop(), self._refs.pop()
             k1, r1 = self._keys.pop(), self._refs.pop()
             # Merge by placing the newer, smaller run: no sort and no index array, so the
