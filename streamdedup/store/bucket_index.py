@@ -36,6 +36,19 @@ _SEEN_BITS = 1 << 24  # 2 MB filter of set ids already added: only those need a 
 _KEY_BITS = 1 << 28
 
 
+def _set_bits(bits: np.ndarray, values: np.ndarray, width: int) -> None:
+    """Set bit ``value mod width`` of the bitmap ``bits`` (uint64 words) for every value."""
+    slots = values.view(np.uint64) & np.uint64(width - 1)
+    words, offsets = slots >> np.uint64(6), slots & np.uint64(63)
+    np.bitwise_or.at(bits, words, np.left_shift(np.uint64(1), offsets))
+
+
+def _has_bits(bits: np.ndarray, values: np.ndarray, width: int) -> np.ndarray:
+    """Which values have their bit set (see ``_set_bits``)."""
+    slots = values.view(np.uint64) & np.uint64(width - 1)
+    return (bits[slots >> np.uint64(6)] >> (slots & np.uint64(63))) & np.uint64(1) == 1
+
+
 class BucketIndex:
     """Set-add and probe band keys. Not persistent by itself (see ``SqliteStore``)."""
 
@@ -57,20 +70,19 @@ class BucketIndex:
     def add(self, keys: Sequence[int], set_id: int) -> None:
         """Set-add: a (key, set) pair already present is not added again."""
         keys = list(dict.fromkeys(int(k) for k in keys))
-        slot = set_id & (_SEEN_BITS - 1)
-        bit = np.uint64(1 << (slot & 63))
-        if self._seen[slot >> 6] & bit:  # maybe added before: look (rare for a new set)
+        ids = np.array([set_id], dtype=np.int64)
+        if _has_bits(self._seen, ids, _SEEN_BITS)[0]:  # maybe added before: look (rare)
             present = {k for k, s in self._pairs(keys) if s == set_id}
             keys = [k for k in keys if k not in present]
             if not keys:
                 return
         else:
-            self._seen[slot >> 6] |= bit
+            _set_bits(self._seen, ids, _SEEN_BITS)
         ref = self._new_ref(set_id)
         recent = self._recent
         for k in keys:
             recent.setdefault(k, []).append(ref)
-        self._mark(np.array(keys, dtype=np.int64))
+        _set_bits(self._present, np.array(keys, dtype=np.int64), _KEY_BITS)
         self._recent_count += len(keys)
         self._uncommitted.append((keys, ref))
 
@@ -103,14 +115,12 @@ class BucketIndex:
         if not keys.size:
             return
         uniq, inverse = np.unique(set_ids, return_inverse=True)
-        slots = (uniq & (_SEEN_BITS - 1)).astype(np.uint64)
-        np.bitwise_or.at(self._seen, slots >> np.uint64(6),
-                         np.left_shift(np.uint64(1), slots & np.uint64(63)))
+        _set_bits(self._seen, uniq.astype(np.int64, copy=False), _SEEN_BITS)
         first = self._n_sets
         for s in uniq.tolist():
             self._new_ref(s)
         refs = (first + inverse).astype(np.uint32)
-        self._mark(keys)
+        _set_bits(self._present, keys.astype(np.int64, copy=False), _KEY_BITS)
         order = np.argsort(keys, kind="stable")
         self._push(keys[order].astype(np.int64), refs[order])
 
@@ -126,9 +136,7 @@ class BucketIndex:
     def _pairs(self, keys: Iterable[int]) -> set[tuple[int, int]]:
         """Distinct (key, set id) entries under ``keys``."""
         q = np.array(sorted(keys), dtype=np.int64)
-        slots = q.view(np.uint64) & np.uint64(_KEY_BITS - 1)
-        q = q[(self._present[slots >> np.uint64(6)] >> (slots & np.uint64(63))) & np.uint64(1)
-              == 1]
+        q = q[_has_bits(self._present, q, _KEY_BITS)]
         query = q.tolist()
         refs: set[tuple[int, int]] = set()
         if query:
@@ -145,10 +153,6 @@ class BucketIndex:
                 refs.update((key, r) for r in recent.get(key, ()))
         set_ids = self._set_ids
         return {(key, int(set_ids[r])) for key, r in refs}
-    def _mark(self, keys: np.ndarray) -> None:
-        slots = keys.view(np.uint64) & np.uint64(_KEY_BITS - 1)
-        np.bitwise_or.at(self._present, slots >> np.uint64(6),
-                         np.left_shift(np.uint64(1), slots & np.uint64(63)))
 
     def _new_ref(self, set_id: int) -> int:
         if self._n_sets == self._set_ids.size:
