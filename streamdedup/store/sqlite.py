@@ -102,24 +102,22 @@ class SqliteStore(Store):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.path = self.directory / DB_NAME
-        self._lock_fd = self._acquire_lock()
-        try:
-            self._conn = self._open()
-        except BaseException:
-            self._release_lock()
-            raise
         self._shingle_cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._shingle_cache_bytes = 0
         self._set_cache: dict[int, SetRecord] = {}  # write-through: dropped on every write
-        row = self._conn.execute("SELECT value FROM counters WHERE name = 'seq'").fetchone()
-        self._seq = int(row[0]) if row else 0
         self._buckets = BucketIndex()
+        self._lock_fd = self._acquire_lock()
+        conn: sqlite3.Connection | None = None
         try:
+            conn = self._conn = self._open()
             self._load_buckets()
         except BaseException:
-            self._conn.close()
+            if conn is not None:
+                conn.close()
             self._release_lock()
             raise
+        row = self._conn.execute("SELECT value FROM counters WHERE name = 'seq'").fetchone()
+        self._seq = int(row[0]) if row else 0
 
     # --- opening
     def _acquire_lock(self) -> int:
