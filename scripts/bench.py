@@ -56,7 +56,7 @@ from streamdedup.detector import Detector  # noqa: E402
 from streamdedup.document import Document  # noqa: E402
 from streamdedup.dump import read_dump  # noqa: E402
 from streamdedup.errors import MessageError  # noqa: E402
-from streamdedup.jaccard import jaccard, jaccard_many  # noqa: E402
+from streamdedup.jaccard import jaccard, jaccard_many, size_bounds  # noqa: E402
 from streamdedup.settings import Settings, build_settings  # noqa: E402
 from streamdedup.shingles import set_fingerprint, shingle  # noqa: E402
 from streamdedup.sketch import Sketcher  # noqa: E402
@@ -341,11 +341,11 @@ def stage_timings(settings: Settings, docs: list[Document], args: argparse.Names
         cands: list[list[int]] = []
         for i, (sid, sh, k) in enumerate(zip(set_ids, fresh, keys, strict=True)):
             kl = k.tolist()
-            hits = store.probe(kl)
+            hits = store.probe(kl, size_bounds(int(sh.size), settings.threshold))
             ranked = sorted(hits, key=lambda c: (-hits[c], c))[: settings.max_candidates]
             cands.append(ranked)
             store.add_set(_set_record(sid, i, sh), sh)
-            store.add_to_buckets(kl, sid)
+            store.add_to_buckets(kl, sid, int(sh.size))
             if i % BATCH == BATCH - 1:
                 store.commit()
         store.commit()
@@ -364,7 +364,7 @@ def stage_timings(settings: Settings, docs: list[Document], args: argparse.Names
         built = open_store("sqlite", tmp.name, sketcher.params())
         for i, (sid, sh, k) in enumerate(zip(set_ids, fresh, keys, strict=True)):
             built.add_set(_set_record(sid, i, sh), sh)
-            built.add_to_buckets(k.tolist(), sid)
+            built.add_to_buckets(k.tolist(), sid, int(sh.size))
         built.commit()
         built.close()
 

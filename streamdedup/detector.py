@@ -11,6 +11,8 @@ give, because equal sets have equal band keys and equal similarities to every ot
 Distinct sets that collide in a bucket are verified most-band-hits first (more shared bands
 means higher estimated similarity), at most ``max_candidates`` per document; the verdict
 reports how many were skipped, which is zero unless a bucket holds that many distinct texts.
+Sets whose size alone rules out the threshold are not candidates: the store leaves them out
+of the probe, so their shingles are never read (in a big index most collisions are those).
 
 Idempotence: a document id seen before with the same text gets back its stored verdict,
 byte for byte, and nothing is written; with a changed text the old version is replaced.
@@ -23,7 +25,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from streamdedup.document import Document
-from streamdedup.jaccard import jaccard_many
+from streamdedup.jaccard import jaccard_many, size_bounds
 from streamdedup.settings import Settings
 from streamdedup.sketch import Shingled, Sketcher
 from streamdedup.store.base import DocRecord, SetRecord, Store
@@ -76,7 +78,7 @@ class Detector:
                 keys = self.sketcher.band_keys(sh.shingles)
             matched, candidates, skipped = self._verify(sh, keys)
             store.add_set(SetRecord(sh.set_id, seq, doc.id, sh.set_id), sh.shingles)
-            store.add_to_buckets(keys.tolist(), sh.set_id)
+            store.add_to_buckets(keys.tolist(), sh.set_id, int(sh.shingles.size))
             store.add_edges(sh.set_id, matched)
             root, merged = self._join(sh.set_id, {self._find(other) for other, _ in matched})
 
@@ -98,14 +100,14 @@ class Detector:
         return verdict
 
     def _verify(self, sh: Shingled, keys: np.ndarray) -> tuple[list[tuple[int, float]], int, int]:
-        hits = self.store.probe(keys.tolist())
+        t = self.settings.threshold
+        hits = self.store.probe(keys.tolist(), size_bounds(int(sh.shingles.size), t))
         hits.pop(sh.set_id, None)
         ranked = sorted(hits, key=lambda c: (-hits[c], c))
         chosen = ranked[: self.settings.max_candidates]
         stored = self.store.get_shingles(chosen)
         chosen = [c for c in chosen if c in stored]
         sims = jaccard_many(sh.shingles, [stored[c] for c in chosen])
-        t = self.settings.threshold
         matched = [(c, float(s)) for c, s in zip(chosen, sims, strict=True) if s >= t]
         return matched, len(ranked), len(ranked) - len(chosen)
 

@@ -21,7 +21,8 @@ class Verdict:
     matches best first (ties: earliest first), capped by ``max_matches``; ``cluster_id`` is
     the earliest document of the cluster the document joined (connected components of
     verified matches). ``exact`` says the shingle set equals an earlier document's;
-    ``candidates`` counts the distinct earlier sets LSH proposed, ``skipped`` those beyond
+    ``candidates`` counts the distinct earlier sets LSH proposed whose size could reach the
+    threshold (Jaccard is at most the smaller size over the larger), ``skipped`` those beyond
     ``max_candidates`` that were not verified. ``merged`` names the other clusters (by
     their earlier ``cluster_id``) that this document joined into ``cluster_id``: a dashboard
     can relabel them, and cluster membership stays exact even when ``matches`` is capped.

@@ -22,6 +22,11 @@ def model_probe(model: dict[int, set[int]], keys: list[int]) -> dict[int, int]:
     return hits
 
 
+def size_of(set_id: int) -> int:
+    """A size per set, as the detector would give (any function of the set will do)."""
+    return set_id % 50
+
+
 def test_probe_matches_a_dict_model_through_seals_merges_and_rollbacks() -> None:
     rng = random.Random(7)
     index = BucketIndex(run_size=64)  # tiny runs: many seals and merges
@@ -32,7 +37,7 @@ def test_probe_matches_a_dict_model_through_seals_merges_and_rollbacks() -> None
         set_id = rng.randrange(-(2**63), 2**63) if rng.random() < 0.8 else rng.choice(
             [s for ss in current.values() for s in ss] or [1])
         keys = rng.sample(key_space, rng.randint(1, 8))
-        index.add(keys, set_id)
+        index.add(keys, set_id, size_of(set_id))
         for k in keys:
             current.setdefault(k, set()).add(set_id)
         if step % 7 == 6:
@@ -44,15 +49,17 @@ def test_probe_matches_a_dict_model_through_seals_merges_and_rollbacks() -> None
                 committed = {k: set(v) for k, v in current.items()}
         probe = rng.sample(key_space, 20)
         assert index.probe(probe) == model_probe(current, probe)
+        within = {s: n for s, n in model_probe(current, probe).items() if 10 <= size_of(s) <= 29}
+        assert index.probe(probe, (10, 29)) == within
     assert len(index) == sum(len(v) for v in current.values())
     assert len(index._keys) > 1  # the test did exercise sorted runs
 
 
 def test_add_is_a_set_add_even_across_runs() -> None:
     index = BucketIndex(run_size=4)
-    index.add([1, 2, 3, 4, 5], 9)
+    index.add([1, 2, 3, 4, 5], 9, 100)
     index.commit()  # sealed into a run
-    index.add([5, 6, 5], 9)
+    index.add([5, 6, 5], 9, 100)
     index.commit()
     assert index.probe([1, 2, 3, 4, 5, 6]) == {9: 6}
     assert len(index) == 6
@@ -60,40 +67,48 @@ def test_add_is_a_set_add_even_across_runs() -> None:
 
 def test_pending_lists_what_the_store_must_log() -> None:
     index = BucketIndex()
-    index.add([10, 11], 3)
-    index.add([12], -4)
-    keys, sets = index.pending()
-    assert keys.tolist() == [10, 11, 12] and sets.tolist() == [3, 3, -4]
+    index.add([10, 11], 3, 40)
+    index.add([12], -4, 7)
+    row = index.pending()
+    assert row.set_ids.tolist() == [3, -4] and row.sizes.tolist() == [40, 7]
+    assert row.counts.tolist() == [2, 1] and row.keys.tolist() == [10, 11, 12]
     index.commit()
-    assert index.pending()[0].size == 0
+    assert index.pending().keys.size == 0
 
 
 def test_bulk_load_equals_adding_one_by_one() -> None:
     rng = np.random.default_rng(3)
     keys = rng.integers(-(2**63), 2**63 - 1, size=5000, dtype=np.int64)
     sets = rng.integers(0, 50, size=5000, dtype=np.int64)
-    bulk = BucketIndex(run_size=256)
-    bulk.add_many(keys[:2500], sets[:2500])
-    bulk.add_many(keys[2500:], sets[2500:])
     one = BucketIndex(run_size=256)
-    for k, s in zip(keys.tolist(), sets.tolist(), strict=True):
-        one.add([k], s)
-    one.commit()
+    rows = []
+    for half in (slice(0, 2500), slice(2500, 5000)):
+        for k, s in zip(keys[half].tolist(), sets[half].tolist(), strict=True):
+            one.add([k], s, size_of(s))
+        rows.append(one.pending())
+        one.commit()
+    bulk = BucketIndex(run_size=256)
+    for row in rows:
+        bulk.add_many(row)
     probe = keys[::7].tolist()
-    assert bulk.probe(probe) == one.probe(probe)
+    assert bulk.probe(probe) == one.probe(probe) == model_probe(
+        {k: {s for kk, s in zip(keys.tolist(), sets.tolist(), strict=True) if kk == k}
+         for k in probe}, probe)
+    assert bulk.probe(probe, (10, 30)) == one.probe(probe, (10, 30))
 
 
 def test_sqlite_store_rebuilds_the_index_from_its_log(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "s")
     for i in range(50):
-        store.add_to_buckets([i, i + 1, 10**15 + i], 1000 + i)
+        store.add_to_buckets([i, i + 1, 10**15 + i], 1000 + i, 1000 + i)
         if i % 10 == 9:
             store.commit()
-    store.add_to_buckets([1], 99)  # never committed
+    store.add_to_buckets([1], 99, 10)  # never committed
     store.close()
     store = SqliteStore(tmp_path / "s")
     try:
         assert store.probe([1, 10**15 + 3]) == {1000: 1, 1001: 1, 1003: 1}
+        assert store.probe([1, 10**15 + 3], (1001, 1002)) == {1001: 1}  # sizes came back too
         assert store.stats()["bucket_entries"] == 150
     finally:
         store.close()
@@ -101,7 +116,7 @@ def test_sqlite_store_rebuilds_the_index_from_its_log(tmp_path: Path) -> None:
 
 def test_sqlite_damaged_bucket_log_is_refused(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "s")
-    store.add_to_buckets([1, 2, 3], 5)
+    store.add_to_buckets([1, 2, 3], 5, 10)
     store.commit()
     store.close()
     conn = sqlite3.connect(tmp_path / "s" / DB_NAME)
@@ -125,10 +140,31 @@ def test_runs_stop_merging_at_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     model: dict[int, set[int]] = {}
     for i in range(100):
         keys = [i * 50 + j for j in range(50)]
-        index.add(keys, i)
+        index.add(keys, i, 5)
         index.commit()
         for k in keys:
             model.setdefault(k, set()).add(i)
     assert max(k.size for k in index._keys) <= 256 and len(index._keys) > 5
     probe = list(range(0, 5000, 37))
     assert index.probe(probe) == model_probe(model, probe)
+
+
+def test_sqlite_log_row_whose_arrays_disagree_is_refused(tmp_path: Path) -> None:
+    """A row can pass its checksum and still not fit together (written by a buggy build):
+    counts that do not add up to the keys must stop the open, not misfile entries."""
+    from streamdedup.store.sqlite import _checksum
+
+    store = SqliteStore(tmp_path / "s")
+    store.add_to_buckets([1, 2, 3], 5, 10)
+    store.commit()
+    store.close()
+    conn = sqlite3.connect(tmp_path / "s" / DB_NAME)
+    sets, sizes, keys = (conn.execute(f"SELECT {c} FROM bucket_log").fetchone()[0]
+                         for c in ("set_ids", "sizes", "keys"))
+    counts = np.array([2], dtype="<u4").tobytes()  # three keys were logged
+    conn.execute("UPDATE bucket_log SET counts = ?, checksum = ?",
+                 (counts, _checksum(sets + sizes + counts + keys)))
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreCorruptError, match="bucket log row 1: set, size, count and key"):
+        SqliteStore(tmp_path / "s")

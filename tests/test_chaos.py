@@ -126,7 +126,7 @@ def test_store_content_digest_covers_every_table_of_the_schema(tmp_path: Path) -
     store = open_store("sqlite", str(tmp_path / "s"), Sketcher(build_settings("default", env={}))
                        .params())
     store.add_set(SetRecord(5, 1, "a", 5), np.arange(3, dtype=np.uint64))
-    store.add_to_buckets([11, 12], 5)
+    store.add_to_buckets([11, 12], 5, 10)
     store.put_doc(DocRecord("a", 1, 5, "{}"))
     store.commit()
     store.close()

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamdedup.jaccard import all_pairs, jaccard, jaccard_many
+from streamdedup.jaccard import all_pairs, jaccard, jaccard_many, size_bounds
 
 # Small universes, so that overlaps, exact copies and empty sets all come up often.
 SET = st.lists(st.integers(0, 12), max_size=10).map(
@@ -81,3 +81,22 @@ def test_all_pairs_with_exact_copies_and_empties() -> None:
         (0, 2, 1.0), (0, 3, 0.8), (0, 5, 1.0), (2, 3, 0.8), (2, 5, 1.0), (3, 5, 0.8),
     ]
     assert all_pairs([], 0.5) == [] and all_pairs([a], 0.5) == []
+
+
+def test_size_bounds_keep_every_size_that_can_reach_the_threshold() -> None:
+    """A set of m shingles reaches similarity m/n with a set of n >= m when it is a subset
+    of it (the best case); the bounds keep every m that can, and are loose by at most one."""
+    for t in (0.05, 1 / 3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.99, 1.0):
+        for n in range(1, 400):
+            lo, hi = size_bounds(n, t)
+
+            def reaches(m: int, n: int = n, t: float = t) -> bool:
+                small, big = min(m, n), max(m, n)
+                return jaccard(np.arange(small, dtype=np.uint64),
+                               np.arange(big, dtype=np.uint64)) >= t
+
+            assert not reaches(lo - 1) or lo - 1 < 1, (t, n, lo)
+            assert not reaches(hi + 1), (t, n, hi)
+            assert reaches(lo) or reaches(lo + 1), (t, n, lo)
+            assert reaches(hi) or reaches(hi - 1), (t, n, hi)
+            assert reaches(n)

@@ -156,9 +156,9 @@ class TestStoreContract:
 
     # --- buckets
     def test_probe_counts_hits_per_set(self, store: Store) -> None:
-        store.add_to_buckets([10, 11, 12], 1)
-        store.add_to_buckets([11, 12, 13], 2)
-        store.add_to_buckets([-(2**63), 2**63 - 1], 3)
+        store.add_to_buckets([10, 11, 12], 1, 10)
+        store.add_to_buckets([11, 12, 13], 2, 10)
+        store.add_to_buckets([-(2**63), 2**63 - 1], 3, 10)
         assert store.probe([10, 11, 12, 13]) == {1: 3, 2: 3}
         assert store.probe([10, 13, 99]) == {1: 1, 2: 1}
         assert store.probe([-(2**63), 2**63 - 1, 12]) == {3: 2, 1: 1, 2: 1}
@@ -166,17 +166,27 @@ class TestStoreContract:
 
     def test_probe_over_more_keys_than_one_sql_statement_takes(self, store: Store) -> None:
         keys = list(range(-1500, 1500))  # 3,000 keys: several chunks of 900
-        store.add_to_buckets(keys, 1)
-        store.add_to_buckets(keys[::2], 2)
-        store.add_to_buckets(keys[899:902], 3)  # straddles a chunk boundary
+        store.add_to_buckets(keys, 1, 10)
+        store.add_to_buckets(keys[::2], 2, 10)
+        store.add_to_buckets(keys[899:902], 3, 10)  # straddles a chunk boundary
         assert store.probe(keys) == {1: 3000, 2: 1500, 3: 3}
         assert store.probe(np.array(keys, dtype=np.int64)) == {1: 3000, 2: 1500, 3: 3}
         assert store.stats()["bucket_entries"] == 3000 + 1500 + 3
 
+    def test_probe_can_leave_out_sets_by_size(self, store: Store) -> None:
+        store.add_to_buckets([1, 2], 1, 80)
+        store.add_to_buckets([2, 3], 2, 100)
+        store.add_to_buckets([3], 3, 125)
+        assert store.probe([1, 2, 3], (80, 125)) == {1: 2, 2: 2, 3: 1}  # bounds included
+        assert store.probe([1, 2, 3], (81, 124)) == {2: 2}
+        assert store.probe([1, 2, 3], (200, 300)) == {}
+        store.commit()
+        assert store.probe([1, 2, 3], (90, 130)) == {2: 2, 3: 1}
+
     def test_add_to_buckets_is_idempotent(self, store: Store) -> None:
-        store.add_to_buckets([1, 2, 3], 7)
-        store.add_to_buckets([1, 2, 3], 7)
-        store.add_to_buckets(np.array([3], dtype=np.int64), 7)
+        store.add_to_buckets([1, 2, 3], 7, 10)
+        store.add_to_buckets([1, 2, 3], 7, 10)
+        store.add_to_buckets(np.array([3], dtype=np.int64), 7, 10)
         assert store.probe([1, 2, 3]) == {7: 3}
         assert store.stats()["bucket_entries"] == 3
 
@@ -185,7 +195,7 @@ class TestStoreContract:
         store.put_params(PARAMS)
         store.add_set(rec(1), HIGH)
         store.put_doc(DocRecord("a", store.next_seq(), 1, "{}"))
-        store.add_to_buckets([5], 1)
+        store.add_to_buckets([5], 1, 10)
         store.commit()
         store.commit()
         assert store.get_doc("a") is not None and store.probe([5]) == {1: 1}
@@ -198,7 +208,7 @@ class TestStoreContract:
         store.add_set(rec(1), HIGH)
         store.put_doc(DocRecord("a", 1, 1, "{}"))
         store.put_doc(DocRecord("b", 2, 1, "{}"))
-        store.add_to_buckets([1, 2], 1)
+        store.add_to_buckets([1, 2], 1, 10)
         stats = store.stats()
         assert (stats["documents"], stats["sets"], stats["bucket_entries"]) == (2, 1, 2)
         assert stats["bytes"] >= 0
@@ -270,13 +280,13 @@ def test_sqlite_committed_writes_persist_and_uncommitted_are_discarded(tmp_path:
     s.put_doc(DocRecord("kept", seq1, 1, "{}"))
     s.add_set(rec(1, seq=seq1, first_id="kept"), HIGH)
     s.add_edges(1, [(2, 0.9)])
-    s.add_to_buckets(list(range(1000)), 1)
+    s.add_to_buckets(list(range(1000)), 1, 10)
     s.commit()
     seq2 = s.next_seq()
     s.put_doc(DocRecord("lost", seq2, 2, "{}"))
     s.add_set(rec(2, seq=seq2, first_id="lost"), HIGH[:1])
     s.set_parent(1, 2)
-    s.add_to_buckets([5000], 2)
+    s.add_to_buckets([5000], 2, 10)
     s.delete_doc("kept")
     s.close()
 

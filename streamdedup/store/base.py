@@ -3,7 +3,8 @@
 Four kinds of state, each with batched, idempotent operations so that a networked store
 (Redis, shared by several consumers) can implement them with pipelines later:
 
-- **buckets**: LSH band key -> ids of distinct shingle sets (set-add; probe many keys at once);
+- **buckets**: LSH band key -> ids of distinct shingle sets with their sizes (set-add; probe
+  many keys at once, optionally only sets of a size range);
 - **shingle sets**: set id -> sorted shingle hashes, plus the set's first document and its
   cluster parent (union-find), and verified edges to similar sets;
 - **documents**: document id -> arrival sequence, set id, and the verdict it got;
@@ -99,12 +100,15 @@ class Store(ABC):
 
     # --- LSH buckets
     @abstractmethod
-    def probe(self, keys: Sequence[int]) -> dict[int, int]:
-        """Set ids found under any of ``keys``, each with the number of keys it was under."""
+    def probe(self, keys: Sequence[int], sizes: tuple[int, int] | None = None
+              ) -> dict[int, int]:
+        """Set ids found under any of ``keys``, each with the number of keys it was under.
+        With ``sizes=(lo, hi)``, only sets of lo..hi shingles: the detector asks for the
+        sizes that can still reach its threshold, so other sets are never read."""
 
     @abstractmethod
-    def add_to_buckets(self, keys: Sequence[int], set_id: int) -> None:
-        """Set-add ``set_id`` under every key (idempotent)."""
+    def add_to_buckets(self, keys: Sequence[int], set_id: int, size: int) -> None:
+        """Set-add ``set_id`` (a set of ``size`` shingles) under every key (idempotent)."""
 
     # --- lifecycle
     @abstractmethod

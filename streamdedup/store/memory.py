@@ -24,6 +24,7 @@ class MemoryStore(Store):
         self._shingles: dict[int, np.ndarray] = {}
         self._edges: dict[int, dict[int, float]] = defaultdict(dict)
         self._buckets: dict[int, set[int]] = defaultdict(set)
+        self._sizes: dict[int, int] = {}  # set id -> shingles, as given to add_to_buckets
         self._unordered: set[int] = set()  # sets whose members were not added in seq order
 
     def get_params(self) -> dict[str, Any] | None:
@@ -89,14 +90,19 @@ class MemoryStore(Store):
     def neighbours(self, set_id: int) -> list[tuple[int, float]]:
         return sorted(self._edges.get(set_id, {}).items())
 
-    def probe(self, keys: Sequence[int]) -> dict[int, int]:
+    def probe(self, keys: Sequence[int], sizes: tuple[int, int] | None = None
+              ) -> dict[int, int]:
         hits: dict[int, int] = defaultdict(int)
         for key in {int(k) for k in keys}:
             for set_id in self._buckets.get(key, ()):
                 hits[set_id] += 1
+        if sizes is not None:
+            lo, hi = sizes
+            return {s: n for s, n in hits.items() if lo <= self._sizes[s] <= hi}
         return dict(hits)
 
-    def add_to_buckets(self, keys: Sequence[int], set_id: int) -> None:
+    def add_to_buckets(self, keys: Sequence[int], set_id: int, size: int) -> None:
+        self._sizes[set_id] = size
         for key in keys:
             self._buckets[int(key)].add(set_id)
 

@@ -28,14 +28,14 @@ from sqlitedict import SqliteDict
 
 from streamdedup.errors import StoreCorruptError, StoreError, StoreLockedError
 from streamdedup.store.base import DocRecord, SetRecord, Store, decode_shingles, encode_shingles
-from streamdedup.store.bucket_index import BucketIndex
+from streamdedup.store.bucket_index import BucketIndex, LogRow
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 DB_NAME = "index.sqlite"
 LOCK_NAME = "store.lock"
-SCHEMA_VERSION = 2  # 2: set and document metadata apart from shingle blobs and verdicts
+SCHEMA_VERSION = 3  # 2: metadata apart from blobs; 3: bucket log per set, with set sizes
 # Verified candidates are read again while their bucket stays hot. Bounded by bytes: a set
 # of a long ad is ~8 KB, and 65,536 of them (the former bound) were half a GiB of RSS.
 _SHINGLE_CACHE_BYTES = 64 << 20
@@ -66,8 +66,8 @@ CREATE TABLE IF NOT EXISTS edges (
     set_id INTEGER NOT NULL, other INTEGER NOT NULL, sim REAL NOT NULL,
     PRIMARY KEY (set_id, other)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS bucket_log (
-    row INTEGER PRIMARY KEY, keys BLOB NOT NULL, set_ids BLOB NOT NULL,
-    checksum INTEGER NOT NULL);
+    row INTEGER PRIMARY KEY, set_ids BLOB NOT NULL, sizes BLOB NOT NULL,
+    counts BLOB NOT NULL, keys BLOB NOT NULL, checksum INTEGER NOT NULL);
 """
 
 
@@ -88,6 +88,25 @@ def _store_errors(method: Callable[P, R]) -> Callable[P, R]:
 def _checksum(blob: bytes) -> int:
     digest = xxhash.xxh3_64_intdigest(blob)
     return digest - (1 << 64) if digest >= 1 << 63 else digest
+
+
+_LOG_DTYPES = ("<i8", "<u4", "<u4", "<i8")  # set_ids, sizes, counts, keys (LogRow order)
+
+
+def _encode_log_row(row: LogRow) -> tuple[bytes, ...]:
+    return tuple(a.astype(t).tobytes() for a, t in zip(row, _LOG_DTYPES, strict=True))
+
+
+def _decode_log_row(*blobs: bytes) -> LogRow:
+    row = LogRow(*(np.frombuffer(b, dtype=t) for b, t in zip(blobs, _LOG_DTYPES, strict=True)))
+    if not row.set_ids.size == row.sizes.size == row.counts.size or int(
+            row.counts.sum()) != row.keys.size:
+        raise ValueError("set, size, count and key arrays do not match")
+    return row
+
+
+def _concat_log_rows(rows: Sequence[LogRow]) -> LogRow:
+    return LogRow(*(np.concatenate(parts) for parts in zip(*rows, strict=True)))
 
 
 def _chunks(items: Sequence[Any], size: int = _MAX_VARS) -> Iterable[Sequence[Any]]:
@@ -199,26 +218,26 @@ class SqliteStore(Store):
 
     def _load_buckets(self) -> None:
         """Rebuild the in-memory bucket index from the log (a few seconds per million ads)."""
-        keys: list[np.ndarray] = []
-        sets: list[np.ndarray] = []
+        rows: list[LogRow] = []
         held = 0
         try:
-            rows = self._conn.execute(
-                "SELECT row, keys, set_ids, checksum FROM bucket_log ORDER BY row")
-            for row, kblob, sblob, checksum in rows:
-                if _checksum(kblob + sblob) != checksum:
+            cursor = self._conn.execute(
+                "SELECT row, set_ids, sizes, counts, keys, checksum FROM bucket_log ORDER BY row")
+            for row, *blobs, checksum in cursor:
+                if _checksum(b"".join(blobs)) != checksum:
                     raise StoreCorruptError(
                         f"{self.path}: bucket log row {row} fails its checksum (damaged file)")
-                keys.append(np.frombuffer(kblob, dtype="<i8"))
-                sets.append(np.frombuffer(sblob, dtype="<i8"))
-                held += keys[-1].size
+                rows.append(_decode_log_row(*blobs))
+                held += rows[-1].keys.size
                 if held >= _LOAD_CHUNK:
-                    self._buckets.add_many(np.concatenate(keys), np.concatenate(sets))
-                    keys, sets, held = [], [], 0
+                    self._buckets.add_many(_concat_log_rows(rows))
+                    rows, held = [], 0
         except sqlite3.DatabaseError as exc:
             raise StoreCorruptError(f"{self.path}: cannot read the bucket log: {exc}") from exc
-        if keys:
-            self._buckets.add_many(np.concatenate(keys), np.concatenate(sets))
+        except ValueError as exc:  # blob lengths that do not fit together
+            raise StoreCorruptError(f"{self.path}: bucket log row {row}: {exc}") from exc
+        if rows:
+            self._buckets.add_many(_concat_log_rows(rows))
 
     def _meta(self) -> SqliteDict:
         return SqliteDict(
@@ -373,24 +392,24 @@ class SqliteStore(Store):
         return [(int(o), float(s)) for o, s in rows]
 
     # --- buckets
-    def probe(self, keys: Sequence[int]) -> dict[int, int]:
-        return self._buckets.probe(keys)
+    def probe(self, keys: Sequence[int], sizes: tuple[int, int] | None = None
+              ) -> dict[int, int]:
+        return self._buckets.probe(keys, sizes)
 
-    def add_to_buckets(self, keys: Sequence[int], set_id: int) -> None:
-        self._buckets.add(keys, set_id)
+    def add_to_buckets(self, keys: Sequence[int], set_id: int, size: int) -> None:
+        self._buckets.add(keys, set_id, size)
 
     # --- lifecycle
     def commit(self) -> None:
         """One transaction: everything written since the last commit, the bucket entries
         added as one log row; the in-memory index takes them as committed only after."""
         try:
-            keys, sets = self._buckets.pending()
-            if keys.size:
-                kblob = keys.astype("<i8").tobytes()
-                sblob = sets.astype("<i8").tobytes()
+            pending = self._buckets.pending()
+            if pending.keys.size:
+                blobs = _encode_log_row(pending)
                 self._conn.execute(
-                    "INSERT INTO bucket_log (keys, set_ids, checksum) VALUES (?, ?, ?)",
-                    (kblob, sblob, _checksum(kblob + sblob)),
+                    "INSERT INTO bucket_log (set_ids, sizes, counts, keys, checksum) "
+                    "VALUES (?, ?, ?, ?, ?)", (*blobs, _checksum(b"".join(blobs))),
                 )
             self._conn.execute(
                 "INSERT INTO counters (name, value) VALUES ('seq', ?) "
