@@ -39,12 +39,16 @@ class Detector:
         self.settings = settings
         self.store = store
         self.sketcher = sketcher or Sketcher(settings)
+        self._added: dict[int, list[tuple[int, int]]] = {}  # key -> (set id, size), this batch
 
     def process(self, doc: Document) -> Verdict:
         return self.process_many([doc])[0]
 
     def process_many(self, docs: Sequence[Document]) -> list[Verdict]:
-        """Verdicts in order; signatures of documents with new sets are computed in one batch."""
+        """Verdicts in order. The sets new to the store are signed and probed in one batch,
+        against the store as it was before the batch; what the batch itself adds to the
+        buckets is matched in memory as it goes (``_added``), so each document still sees
+        every earlier one."""
         shingled = [self.sketcher.shingle_fields(d.fields) for d in docs]
         known = self.store.get_sets({s.set_id for s in shingled if s.shingles.size})
         fresh: dict[int, np.ndarray] = {}
@@ -52,9 +56,16 @@ class Detector:
             if s.shingles.size and s.set_id not in known and s.set_id not in fresh:
                 fresh[s.set_id] = s.shingles
         keys = dict(zip(fresh, self.sketcher.band_keys_many(list(fresh.values())), strict=True))
-        return [self._decide(d, s, keys.get(s.set_id)) for d, s in zip(docs, shingled, strict=True)]
+        t = self.settings.threshold
+        bounds = {set_id: size_bounds(int(sh.size), t) for set_id, sh in fresh.items()}
+        probed = dict(zip(fresh, self.store.probe_many(
+            [keys[s].tolist() for s in fresh], [bounds[s] for s in fresh]), strict=True))
+        self._added = {}
+        return [self._decide(d, s, keys.get(s.set_id), probed.get(s.set_id))
+                for d, s in zip(docs, shingled, strict=True)]
 
-    def _decide(self, doc: Document, sh: Shingled, keys: np.ndarray | None) -> Verdict:
+    def _decide(self, doc: Document, sh: Shingled, keys: np.ndarray | None,
+                probed: dict[int, int] | None) -> Verdict:
         store = self.store
         prev = store.get_doc(doc.id)
         if prev is not None:
@@ -74,11 +85,18 @@ class Detector:
             matched = [(sh.set_id, 1.0), *store.neighbours(sh.set_id)]
             root = self._find(sh.set_id)
         else:
-            if keys is None:
+            if keys is None or probed is None:  # not new at the start of the batch: probe now
                 keys = self.sketcher.band_keys(sh.shingles)
-            matched, candidates, skipped = self._verify(sh, keys)
+                hits = self.store.probe(keys.tolist(), self._bounds(sh))  # has the batch's adds
+            else:
+                hits = self._with_added(probed, sh, keys)
+            matched, candidates, skipped = self._verify(sh, hits)
             store.add_set(SetRecord(sh.set_id, seq, doc.id, sh.set_id), sh.shingles)
-            store.add_to_buckets(keys.tolist(), sh.set_id, int(sh.shingles.size))
+            key_list = keys.tolist()
+            size = int(sh.shingles.size)
+            store.add_to_buckets(key_list, sh.set_id, size)
+            for k in key_list:
+                self._added.setdefault(k, []).append((sh.set_id, size))
             store.add_edges(sh.set_id, matched)
             root, merged = self._join(sh.set_id, {self._find(other) for other, _ in matched})
 
@@ -99,10 +117,25 @@ class Detector:
         store.put_doc(DocRecord(doc.id, seq, sh.set_id, verdict.to_json()))
         return verdict
 
-    def _verify(self, sh: Shingled, keys: np.ndarray) -> tuple[list[tuple[int, float]], int, int]:
-        t = self.settings.threshold
-        hits = self.store.probe(keys.tolist(), size_bounds(int(sh.shingles.size), t))
+    def _bounds(self, sh: Shingled) -> tuple[int, int]:
+        return size_bounds(int(sh.shingles.size), self.settings.threshold)
+
+    def _with_added(self, probed: dict[int, int], sh: Shingled, keys: np.ndarray
+                    ) -> dict[int, int]:
+        """Hits from the store before the batch plus the batch's own adds under ``keys``."""
+        hits = dict(probed)
+        if self._added:
+            lo, hi = self._bounds(sh)
+            for k in set(keys.tolist()):
+                for set_id, size in self._added.get(k, ()):
+                    if lo <= size <= hi:
+                        hits[set_id] = hits.get(set_id, 0) + 1
+        return hits
+
+    def _verify(self, sh: Shingled, hits: dict[int, int]
+                ) -> tuple[list[tuple[int, float]], int, int]:
         hits.pop(sh.set_id, None)
+        t = self.settings.threshold
         ranked = sorted(hits, key=lambda c: (-hits[c], c))
         chosen = ranked[: self.settings.max_candidates]
         stored = self.store.get_shingles(chosen)

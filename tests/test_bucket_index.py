@@ -51,6 +51,8 @@ def test_probe_matches_a_dict_model_through_seals_merges_and_rollbacks() -> None
         assert index.probe(probe) == model_probe(current, probe)
         within = {s: n for s, n in model_probe(current, probe).items() if 10 <= size_of(s) <= 29}
         assert index.probe(probe, (10, 29)) == within
+        assert index.probe_many([probe, probe[:5], []], [(10, 29), (0, 99), (0, 99)]) == [
+            within, model_probe(current, probe[:5]), {}]
     assert len(index) == sum(len(v) for v in current.values())
     assert len(index._keys) > 1  # the test did exercise sorted runs
 

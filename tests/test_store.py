@@ -183,6 +183,20 @@ class TestStoreContract:
         store.commit()
         assert store.probe([1, 2, 3], (90, 130)) == {2: 2, 3: 1}
 
+    def test_probe_many_equals_one_probe_per_query(self, store: Store) -> None:
+        rng = np.random.default_rng(5)
+        for set_id in range(40):
+            keys = rng.integers(0, 60, size=5).tolist()
+            store.add_to_buckets(keys, set_id, 10 + set_id)
+            if set_id == 25:
+                store.commit()  # some committed, some not
+        queries = [rng.integers(0, 60, size=6).tolist() for _ in range(12)] + [[], [999]]
+        sizes = [(int(a), int(a) + 15) for a in rng.integers(0, 50, size=len(queries))]
+        many = store.probe_many(queries, sizes)
+        assert many == [store.probe(q, s) for q, s in zip(queries, sizes, strict=True)]
+        assert sum(len(h) for h in many) > 10  # the queries did find sets
+        assert store.probe_many([], []) == []
+
     def test_add_to_buckets_is_idempotent(self, store: Store) -> None:
         store.add_to_buckets([1, 2, 3], 7, 10)
         store.add_to_buckets([1, 2, 3], 7, 10)

@@ -106,6 +106,11 @@ class Store(ABC):
         With ``sizes=(lo, hi)``, only sets of lo..hi shingles: the detector asks for the
         sizes that can still reach its threshold, so other sets are never read."""
 
+    def probe_many(self, queries: Sequence[Sequence[int]],
+                   sizes: Sequence[tuple[int, int]]) -> list[dict[int, int]]:
+        """``probe`` of each query with its size range; one round trip where a store can."""
+        return [self.probe(q, s) for q, s in zip(queries, sizes, strict=True)]
+
     @abstractmethod
     def add_to_buckets(self, keys: Sequence[int], set_id: int, size: int) -> None:
         """Set-add ``set_id`` (a set of ``size`` shingles) under every key (idempotent)."""

@@ -156,6 +156,52 @@ class BucketIndex:
             hits[set_id] = hits.get(set_id, 0) + 1
         return hits
 
+    def probe_many(self, queries: Sequence[Sequence[int]],
+                   sizes: Sequence[tuple[int, int]]) -> list[dict[int, int]]:
+        """``probe`` of each query with its size range, as one search of every run for the
+        keys of all queries (a probe costs a few numpy calls per run: batching them keeps a
+        probe's cost flat as runs accumulate)."""
+        if not queries:
+            return []
+        per = [np.unique(np.asarray(q, dtype=np.int64)) for q in queries]
+        owner = np.repeat(np.arange(len(per)), [q.size for q in per])
+        q = np.concatenate(per)
+        known = _has_bits(self._present, q, _KEY_BITS)
+        q, owner = q[known], owner[known]
+        owners: list[np.ndarray] = []
+        refs: list[np.ndarray] = []
+        for run_keys, run_refs in zip(self._keys, self._refs, strict=True):
+            lo = np.searchsorted(run_keys, q, side="left")
+            n = np.searchsorted(run_keys, q, side="right") - lo
+            if not n.any():
+                continue
+            hit = n > 0
+            lo, n = lo[hit], n[hit]
+            # Entries lo[i] .. lo[i] + n[i] - 1 for each hit key, flattened.
+            at = np.repeat(lo - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
+            refs.append(run_refs[at])
+            owners.append(np.repeat(owner[hit], n))
+        recent = self._recent
+        for key, who in zip(q.tolist(), owner.tolist(), strict=True):
+            found = recent.get(key)
+            if found:
+                refs.append(np.array(found, dtype=np.uint32))
+                owners.append(np.full(len(found), who))
+        out: list[dict[int, int]] = [{} for _ in queries]
+        if not refs:
+            return out
+        ref = np.concatenate(refs)
+        who = np.concatenate(owners)
+        bounds = np.array(sizes, dtype=np.int64).reshape(-1, 2)
+        size = self._sizes[ref]
+        fits = (bounds[who, 0] <= size) & (size <= bounds[who, 1])
+        # A (key, set) pair is stored once (add is a set-add), so each entry is one hit.
+        for w, set_id in zip(who[fits].tolist(), self._set_ids[ref[fits]].tolist(),
+                             strict=True):
+            hits = out[w]
+            hits[set_id] = hits.get(set_id, 0) + 1
+        return out
+
     # --- internals
     def _pairs(self, keys: Iterable[int], sizes: tuple[int, int] | None = None
                ) -> set[tuple[int, int]]:

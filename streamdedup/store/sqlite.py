@@ -396,6 +396,10 @@ class SqliteStore(Store):
               ) -> dict[int, int]:
         return self._buckets.probe(keys, sizes)
 
+    def probe_many(self, queries: Sequence[Sequence[int]],
+                   sizes: Sequence[tuple[int, int]]) -> list[dict[int, int]]:
+        return self._buckets.probe_many(queries, sizes)
+
     def add_to_buckets(self, keys: Sequence[int], set_id: int, size: int) -> None:
         self._buckets.add(keys, set_id, size)
 
