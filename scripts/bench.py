@@ -932,89 +932,158 @@ def _dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+def _timed_batches(detector: Detector, batches: Sequence[list[Document]]) -> list[float]:
+    """Seconds per document of each batch: detector + commit, as the consumer runs them."""
+    out = []
+    for docs in batches:
+        t0 = time.perf_counter()
+        detector.process_many(docs)
+        detector.store.commit()
+        out.append((time.perf_counter() - t0) / len(docs))
+    return out
+
+
 def cmd_growth(args: argparse.Namespace) -> None:
+    """Index generated ads up to the largest size; at each size, time windows of batches on
+    the big store alternately with windows on a copy of the store as it was at the first
+    size (the baseline), so both sides of each ratio run minutes apart at most, on the same
+    machine state (measured 13 minutes apart, the 10k cost alone moved 15 % between runs)."""
     from streamdedup.generator import Generator, learn
 
     info = machine()
     settings = settings_for(args.preset)
     sizes = sorted(int(s) for s in args.sizes.split(","))
+    base_n, batch, window = sizes[0], BATCH, args.window
     gen = Generator(learn(args.dump), args.seed, dup_share=args.dup_share)
     core = new_core(settings, tmp_root=args.tmp)
+    sketcher = core.detector.sketcher
     store_dir = Path(core.tmp.name) if core.tmp else Path(".")
-    batch = BATCH
-    per_doc: list[float] = []  # seconds per document of each batch (detector + commit)
+    work = Path(tempfile.mkdtemp(prefix="sd-growth-", dir=args.tmp))
+    snapshot = work / "baseline"
+    base_batches: list[list[Document]] = []
+    per_doc: list[float] = []  # seconds per document of every batch of the big store
     points: list[dict[str, Any]] = []
     flagged = {"exact": [0, 0], "edited": [0, 0]}
     started = time.perf_counter()
     done = 0
     stopped_early = None
+
+    def next_batch() -> list[Document]:
+        ads = list(gen.ads(batch))
+        for a in ads:
+            if a["repost_of"]:
+                flagged["edited" if a["edits"] else "exact"][1] += 1
+        return [Document(a["id"], a) for a in ads]
+
+    def feed(docs: list[Document]) -> float:
+        nonlocal done
+        t0 = time.perf_counter()
+        verdicts = core.detector.process_many(docs)
+        core.store.commit()
+        dt = (time.perf_counter() - t0) / len(docs)
+        for d, v in zip(docs, verdicts, strict=True):
+            if d.fields["repost_of"]:
+                flagged["edited" if d.fields["edits"] else "exact"][0] += v.duplicate
+        done += len(docs)
+        per_doc.append(dt)
+        return dt
+
+    def baseline_window() -> float:
+        """Median s/doc of ``window`` batches on a fresh copy of the store at ``base_n``
+        (one warm-up batch first: the copy opens with cold caches)."""
+        copy = work / "copy"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(snapshot, copy)
+        store = open_store("sqlite", str(copy), sketcher.params())
+        try:
+            times = _timed_batches(Detector(settings, store, sketcher), base_batches)
+        finally:
+            store.close()
+            shutil.rmtree(copy, ignore_errors=True)
+        return statistics.median(times[1:])
+
     try:
         while done < sizes[-1]:
-            ads = list(gen.ads(min(batch, sizes[-1] - done)))
-            docs = [Document(a["id"], a) for a in ads]
-            t0 = time.perf_counter()
-            verdicts = core.detector.process_many(docs)
-            core.store.commit()
-            per_doc.append((time.perf_counter() - t0) / len(docs))
-            for a, v in zip(ads, verdicts, strict=True):
-                if a["repost_of"]:
-                    k = "edited" if a["edits"] else "exact"
-                    flagged[k][0] += v.duplicate
-                    flagged[k][1] += 1
-            done += len(docs)
+            feed(next_batch())
+            if done == base_n:
+                # The baseline: the store as it is now, and the stream that follows it.
+                core.store.close()
+                shutil.copytree(store_dir, snapshot)
+                core.store = core.detector.store = open_store(
+                    "sqlite", str(store_dir), sketcher.params())
+                base_batches = [next_batch() for _ in range(window + 1)]
             if done in sizes:
-                window = per_doc[-max(5, min(20, done // batch // 2)):]
                 cur, peak = _rss_mib()
                 db = _dir_bytes(store_dir)
-                points.append({
+                point: dict[str, Any] = {
                     "docs": done, "elapsed_s": time.perf_counter() - started,
-                    "per_doc_ms": 1000 * statistics.median(window),
-                    "window_batches": len(window),
                     "store_bytes": db, "store_bytes_per_doc": db / done,
                     "rss_mib": cur, "peak_rss_mib": peak,
-                })
-                print(f"  {json.dumps(points[-1])}", file=sys.stderr, flush=True)
+                    "continuous_ms": 1000 * statistics.median(
+                        per_doc[-max(5, min(20, done // batch // 2)):]),
+                }
+                rounds = []
+                for _ in range(args.rounds):
+                    big = 1000 * statistics.median(
+                        [feed(next_batch()) for _ in range(window)]) if done > base_n else None
+                    small = 1000 * baseline_window()
+                    rounds.append({"big_ms": big, "baseline_ms": small})
+                point["rounds"] = rounds
+                smalls = [r["baseline_ms"] for r in rounds]
+                point["baseline_ms"] = statistics.median(smalls)
+                if rounds[0]["big_ms"] is not None:
+                    bigs = [r["big_ms"] for r in rounds]
+                    point["per_doc_ms"] = statistics.median(bigs)
+                    point["ratio"] = statistics.median(b / s for b, s in zip(bigs, smalls,
+                                                                             strict=True))
+                else:
+                    point["per_doc_ms"], point["ratio"] = point["baseline_ms"], 1.0
+                points.append(point)
+                print(f"  {json.dumps(point)}", file=sys.stderr, flush=True)
+            if done == base_n:
+                for docs in base_batches:  # the big store takes the same stream, as ever
+                    feed(docs)
             elapsed_min = (time.perf_counter() - started) / 60
-            if elapsed_min > args.max_minutes and done not in sizes:
+            if elapsed_min > args.max_minutes and done < sizes[-1]:
                 stopped_early = f"stopped at {done:,} docs after {elapsed_min:.1f} min"
                 print(f"  {stopped_early}", file=sys.stderr)
                 break
-        if stopped_early and (not points or points[-1]["docs"] != done):
-            window = per_doc[-20:]
-            cur, peak = _rss_mib()
-            db = _dir_bytes(store_dir)
-            points.append({"docs": done, "elapsed_s": time.perf_counter() - started,
-                           "per_doc_ms": 1000 * statistics.median(window),
-                           "window_batches": len(window), "store_bytes": db,
-                           "store_bytes_per_doc": db / done, "rss_mib": cur,
-                           "peak_rss_mib": peak, "partial": True})
         # Opening a big store rebuilds the in-memory bucket index from its log: time it.
         core.store.close()
         core.store = core.detector.store = None  # type: ignore[assignment]  # as a restart
         gc.collect()
         t0 = time.perf_counter()
-        core.store = open_store("sqlite", str(store_dir), core.detector.sketcher.params())
+        core.store = open_store("sqlite", str(store_dir), sketcher.params())
         reopen_s = time.perf_counter() - t0
         reopen_peak = _rss_mib()[1]
         print(f"  reopen {reopen_s:.1f} s, peak RSS {reopen_peak:.0f} MiB", file=sys.stderr)
     finally:
         core.close()
-    first = points[0]["per_doc_ms"]
-    rows = [[f"{p['docs']:,}" + (" (partial)" if p.get("partial") else ""),
-             f"{p['per_doc_ms']:.3f}", f"{p['per_doc_ms'] / first:.2f}x",
-             f"{p['store_bytes_per_doc']:,.0f}" if p["store_bytes_per_doc"] else "n/a",
-             f"{p['peak_rss_mib']:,.0f}", f"{p['elapsed_s'] / 60:.1f}"] for p in points]
+        shutil.rmtree(work, ignore_errors=True)
+    rows = [[f"{p['docs']:,}", f"{p['per_doc_ms']:.3f}", f"{p['baseline_ms']:.3f}",
+             f"**{p['ratio']:.2f}x**" if p["docs"] > base_n else "1 (baseline)",
+             " / ".join(f"{r['big_ms'] / r['baseline_ms']:.2f}" for r in p["rounds"]
+                        if r["big_ms"] is not None) or "-",
+             f"{p['continuous_ms']:.3f}",
+             f"{p['store_bytes_per_doc']:,.0f}", f"{p['peak_rss_mib']:,.0f}",
+             f"{p['elapsed_s'] / 60:.1f}"] for p in points]
     share = {k: f"{v[0]:,}/{v[1]:,}" for k, v in flagged.items()}
     md = "\n".join([
         "```", header(args, info), "```", "",
         f"Generated ads (seed {args.seed}, repost share {args.dup_share}, half of reposts exact), "
-        f"preset {args.preset}, one SQLite store, batches of {batch} with a commit each. "
-        "Per-document cost at size N = median over the last batches before N (up to 20) of "
-        "detector + commit seconds / batch size; generation is outside the clock. "
-        "Store size = all files in the store directory (database + WAL). One run.",
+        f"preset {args.preset}, one SQLite store, batches of {batch} with a commit each; "
+        "cost = detector + commit seconds per document, generation outside the clock. "
+        f"At each size, {args.rounds} rounds of: {window} batches on the big store (its "
+        f"median), then the same {window} batches of the stream after {base_n:,} on a fresh "
+        f"copy of the store as it was at {base_n:,} (the baseline; one warm-up batch "
+        "first). Ratio = median over rounds of big / baseline, so both sides of each ratio "
+        "ran within seconds of each other. \"Continuous\" = median of the last batches "
+        "before the size was reached, as earlier versions of this benchmark reported. "
+        "Store size = all files in the store directory (database + WAL). One build.",
         "",
-        md_table(["indexed docs", "ms/doc", "vs first size", "store bytes/doc",
-                  "peak RSS MiB", "elapsed min"], rows),
+        md_table(["indexed docs", "ms/doc", f"baseline ms/doc ({base_n:,})",
+                  "ratio (median)", "ratio per round", "continuous ms/doc",
+                  "store bytes/doc", "peak RSS MiB", "elapsed min"], rows),
         "",
         f"Reposts flagged as duplicates: exact {share['exact']}, edited {share['edited']}."
         + (f" {stopped_early}." if stopped_early else ""),
@@ -1200,6 +1269,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=5)
     p.add_argument("--dup-share", type=float, default=0.3)
     p.add_argument("--max-minutes", type=float, default=15.0)
+    p.add_argument("--rounds", type=int, default=5,
+                   help="big-store / baseline windows alternated at each size")
+    p.add_argument("--window", type=int, default=10, help="batches per timed window")
     p.add_argument("--tmp", default=None, help="parent directory of the store")
     p.set_defaults(func=cmd_growth)
 
