@@ -101,6 +101,20 @@ class TestStoreContract:
         assert store.members(-(2**63), 5) == [(1, doc_id)]
 
     # --- sets
+    def test_a_set_named_by_a_document_first_can_be_stored_later(self, store: Store) -> None:
+        store.put_doc(DocRecord("a", 1, 77, "{}"))  # e.g. an empty text's set: no shingles
+        assert store.get_sets([77]) == {} and store.get_shingles([77]) == {}
+        store.set_parent(77, 5)  # no set yet: nothing to update
+        assert store.stats()["sets"] == 0
+        store.add_set(rec(77, seq=2, first_id="b"), HIGH)
+        store.put_doc(DocRecord("b", 2, 77, "{}"))
+        store.set_parent(77, 77)
+        assert store.get_sets([77]) == {77: rec(77, seq=2, first_id="b")}
+        assert store.get_shingles([77])[77].tolist() == HIGH.tolist()
+        assert store.members(77, 5) == [(1, "a"), (2, "b")]
+        assert store.get_doc("a") == DocRecord("a", 1, 77, "{}")
+        assert store.stats()["sets"] == 1
+
     def test_add_set_is_idempotent_first_write_wins(self, store: Store) -> None:
         store.add_set(rec(7, seq=3, first_id="x"), HIGH)
         store.add_set(rec(7, seq=9, first_id="y"), np.array([5], dtype=np.uint64))
@@ -509,8 +523,32 @@ def test_sqlite_rollback_discards_pending_writes_and_cached_records(tmp_path: Pa
         assert s.get_sets([1, 2, 3]) == committed
         assert s.get_shingles([3]) == {} and s.get_doc("c") is None
         assert s.next_seq() == 4  # numbers handed out before the rollback are not reused
+        # The set numbering rolled back with the rows: the same set can come again.
+        s.add_set(rec(3, seq=5, first_id="c"), HIGH[:3])
+        s.put_doc(DocRecord("c", 5, 3, "{}"))
+        s.commit()
     finally:
         s.close()
+    s = SqliteStore(sqlite_dir(tmp_path))
+    try:
+        assert s.get_sets([3]) == {3: rec(3, seq=5, first_id="c")}
+        assert s.members(3, 5) == [(5, "c")] and s.get_shingles([3])[3].size == 3
+    finally:
+        s.close()
+
+
+def test_sqlite_set_numbered_twice_is_refused(tmp_path: Path) -> None:
+    s = SqliteStore(sqlite_dir(tmp_path))
+    s.add_set(rec(1), HIGH)
+    s.put_doc(DocRecord("a", 1, 2, "{}"))
+    s.commit()
+    s.close()
+    conn = sqlite3.connect(sqlite_dir(tmp_path) / DB_NAME)
+    conn.execute("UPDATE sets SET set_id = 1")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreCorruptError, match="numbered twice"):
+        SqliteStore(sqlite_dir(tmp_path))
 
 
 def test_memory_rollback_is_refused(make_store: Callable[..., Store]) -> None:

@@ -29,13 +29,14 @@ from sqlitedict import SqliteDict
 from streamdedup.errors import StoreCorruptError, StoreError, StoreLockedError
 from streamdedup.store.base import DocRecord, SetRecord, Store, decode_shingles, encode_shingles
 from streamdedup.store.bucket_index import BucketIndex, LogRow
+from streamdedup.store.set_numbers import SetNumbers
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 DB_NAME = "index.sqlite"
 LOCK_NAME = "store.lock"
-SCHEMA_VERSION = 3  # 2: metadata apart from blobs; 3: bucket log per set, with set sizes
+SCHEMA_VERSION = 3  # 2: metadata apart from blobs; 3: sets numbered, bucket log per set
 # Verified candidates are read again while their bucket stays hot. Bounded by bytes: a set
 # of a long ad is ~8 KB, and 65,536 of them (the former bound) were half a GiB of RSS.
 _SHINGLE_CACHE_BYTES = 64 << 20
@@ -44,22 +45,24 @@ _PAGE_CACHE_KIB = 128 * 1024
 _MAX_VARS = 900  # stay under SQLite's bound on host parameters per statement
 _LOAD_CHUNK = 1 << 21  # bucket entries handed to the index at a time when a store opens
 
-# Layout for a growing index: the tables looked up by random keys (docs by id, sets by
-# fingerprint) hold only small rows, so they stay dense and cached, and an update of a set's
-# parent rewrites a few bytes; the bulky payloads (a verdict per document, a shingle blob
-# per distinct set) go to tables keyed by a rowid SQLite assigns in increasing order, so
-# writing them appends to the last pages instead of splitting random ones. Bucket entries are
-# appended too, one row per commit, and indexed in memory (see bucket_index.py).
+# Layout for a growing index: nothing on disk is keyed by a set id (a random fingerprint).
+# Sets are numbered in arrival order (``set_no``; the map from id to number is held in memory,
+# see set_numbers.py), and the sets table and the documents-by-set index are keyed by that
+# number, so new sets and their documents append to the last pages. The bulky payloads (a
+# verdict per document, a shingle blob per distinct set) go to tables keyed by a rowid SQLite
+# assigns in increasing order, appended too. Bucket entries are appended one row per commit
+# and indexed in memory (see bucket_index.py). A sets row without ``first_seq`` only numbers
+# a set that documents name but that holds no shingles (the set of an empty text).
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS docs (
-    doc_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, set_id INTEGER NOT NULL,
+    doc_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, set_no INTEGER NOT NULL,
     verdict_row INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS docs_by_set ON docs (set_id, seq);
+CREATE INDEX IF NOT EXISTS docs_by_set ON docs (set_no, seq);
 CREATE TABLE IF NOT EXISTS verdicts (row INTEGER PRIMARY KEY, verdict TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sets (
-    set_id INTEGER PRIMARY KEY, first_seq INTEGER NOT NULL, first_id TEXT NOT NULL,
-    parent INTEGER NOT NULL, shingles_row INTEGER NOT NULL);
+    set_no INTEGER PRIMARY KEY, set_id INTEGER NOT NULL, first_seq INTEGER, first_id TEXT,
+    parent INTEGER, shingles_row INTEGER);
 CREATE TABLE IF NOT EXISTS shingles (
     row INTEGER PRIMARY KEY, data BLOB NOT NULL, checksum INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS edges (
@@ -125,10 +128,12 @@ class SqliteStore(Store):
         self._shingle_cache_bytes = 0
         self._set_cache: dict[int, SetRecord] = {}  # write-through: dropped on every write
         self._buckets = BucketIndex()
+        self._numbers = SetNumbers()
         self._lock_fd = self._acquire_lock()
         conn: sqlite3.Connection | None = None
         try:
             conn = self._conn = self._open()
+            self._load_numbers()
             self._load_buckets()
         except BaseException:
             if conn is not None:
@@ -216,6 +221,28 @@ class SqliteStore(Store):
         finally:
             os.close(dir_fd)
 
+    def _load_numbers(self) -> None:
+        try:
+            rows = self._conn.execute("SELECT set_id, set_no FROM sets").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise StoreCorruptError(f"{self.path}: cannot read the sets table: {exc}") from exc
+        if not rows:
+            return
+        ids, numbers = (np.array(col, dtype=np.int64) for col in zip(*rows, strict=True))
+        if np.unique(ids).size != ids.size:
+            raise StoreCorruptError(f"{self.path}: a set id is numbered twice (damaged file)")
+        self._numbers.add_many(ids, numbers)
+
+    def _number(self, set_id: int) -> int:
+        """The set's number, numbering it now (a row without data) if it has none."""
+        number = self._numbers.get(set_id)
+        if number is None:
+            number = self._conn.execute(
+                "INSERT INTO sets (set_id) VALUES (?)", (set_id,)).lastrowid
+            assert number is not None
+            self._numbers.add(set_id, number)
+        return number
+
     def _load_buckets(self) -> None:
         """Rebuild the in-memory bucket index from the log (a few seconds per million ads)."""
         rows: list[LogRow] = []
@@ -271,7 +298,8 @@ class SqliteStore(Store):
     @_store_errors
     def get_doc(self, doc_id: str) -> DocRecord | None:
         row = self._conn.execute(
-            "SELECT d.doc_id, d.seq, d.set_id, v.verdict FROM docs d "
+            "SELECT d.doc_id, d.seq, s.set_id, v.verdict FROM docs d "
+            "JOIN sets s ON s.set_no = d.set_no "
             "JOIN verdicts v ON v.row = d.verdict_row WHERE d.doc_id = ?", (doc_id,)
         ).fetchone()
         return DocRecord(*row) if row else None
@@ -281,8 +309,8 @@ class SqliteStore(Store):
         row = self._conn.execute(
             "INSERT INTO verdicts (verdict) VALUES (?)", (doc.verdict,)
         ).lastrowid
-        insert = "INSERT INTO docs (doc_id, seq, set_id, verdict_row) VALUES (?, ?, ?, ?)"
-        values = (doc.doc_id, doc.seq, doc.set_id, row)
+        insert = "INSERT INTO docs (doc_id, seq, set_no, verdict_row) VALUES (?, ?, ?, ?)"
+        values = (doc.doc_id, doc.seq, self._number(doc.set_id), row)
         try:  # a new id, nearly always: one index lookup instead of a delete and an insert
             self._conn.execute(insert, values)
         except sqlite3.IntegrityError:  # an upsert: the old row and its verdict go first
@@ -298,9 +326,12 @@ class SqliteStore(Store):
 
     @_store_errors
     def members(self, set_id: int, limit: int) -> list[tuple[int, str]]:
+        number = self._numbers.get(set_id)
+        if number is None:
+            return []
         rows = self._conn.execute(
-            "SELECT seq, doc_id FROM docs WHERE set_id = ? ORDER BY seq LIMIT ?",
-            (set_id, limit),
+            "SELECT seq, doc_id FROM docs WHERE set_no = ? ORDER BY seq LIMIT ?",
+            (number, limit),
         ).fetchall()
         return [(int(seq), str(doc_id)) for seq, doc_id in rows]
 
@@ -316,11 +347,11 @@ class SqliteStore(Store):
                 ids.append(set_id)
             else:
                 out[set_id] = found
-        for chunk in _chunks(ids):
+        for chunk in _chunks(list(self._numbers.get_many(ids).values())):
             marks = ",".join("?" * len(chunk))
             for row in self._conn.execute(
-                f"SELECT set_id, first_seq, first_id, parent FROM sets WHERE set_id IN ({marks})",
-                chunk,
+                f"SELECT set_id, first_seq, first_id, parent FROM sets WHERE set_no IN ({marks})"
+                " AND first_seq IS NOT NULL", chunk,
             ):
                 out[row[0]] = cache[row[0]] = SetRecord(*row)
         if len(cache) > _SET_CACHE_SIZE:
@@ -330,22 +361,34 @@ class SqliteStore(Store):
     @_store_errors
     def add_set(self, record: SetRecord, shingles: np.ndarray) -> None:
         self._set_cache.pop(record.set_id, None)
+        number = self._numbers.get(record.set_id)
+        if number is not None and self._conn.execute(
+            "SELECT first_seq IS NOT NULL FROM sets WHERE set_no = ?", (number,)
+        ).fetchone()[0]:
+            return  # a set is written once; its first document stays its first
         blob = encode_shingles(shingles)
         row = self._conn.execute(
             "INSERT INTO shingles (data, checksum) VALUES (?, ?)", (blob, _checksum(blob))
         ).lastrowid
-        added = self._conn.execute(
-            "INSERT OR IGNORE INTO sets (set_id, first_seq, first_id, parent, shingles_row)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (record.set_id, record.first_seq, record.first_id, record.parent, row),
-        ).rowcount
-        if not added:  # a set is written once; its first document stays its first
-            self._conn.execute("DELETE FROM shingles WHERE row = ?", (row,))
+        values = (record.first_seq, record.first_id, record.parent, row)
+        if number is None:
+            number = self._conn.execute(
+                "INSERT INTO sets (first_seq, first_id, parent, shingles_row, set_id)"
+                " VALUES (?, ?, ?, ?, ?)", (*values, record.set_id)).lastrowid
+            assert number is not None
+            self._numbers.add(record.set_id, number)
+        else:  # numbered by a document of an empty text, or an upsert before: fill it in
+            self._conn.execute(
+                "UPDATE sets SET first_seq = ?, first_id = ?, parent = ?, shingles_row = ?"
+                " WHERE set_no = ?", (*values, number))
 
     @_store_errors
     def set_parent(self, set_id: int, parent: int) -> None:
         self._set_cache.pop(set_id, None)
-        self._conn.execute("UPDATE sets SET parent = ? WHERE set_id = ?", (parent, set_id))
+        number = self._numbers.get(set_id)
+        if number is not None:
+            self._conn.execute("UPDATE sets SET parent = ? WHERE set_no = ? AND first_seq IS "
+                               "NOT NULL", (parent, number))
 
     @_store_errors
     def get_shingles(self, set_ids: Iterable[int]) -> dict[int, np.ndarray]:
@@ -359,11 +402,11 @@ class SqliteStore(Store):
             else:
                 cache.move_to_end(set_id)
                 out[set_id] = found
-        for chunk in _chunks(missing):
+        for chunk in _chunks(list(self._numbers.get_many(missing).values())):
             marks = ",".join("?" * len(chunk))
             for set_id, blob, checksum in self._conn.execute(
                 "SELECT s.set_id, b.data, b.checksum FROM sets s JOIN shingles b "
-                f"ON b.row = s.shingles_row WHERE s.set_id IN ({marks})", chunk
+                f"ON b.row = s.shingles_row WHERE s.set_no IN ({marks})", chunk
             ):
                 if _checksum(blob) != checksum:  # SQLite has no page checksums of its own
                     raise StoreCorruptError(
@@ -424,6 +467,7 @@ class SqliteStore(Store):
         except sqlite3.Error as exc:
             raise StoreError(f"cannot commit to {self.path}: {exc}") from exc
         self._buckets.commit()
+        self._numbers.commit()
 
     def rollback(self) -> None:
         try:
@@ -431,6 +475,7 @@ class SqliteStore(Store):
         except sqlite3.Error as exc:
             raise StoreError(f"cannot roll back {self.path}: {exc}") from exc
         self._buckets.rollback()
+        self._numbers.rollback()
         self._set_cache.clear()
         self._shingle_cache.clear()
         self._shingle_cache_bytes = 0
@@ -456,7 +501,7 @@ class SqliteStore(Store):
         )
         return {
             "documents": count("docs"),
-            "sets": count("sets"),
+            "sets": count("sets WHERE first_seq IS NOT NULL"),
             "bucket_entries": len(self._buckets),
             "bytes": size,
         }
