@@ -14,7 +14,7 @@ The machine has two cores: run one benchmark at a time.
     scripts/bench.py stages    [--dump PATH] [--copies 10]
     scripts/bench.py compare   [--copies 10] [--redis auto|off] [--study-limit 1000]
     scripts/bench.py e2e       [--messages 100000] [--rates 500,2000]
-    scripts/bench.py growth    [--sizes 10000,100000,1000000] [--max-minutes 15]
+    scripts/bench.py growth    [--sizes 10000,100000,1000000] [--max-minutes 45]
     scripts/bench.py hotbucket [--arrivals 20000] [--variants 50]
     scripts/bench.py profile   [--preset reference] [--copies 10]
 """
@@ -1268,7 +1268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--sizes", default="10000,100000,1000000")
     p.add_argument("--seed", type=int, default=5)
     p.add_argument("--dup-share", type=float, default=0.3)
-    p.add_argument("--max-minutes", type=float, default=15.0)
+    p.add_argument("--max-minutes", type=float, default=45.0)
     p.add_argument("--rounds", type=int, default=5,
                    help="big-store / baseline windows alternated at each size")
     p.add_argument("--window", type=int, default=10, help="batches per timed window")
