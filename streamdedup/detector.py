@@ -56,10 +56,9 @@ class Detector:
             if s.shingles.size and s.set_id not in known and s.set_id not in fresh:
                 fresh[s.set_id] = s.shingles
         keys = dict(zip(fresh, self.sketcher.band_keys_many(list(fresh.values())), strict=True))
-        t = self.settings.threshold
-        bounds = {set_id: size_bounds(int(sh.size), t) for set_id, sh in fresh.items()}
         probed = dict(zip(fresh, self.store.probe_many(
-            [keys[s].tolist() for s in fresh], [bounds[s] for s in fresh]), strict=True))
+            [keys[s].tolist() for s in fresh], [self._bounds(sh.size) for sh in fresh.values()]),
+            strict=True))
         self._added = {}
         return [self._decide(d, s, keys.get(s.set_id), probed.get(s.set_id))
                 for d, s in zip(docs, shingled, strict=True)]
@@ -86,8 +85,8 @@ class Detector:
             root = self._find(sh.set_id)
         else:
             if keys is None or probed is None:  # not new at the start of the batch: probe now
-                keys = self.sketcher.band_keys(sh.shingles)
-                hits = self.store.probe(keys.tolist(), self._bounds(sh))  # has the batch's adds
+                keys = self.sketcher.band_keys(sh.shingles)  # (the store has the batch's adds)
+                hits = self.store.probe(keys.tolist(), self._bounds(sh.shingles.size))
             else:
                 hits = self._with_added(probed, sh, keys)
             matched, candidates, skipped = self._verify(sh, hits)
@@ -117,15 +116,16 @@ class Detector:
         store.put_doc(DocRecord(doc.id, seq, sh.set_id, verdict.to_json()))
         return verdict
 
-    def _bounds(self, sh: Shingled) -> tuple[int, int]:
-        return size_bounds(int(sh.shingles.size), self.settings.threshold)
+    def _bounds(self, size: int) -> tuple[int, int]:
+        """Set sizes that can still reach the threshold with a set of ``size`` shingles."""
+        return size_bounds(int(size), self.settings.threshold)
 
     def _with_added(self, probed: dict[int, int], sh: Shingled, keys: np.ndarray
                     ) -> dict[int, int]:
         """Hits from the store before the batch plus the batch's own adds under ``keys``."""
         hits = dict(probed)
         if self._added:
-            lo, hi = self._bounds(sh)
+            lo, hi = self._bounds(sh.shingles.size)
             for k in set(keys.tolist()):
                 for set_id, size in self._added.get(k, ()):
                     if lo <= size <= hi:
