@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gc
 import inspect
 import json
@@ -33,8 +34,6 @@ import re
 import resource
 import shlex
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -52,16 +51,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-from streamdedup.detector import Detector  # noqa: E402
-from streamdedup.document import Document  # noqa: E402
-from streamdedup.dump import read_dump  # noqa: E402
+from streamdedup.core.detector import Detector  # noqa: E402
+from streamdedup.core.document import Document  # noqa: E402
+from streamdedup.core.jaccard import jaccard, jaccard_many, size_bounds  # noqa: E402
+from streamdedup.core.shingles import set_fingerprint, shingle  # noqa: E402
+from streamdedup.core.sketch import Sketcher  # noqa: E402
+from streamdedup.core.text import compose_text  # noqa: E402
 from streamdedup.errors import MessageError  # noqa: E402
-from streamdedup.jaccard import jaccard, jaccard_many, size_bounds  # noqa: E402
+from streamdedup.replay.dump import read_dump  # noqa: E402
+from streamdedup.replay.process import ChildProcess, free_port  # noqa: E402
 from streamdedup.settings import Settings, build_settings  # noqa: E402
-from streamdedup.shingles import set_fingerprint, shingle  # noqa: E402
-from streamdedup.sketch import Sketcher  # noqa: E402
 from streamdedup.store import Store, open_store  # noqa: E402
-from streamdedup.text import compose_text  # noqa: E402
 
 DEFAULT_DUMP = ROOT.parent / "shared" / "data" / "kijiji_jobs.tsv"
 DEFAULT_OUT = ROOT / "out" / "bench"
@@ -204,7 +204,7 @@ def repeat_docs(docs: Sequence[Document], copies: int) -> list[Document]:
 def make_sketcher(settings: Settings, text_cache: int | None = None) -> Sketcher:
     """A Sketcher, with the core's text cache set if this version of the core has one."""
     if text_cache is not None and "text_cache" in inspect.signature(Sketcher).parameters:
-        return Sketcher(settings, text_cache=text_cache)  # type: ignore[call-arg]
+        return Sketcher(settings, text_cache=text_cache)
     return Sketcher(settings)
 
 
@@ -388,7 +388,7 @@ def stage_timings(settings: Settings, docs: list[Document], args: argparse.Names
     finally:
         tmp.cleanup()
 
-    variants = [("whole core, SQLite", "sqlite", None)]
+    variants: list[tuple[str, str, int | None]] = [("whole core, SQLite", "sqlite", None)]
     if has_text_cache():
         variants.append(("whole core, SQLite, text cache off", "sqlite", 0))
     variants.append(("whole core, memory store", "memory", None))
@@ -461,7 +461,7 @@ def redis_server() -> Iterator[tuple[str, int] | None]:
     if exe is None:
         yield None
         return
-    port = _free_port()
+    port = free_port()
     tmp = tempfile.mkdtemp(prefix="sd-redis-")
     proc = subprocess.Popen(
         [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
@@ -486,12 +486,6 @@ def redis_server() -> Iterator[tuple[str, int] | None]:
         proc.terminate()
         proc.wait(timeout=10)
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def cmd_compare(args: argparse.Namespace) -> None:
@@ -643,7 +637,7 @@ def _pace(bootstrap: str, topic: str, payloads: list[bytes], rate: float, start_
     return t0, t1
 
 
-class Consumer:
+class Consumer(ChildProcess):
     """`python -m streamdedup run` as a subprocess on its own topics, store and group."""
 
     def __init__(self, bootstrap: str, tag: str, workdir: Path, preset: str,
@@ -651,31 +645,15 @@ class Consumer:
         self.topics = (f"in-{tag}", f"out-{tag}", f"dlq-{tag}")
         self.store = workdir / f"store-{tag}"
         self.log = workdir / f"consumer-{tag}.log"
-        self.metrics_port = _free_port()
-        self.cmd = [
+        self.metrics_port = free_port()
+        super().__init__(f"consumer {tag}", [
             sys.executable, "-m", "streamdedup", "run", "--preset", preset,
             "--bootstrap-servers", bootstrap, "--store", str(self.store),
             "--input-topic", self.topics[0], "--output-topic", self.topics[1],
             "--dlq-topic", self.topics[2], "--group-id", f"g-{tag}", "--log-level", "WARNING",
             "--metrics-port", str(self.metrics_port),
             *extra,
-        ]
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log.open("wb") as fh:
-            self.proc = subprocess.Popen(self.cmd, stdout=fh, stderr=subprocess.STDOUT,
-                                         cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-
-    def stop(self) -> int:
-        if self.proc is None:
-            return 0
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
+        ], self.log, cwd=ROOT)
 
 
 def _create_topics(bootstrap: str, names: Sequence[str]) -> None:
@@ -713,6 +691,10 @@ def _read_verdicts(reader: Any, want: int, timeout_s: float,
     return got
 
 
+def _stamp(stamps: list[float], now: float, _verdict: Any, _ts: Any) -> None:
+    stamps.append(now)
+
+
 def _stage_histograms(port: int) -> dict[str, dict[str, float]]:
     """The consumer's per-checkpoint stage timings from its /metrics: count, mean and the
     share of checkpoints slower than 10 and 25 ms (Prometheus cumulative buckets)."""
@@ -741,7 +723,7 @@ def _stage_histograms(port: int) -> dict[str, dict[str, float]]:
 def cmd_e2e(args: argparse.Namespace) -> None:
     from kafka import KafkaProducer
 
-    from streamdedup.broker import LocalBroker
+    from harness.broker import LocalBroker
 
     info = machine()
     settings = settings_for(args.preset)
@@ -772,10 +754,10 @@ def cmd_e2e(args: argparse.Namespace) -> None:
             start = time.time()
             cons.start()
             got = _read_verdicts(reader, len(payloads), args.timeout,
-                                 lambda now, _v, _t, s=stamps: s.append(now))
+                                 functools.partial(_stamp, stamps))
             rc = cons.stop()
             reader.close()
-            row = {
+            row: dict[str, Any] = {
                 "messages": len(payloads), "verdicts": got, "produce_s": produce_s,
                 "produce_per_s": len(payloads) / produce_s,
                 "consume_wall_s": stamps[-1] - start if stamps else None,
@@ -828,9 +810,9 @@ def cmd_e2e(args: argparse.Namespace) -> None:
     lat_rows = []
     split_rows = []
     for key, runs in results["latency"].items():
-        p = {q: statistics.median(r[q] for r in runs) for q in ("p50", "p95", "p99", "max")}
-        lat_rows.append([key, f"{runs[0]['sent']:,}", f"{p['p50']:.1f}", f"{p['p95']:.1f}",
-                         f"{p['p99']:.1f}", f"{p['max']:.0f}",
+        med = {q: statistics.median(r[q] for r in runs) for q in ("p50", "p95", "p99", "max")}
+        lat_rows.append([key, f"{runs[0]['sent']:,}", f"{med['p50']:.1f}", f"{med['p95']:.1f}",
+                         f"{med['p99']:.1f}", f"{med['max']:.0f}",
                          " / ".join(f"{r['p99']:.0f}" for r in runs),
                          f"{statistics.median(r['achieved_rate'] for r in runs):,.0f}"])
         for stage in ("detect", "store_commit", "produce_flush", "offset_commit"):
@@ -948,7 +930,7 @@ def cmd_growth(args: argparse.Namespace) -> None:
     the big store alternately with windows on a copy of the store as it was at the first
     size (the baseline), so both sides of each ratio run minutes apart at most, on the same
     machine state (measured 13 minutes apart, the 10k cost alone moved 15 % between runs)."""
-    from streamdedup.generator import Generator, learn
+    from harness.generator import Generator, learn
 
     info = machine()
     settings = settings_for(args.preset)
@@ -1022,7 +1004,7 @@ def cmd_growth(args: argparse.Namespace) -> None:
                     "continuous_ms": 1000 * statistics.median(
                         per_doc[-max(5, min(20, done // batch // 2)):]),
                 }
-                rounds = []
+                rounds: list[dict[str, Any]] = []
                 for _ in range(args.rounds):
                     big = 1000 * statistics.median(
                         [feed(next_batch()) for _ in range(window)]) if done > base_n else None
@@ -1105,7 +1087,7 @@ def _variant_suffix(i: int) -> str:
 
 
 def cmd_hotbucket(args: argparse.Namespace) -> None:
-    from streamdedup.generator import Generator, learn
+    from harness.generator import Generator, learn
 
     info = machine()
     settings = settings_for(args.preset)

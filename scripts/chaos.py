@@ -5,7 +5,7 @@
                             [--soak N] [--bootstrap HOST:PORT] --report FILE.json
 
 Without ``--bootstrap`` a LocalBroker is started in a temporary state dir (and can then be
-stopped and started as a fault). See ``streamdedup/chaos.py`` for what is checked and
+stopped and started as a fault). See ``harness/chaos.py`` for what is checked and
 RELIABILITY.md for the figures of a full run. Exit status 0 only if nothing was lost,
 duplicated onto itself, contradicted or different from the uninterrupted reference run, and
 every fault behaved as expected.
@@ -21,9 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from streamdedup.chaos import CORRUPTIONS, FAULTS, ChaosConfig, local_broker, run, table
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the harness is not installed: it lives in the checkout
+
+from harness.chaos import CORRUPTIONS, FAULTS, ChaosConfig, local_broker, run, table  # noqa: E402
 DEFAULT_DUMP = ROOT.parent / "shared" / "data" / "kijiji_jobs.tsv"
 
 

@@ -103,10 +103,10 @@ class StudyIndex:
 
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from streamdedup.dump import read_dump
+    from streamdedup.core.text import Normalizer, compose_text
     from streamdedup.errors import MessageError
+    from streamdedup.replay.dump import read_dump
     from streamdedup.settings import build_settings
-    from streamdedup.text import Normalizer, compose_text
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dump", type=Path)

@@ -1,5 +1,5 @@
 """`python -m streamdedup` is the `streamdedup` command."""
 
-from streamdedup.cli import main
+from streamdedup.cli.main import main
 
 main()

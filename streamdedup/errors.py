@@ -2,6 +2,7 @@
 
     StreamdedupError
     ├── ConfigError            bad settings or flags; the process should not start
+    │   └── MissingExtraError      an optional dependency is not installed (names the extra)
     ├── StoreError             the store cannot be used
     │   ├── StoreLockedError       another process has the store open for writing
     │   ├── StoreParamsError       the store was built with other sketch parameters
@@ -22,6 +23,10 @@ class StreamdedupError(Exception):
 
 class ConfigError(StreamdedupError):
     """Settings that cannot work together or cannot be parsed."""
+
+
+class MissingExtraError(ConfigError):
+    """A feature needs an optional dependency; the message says which extra installs it."""
 
 
 class StoreError(StreamdedupError):

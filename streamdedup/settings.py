@@ -11,11 +11,21 @@ import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from streamdedup.errors import ConfigError
 
 ENV_PREFIX = "STREAMDEDUP_"
+
+
+def cache_root() -> Path:
+    """``$STREAMDEDUP_CACHE`` or ``~/.cache/streamdedup``: outside the repo, shared by runs.
+
+    Not a ``Settings`` field, because no detector setting depends on it: the replay keeps its
+    ground truth there and the development harness its Kafka jars."""
+    env = os.environ.get(ENV_PREFIX + "CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "streamdedup"
 
 
 def _opt(default: Any, help: str, *, group: str, secret: bool = False) -> Any:
@@ -160,7 +170,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
     """Turn an environment string into the field's type."""
-    kind = type(f.default)
+    kind: Any = type(f.default)
     if kind is bool:
         low = raw.strip().lower()
         if low in ("1", "true", "yes", "on"):

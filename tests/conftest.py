@@ -3,7 +3,7 @@
 #   1. $STREAMDEDUP_TEST_BOOTSTRAP ("host:port"), a broker someone already runs;
 #   2. testcontainers' KafkaContainer, if a Docker engine answers a ping
 #      (skip this probe with STREAMDEDUP_TEST_BROKER=local);
-#   3. streamdedup.broker.LocalBroker: a KRaft node from Maven Central jars in a tmp dir, started
+#   3. harness.broker.LocalBroker: a KRaft node from Maven Central jars in a tmp dir, started
 #      once per session (needs java and, on the first run, mvn).
 # With none available the tests fail under CI=true and are skipped (with the reason) elsewhere.
 # The chosen source and why others were passed over are shown in pytest's terminal summary.
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from streamdedup.broker import BrokerError, LocalBroker
+from harness.broker import BrokerError, LocalBroker
 
 
 @dataclass

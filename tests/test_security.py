@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 import streamdedup
-from streamdedup.consumer import kafka_security
-from streamdedup.metrics import HealthServer, Metrics
+from streamdedup.service.kafka import kafka_security
+from streamdedup.service.metrics import HealthServer, Metrics
 from streamdedup.settings import PRESETS, Settings, build_settings
 
 PACKAGE = Path(streamdedup.__file__).resolve().parent
@@ -113,9 +113,9 @@ def loose_umask() -> Iterator[None]:
 
 
 def test_store_files_are_private(tmp_path: Path, loose_umask: None) -> None:
-    from streamdedup.detector import Detector
-    from streamdedup.document import Document
-    from streamdedup.sketch import Sketcher
+    from streamdedup.core.detector import Detector
+    from streamdedup.core.document import Document
+    from streamdedup.core.sketch import Sketcher
     from streamdedup.store import open_store
 
     settings = build_settings("reference", env={})

@@ -1,0 +1,155 @@
+"""The `streamdedup` command line (click): run, check, scurve, replay.
+
+The top layer: it imports the layers below and nothing imports it. Every ``Settings`` field is
+a flag and an environment variable (``options.py``). Heavy modules are imported inside the
+command that needs them, so `streamdedup check` does not pay for Kafka, and no command pays
+for matplotlib or scipy unless it plots or computes ground truth.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+import click
+
+from streamdedup.cli.options import make_settings, settings_options
+from streamdedup.cli.replay import replay_command
+from streamdedup.errors import StreamdedupError
+from streamdedup.settings import Settings
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def main() -> None:
+    """Streaming near-duplicate detection for job announcements."""
+
+
+@main.command()
+@settings_options
+def run(preset: str | None, **options: Any) -> None:
+    """Consume announcements from Kafka and emit a verdict (or dead letter) for each."""
+    from streamdedup.service.consumer import Service
+    from streamdedup.service.logs import setup_logging
+
+    settings = make_settings(preset, options)
+    setup_logging(settings.log_level, settings.log_json)
+    try:
+        service = Service(settings)
+    except StreamdedupError as exc:
+        raise click.ClickException(str(exc)) from None
+    service.install_signal_handlers()
+    sys.exit(service.run())
+
+
+@main.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl"]), default=None,
+              help="input format [default: from the file name]")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="write verdicts (JSONL) here [default: standard output]")
+@settings_options
+def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
+          **options: Any) -> None:
+    """Run a dump through the detector in file order; one verdict per line (JSONL)."""
+    from tqdm import tqdm
+
+    from streamdedup.core.detector import Detector
+    from streamdedup.core.sketch import Sketcher
+    from streamdedup.replay.dump import read_dump
+    from streamdedup.store import open_store
+
+    settings = make_settings(preset, options)
+    try:
+        rows = read_dump(path, fmt, settings.text_fields)
+        sketcher = Sketcher(settings)
+        store = open_store(settings.store_backend, settings.store, sketcher.params())
+    except StreamdedupError as exc:
+        raise click.ClickException(str(exc)) from None
+    detector = Detector(settings, store, sketcher)
+    sink: TextIO = out.open("w", encoding="utf-8") if out else sys.stdout
+    docs = dups = errors = 0
+    start = time.perf_counter()
+    bar = tqdm(unit="doc", disable=not sys.stderr.isatty(), file=sys.stderr)
+    try:
+        batch: list[Any] = []
+        for item in rows:
+            batch.append(item)
+            if len(batch) >= 500:
+                d, u, e = _check_batch(detector, batch, sink)
+                docs, dups, errors = docs + d, dups + u, errors + e
+                bar.update(len(batch))
+                batch.clear()
+        d, u, e = _check_batch(detector, batch, sink)
+        docs, dups, errors = docs + d, dups + u, errors + e
+        bar.update(len(batch))
+    except StreamdedupError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        bar.close()
+        store.close()
+        if out:
+            sink.close()
+    elapsed = time.perf_counter() - start
+    click.echo(
+        f"{docs} documents, {dups} duplicates, {errors} bad rows, {elapsed:.2f} s, "
+        f"{docs / elapsed if elapsed else 0:.0f} documents/s; {sketcher.bands} bands x "
+        f"{sketcher.rows} rows, P(candidate | s={settings.threshold}) = "
+        f"{sketcher.recall_at_threshold():.6f}",
+        err=True,
+    )
+
+
+def _check_batch(detector: Any, batch: list[Any], sink: TextIO) -> tuple[int, int, int]:
+    from streamdedup.errors import MessageError
+
+    docs = [item for _, item in batch if not isinstance(item, MessageError)]
+    verdicts = iter(detector.process_many(docs))
+    detector.store.commit()
+    dups = errors = 0
+    for row, item in batch:
+        if isinstance(item, MessageError):
+            errors += 1
+            sink.write(json.dumps({"row": row, "error": item.reason, "detail": item.detail}) + "\n")
+        else:
+            verdict = next(verdicts)
+            dups += verdict.duplicate
+            sink.write(verdict.to_json() + "\n")
+    return len(docs), dups, errors
+
+
+@main.command()
+@click.option("--threshold", type=float, default=None, help="mark this similarity")
+@click.option("--num-perm", type=int, default=None, help="permutations (bands chosen for it)")
+@click.option("--bands", type=int, default=None)
+@click.option("--rows", type=int, default=None)
+@click.option("--out", type=click.Path(path_type=Path), default=Path("scurve.png"),
+              show_default=True)
+def scurve(threshold: float | None, num_perm: int | None, bands: int | None,
+           rows: int | None, out: Path) -> None:
+    """Plot P(candidate | s) = 1 - (1 - s^r)^b, with the threshold marked."""
+    from streamdedup.core.lsh import choose_bands, p_candidate
+    from streamdedup.replay.plots import plot_scurve
+
+    defaults = Settings()
+    threshold = defaults.threshold if threshold is None else threshold
+    if (bands is None) != (rows is None):
+        raise click.UsageError("give both --bands and --rows, or neither")
+    if bands is None or rows is None:
+        bands, rows = choose_bands(threshold, num_perm or defaults.num_perm)
+    try:
+        at = p_candidate(threshold, bands, rows)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    plot_scurve([(bands, rows)], threshold, out)
+    click.echo(f"{bands} bands x {rows} rows: P(candidate | s={threshold}) = {at:.6f}; "
+               f"plot written to {out}")
+
+
+main.add_command(replay_command)
+
+
+if __name__ == "__main__":
+    main()

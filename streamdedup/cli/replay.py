@@ -1,0 +1,80 @@
+"""`streamdedup replay`: a historical dump through Kafka and the consumer, then a report.
+
+The work is ``replay/runner.py``'s; this module only turns flags into a ``ReplayConfig`` and
+the result into lines and an exit status. The replay's own flags come first; every
+``Settings`` flag is accepted too and handed to the consumer it starts.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from streamdedup.cli.options import make_settings, settings_options
+from streamdedup.errors import StreamdedupError
+
+_REPLAY_FIXED = ("bootstrap_servers", "store")  # ReplayConfig fields, not consumer overrides
+
+
+@click.command(name="replay", context_settings={"help_option_names": ["-h", "--help"],
+                                                "max_content_width": 100})
+@click.option("--dump", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              required=True, help="the dump to replay (TSV or JSONL)")
+@click.option("--report-dir", type=click.Path(path_type=Path, file_okay=False), required=True,
+              help="where report.json, report.md, verdicts.jsonl and the plots go")
+@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl"]), default=None,
+              help="dump format [default: from the file name]")
+@click.option("--no-consumer", is_flag=True,
+              help="a consumer is already running on the settings' topics; do not start one")
+@click.option("--rate", type=float, default=0.0, show_default=True,
+              help="produce at most this many messages per second (0 = no limit)")
+@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True,
+              help="give up when no verdict arrived for this many seconds")
+@click.option("--topic-prefix", default=None,
+              help="prefix of the replay's topics and group [default: unique per replay]")
+@click.option("--no-band-table", is_flag=True, help="skip the study's LSH table and its plots")
+@click.option("--progress/--no-progress", default=True, show_default=True,
+              help="progress bars (on a terminal)")
+@settings_options
+def replay_command(dump: Path, report_dir: Path, fmt: str | None, no_consumer: bool, rate: float,
+            timeout_s: float, topic_prefix: str | None, no_band_table: bool, progress: bool,
+            preset: str | None, **options: Any) -> None:
+    """Replay a dump through Kafka and the consumer; report quality against exact Jaccard.
+
+    It needs a running broker (--bootstrap-servers or its variable; `scripts/kafka-local
+    start` starts one from a checkout, and `python scripts/replay.py` starts and stops one
+    itself). Without --store the consumer gets a fresh store. Exit status 1 when some ids got
+    no verdict in time.
+    """
+    from streamdedup.replay.report import summary
+    from streamdedup.replay.runner import ReplayConfig, replay
+
+    overrides = {k: v for k, v in options.items() if v is not None and k not in _REPLAY_FIXED}
+    config = ReplayConfig(
+        dump=dump, report_dir=report_dir, preset=preset, overrides=overrides, fmt=fmt,
+        bootstrap_servers=make_settings(preset, options).bootstrap_servers,
+        store=Path(options["store"]) if options.get("store") else None,
+        run_consumer=not no_consumer, rate=rate, timeout_s=timeout_s,
+        topic_prefix=topic_prefix, progress=progress, band_table=not no_band_table,
+    )
+
+    def say(message: str) -> None:
+        click.echo(f"replay: {message}", err=True)
+
+    try:
+        result = replay(config, say)
+    except StreamdedupError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(summary(result.report))
+    click.echo(f"report: {result.paths['md']}")
+    if result.missing:
+        shown = ", ".join(result.missing[:10])
+        click.echo(f"replay: {len(result.missing)} ids got no verdict or dead letter within "
+                   f"{timeout_s:g} s, e.g. {shown}", err=True)
+    if result.consumer_exit not in (0, None):
+        click.echo(f"replay: the consumer exited with status {result.consumer_exit} "
+                   f"(see {report_dir / 'consumer.log'})", err=True)
+    sys.exit(0 if result.ok else 1)

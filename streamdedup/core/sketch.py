@@ -1,0 +1,90 @@
+"""The pure pipeline: fields -> normalized text -> shingles -> set id -> signature -> band keys.
+
+No I/O and no state beyond what the settings fix, so it can run anywhere (a consumer, a
+replay, a future Spark backfill) and give identical keys for identical input.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from streamdedup.core import lsh
+from streamdedup.core.minhash import MINHASH_SCHEME, MinHasher
+from streamdedup.core.shingles import HASH_SCHEME, set_fingerprint, shingle
+from streamdedup.core.text import Normalizer, compose_text
+from streamdedup.settings import Settings
+
+
+@dataclass(frozen=True)
+class Shingled:
+    """A document's shingle set and the id of that exact set."""
+
+    shingles: np.ndarray
+    set_id: int
+
+
+class Sketcher:
+    """Everything that turns announcement fields into comparable sketches.
+
+    Identical raw texts are the commonest duplicates in a scrape (reposts, boilerplate), so
+    the last ``text_cache`` distinct texts keep their shingles: a repeat skips normalization
+    and shingling entirely. ``text_cache=0`` disables it (benchmarks report both).
+    """
+
+    def __init__(self, settings: Settings, text_cache: int = 4096) -> None:
+        self.settings = settings
+        self.text_cache = text_cache
+        self._cache: OrderedDict[str, Shingled] = OrderedDict()
+        self.normalize = Normalizer(settings)
+        self.hasher = MinHasher(settings.num_perm, settings.seed)
+        if settings.bands:
+            self.bands, self.rows = settings.bands, settings.rows
+        else:
+            self.bands, self.rows = lsh.choose_bands(settings.threshold, settings.num_perm)
+
+    def shingle_fields(self, fields: Mapping[str, str]) -> Shingled:
+        raw = compose_text(fields, self.settings.text_fields)
+        cache = self._cache
+        found = cache.get(raw)
+        if found is not None:
+            cache.move_to_end(raw)
+            return found
+        sh = shingle(self.normalize(raw), self.settings.shingle_kind, self.settings.shingle_size)
+        sh.flags.writeable = False  # shared between documents through the cache
+        result = Shingled(sh, set_fingerprint(sh) if sh.size else 0)
+        if self.text_cache:
+            cache[raw] = result
+            if len(cache) > self.text_cache:
+                cache.popitem(last=False)
+        return result
+
+    def band_keys(self, shingles: np.ndarray) -> np.ndarray:
+        return lsh.band_keys(self.hasher.sign(shingles), self.bands, self.rows)
+
+    def band_keys_many(self, sets: Sequence[np.ndarray]) -> np.ndarray:
+        return lsh.band_keys_many(self.hasher.sign_many(sets), self.bands, self.rows)
+
+    def recall_at_threshold(self) -> float:
+        return float(lsh.p_candidate(self.settings.threshold, self.bands, self.rows))
+
+    def params(self) -> dict[str, Any]:
+        """What makes signatures comparable; recorded in the store, checked at every open."""
+        s = self.settings
+        return {
+            **self.normalize.describe(),
+            "shingle_kind": s.shingle_kind,
+            "shingle_size": s.shingle_size,
+            "hash_scheme": HASH_SCHEME,
+            "minhash_scheme": MINHASH_SCHEME,
+            "band_scheme": lsh.BAND_SCHEME,
+            "num_perm": s.num_perm,
+            "seed": s.seed,
+            "bands": self.bands,
+            "rows": self.rows,
+            "threshold": s.threshold,
+        }

@@ -1,0 +1,184 @@
+"""Text normalization: the original study's steps, each switchable.
+
+HTML -> text, lowercase, accent folding, punctuation and digits to spaces, stopword removal,
+Snowball stemming. Pure: a ``Normalizer`` is built once from settings (loading its stopword
+list from an installed package or a file) and then maps str -> str with no I/O.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib.abc
+import re
+import sys
+import unicodedata
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from streamdedup.errors import ConfigError
+from streamdedup.settings import Settings
+
+# Bump when the output of normalize() changes for some input: stores record it, because
+# shingles of old and new normalizations are not comparable.
+NORMALIZER_VERSION = 1
+
+_PUNCT = re.compile(r"[^\w\s]|_")
+_DIGITS = re.compile(r"\d")
+_PUNCT_AND_DIGITS = re.compile(r"[^\w\s]|[\d_]")  # both in one pass
+_WORD_MEMO_SIZE = 1 << 18
+_MAX_PARSED_TAGS = 4096
+_ANY_TAG = re.compile(r"<[^<>]*>")
+_TAG_HINT = re.compile(r"<[A-Za-z!/?]|&(#\d+|#x[0-9A-Fa-f]+|[A-Za-z]+);")
+
+
+def html_to_text(text: str) -> str:
+    """Visible text of an HTML fragment; tolerant of broken markup, decodes entities.
+
+    The HTML parser's time grows with the square of the nesting depth (40,000 nested
+    ``<div>`` take seconds), so a text with more than ``_MAX_PARSED_TAGS`` tags, which no
+    real ad has, is stripped by a linear regex instead: tags removed, entities decoded.
+    """
+    if not _TAG_HINT.search(text):
+        return text  # plain text: skip the parser (most scraped ads)
+    if text.count("<") > _MAX_PARSED_TAGS:
+        return html.unescape(_ANY_TAG.sub(" ", text))
+    from selectolax.lexbor import LexborHTMLParser
+
+    tree = LexborHTMLParser(text)
+    for node in tree.css("script, style, noscript"):
+        node.decompose()
+    root = tree.body or tree.root
+    return root.text(separator=" ") if root is not None else ""
+
+
+def fold_accents(text: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def load_stopwords(spec: str) -> frozenset[str]:
+    """Stopwords from stopwordsiso by language code, or from a word-per-line file."""
+    if not spec:
+        return frozenset()
+    path = Path(spec)
+    if path.suffix or "/" in spec:
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise ConfigError(f"cannot read stopword file {spec}: {exc}") from exc
+        return frozenset(w.strip().lower() for w in lines if w.strip() and not w.startswith("#"))
+    import stopwordsiso
+
+    if not stopwordsiso.has_lang(spec):
+        raise ConfigError(f"no stopword list for language {spec!r} in stopwordsiso")
+    return frozenset(stopwordsiso.stopwords(spec))
+
+
+class _HideScipy(importlib.abc.MetaPathFinder):
+    """Makes ``import scipy`` fail while it is on ``sys.meta_path``."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> None:
+        if name == "scipy" or name.startswith("scipy."):
+            raise ImportError(f"{name} is hidden while nltk loads")
+        return None
+
+
+def _snowball_stemmer_class() -> Any:
+    """nltk's ``SnowballStemmer``, without the ~0.6 s that ``import nltk`` spends on scipy.
+
+    Any nltk import runs ``nltk/__init__``, which reaches ``scipy.stats`` through
+    ``nltk.collocations`` (measured: 0.58 s of a 0.78 s import) for statistics a stemmer never
+    uses; nltk falls back on its own where scipy is absent. So scipy is hidden while nltk loads,
+    and only then: a later ``import scipy`` (the ground truth of a replay) gets the real one,
+    and where scipy was imported first nltk simply uses it. Same class, same stems."""
+    loaded = sys.modules.get("nltk.stem.snowball")
+    if loaded is not None:
+        return loaded.SnowballStemmer
+    hider = _HideScipy()
+    sys.meta_path.insert(0, hider)
+    try:
+        from nltk.stem.snowball import SnowballStemmer
+    finally:
+        sys.meta_path.remove(hider)
+    return SnowballStemmer
+
+
+def make_stemmer(language: str) -> Callable[[str], str]:
+    """A Snowball stemmer (nltk's; needs no downloaded data)."""
+    if not language:
+        return lambda word: word
+    SnowballStemmer = _snowball_stemmer_class()
+
+    if language not in SnowballStemmer.languages:
+        raise ConfigError(
+            f"no Snowball stemmer for {language!r}; known: {', '.join(SnowballStemmer.languages)}"
+        )
+    return SnowballStemmer(language).stem
+
+
+class Normalizer:
+    """Maps raw announcement text to the token string that gets shingled."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        words = load_stopwords(settings.stopwords)
+        if settings.fold_accents:
+            words = frozenset(fold_accents(w) for w in words)
+        self.stopwords = words
+        self._stem = make_stemmer(settings.stem_language)
+        self._strip = (
+            _PUNCT_AND_DIGITS if settings.strip_punctuation and settings.strip_digits
+            else _PUNCT if settings.strip_punctuation
+            else _DIGITS if settings.strip_digits
+            else None
+        )
+        self._words: dict[str, str] = {}  # word -> stem, or "" for a stopword
+
+    def _word(self, word: str) -> str:
+        """Stopword check and stemming of one word, memoized (ads reuse their vocabulary)."""
+        if len(self._words) >= _WORD_MEMO_SIZE:
+            self._words.clear()
+        out = self._words[word] = "" if word in self.stopwords else self._stem(word)
+        return out
+
+    def __call__(self, text: str) -> str:
+        s = self.settings
+        if s.strip_html:
+            text = html_to_text(text)
+        if s.lowercase:
+            text = text.lower()
+        if s.fold_accents:
+            text = fold_accents(text)
+        if self._strip is not None:
+            text = self._strip.sub(" ", text)
+        memo = self._words
+        out = []
+        for word in text.split():
+            stem = memo.get(word)
+            if stem is None:
+                stem = self._word(word)
+            if stem:
+                out.append(stem)
+        return " ".join(out)
+
+    def describe(self) -> dict[str, Any]:
+        """What makes two normalizers' outputs comparable; stored with the index."""
+        s = self.settings
+        return {
+            "normalizer_version": NORMALIZER_VERSION,
+            "text_fields": list(s.text_fields),
+            "strip_html": s.strip_html,
+            "lowercase": s.lowercase,
+            "strip_punctuation": s.strip_punctuation,
+            "strip_digits": s.strip_digits,
+            "fold_accents": s.fold_accents,
+            "stopwords": s.stopwords,
+            "stopword_count": len(self.stopwords),
+            "stem_language": s.stem_language,
+        }
+
+
+def compose_text(fields: Mapping[str, str], names: tuple[str, ...]) -> str:
+    """Join the configured fields (missing ones count as empty) into one text."""
+    return "\n".join(fields.get(name) or "" for name in names)

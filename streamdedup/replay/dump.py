@@ -1,0 +1,109 @@
+"""Reading historical dumps: the Kijiji TSV (quoted multi-line fields) and JSONL.
+
+Rows come back in file order as ``(position, Document | MessageError)``, so one bad row
+becomes an error record and the rest of the file is still read. A TSV without an ``id``
+column uses the 0-based row index (in file order, header excluded) as the id.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from streamdedup.core.document import Document
+from streamdedup.errors import InputError, MessageError
+from streamdedup.service.message import decode_message, document_from_object
+
+Row = tuple[int, Document | MessageError]
+
+
+def detect_format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in (".tsv", ".tab"):
+        return "tsv"
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        return "jsonl"
+    raise InputError(f"cannot tell the format of {path}; pass --format tsv or jsonl")
+
+
+def read_dump(path: str | os.PathLike[str], fmt: str | None,
+              text_fields: tuple[str, ...]) -> Iterator[Row]:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"no such file: {path}")
+    fmt = fmt or detect_format(path)
+    if fmt == "tsv":
+        return _read_tsv(path, text_fields)
+    if fmt == "jsonl":
+        return _read_jsonl(path, text_fields)
+    raise InputError(f"unknown format {fmt!r}; use tsv or jsonl")
+
+
+def _read_tsv(path: Path, text_fields: tuple[str, ...]) -> Iterator[Row]:
+    csv.field_size_limit(min(sys.maxsize, 1 << 30))
+    with path.open(encoding="utf-8", errors="surrogateescape", newline="") as fh:
+        reader = csv.reader(fh, delimiter="\t")
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise InputError(f"{path} is empty") from None
+        except csv.Error as exc:
+            raise InputError(f"{path} is not a TSV file: {exc}") from None
+        missing = [f for f in text_fields if f not in header]
+        if missing == list(text_fields):
+            raise InputError(
+                f"{path}: header has none of the text fields {', '.join(text_fields)} "
+                f"(header: {', '.join(header[:10])})"
+            )
+        index = 0
+        while True:
+            try:
+                values = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                yield index, MessageError("malformed_row", str(exc))
+                index += 1
+                continue
+            yield index, _tsv_row(index, header, values, text_fields)
+            index += 1
+
+
+def _tsv_row(
+    index: int, header: list[str], values: list[str], text_fields: tuple[str, ...]
+) -> Document | MessageError:
+    if len(values) != len(header):
+        return MessageError(
+            "malformed_row", f"{len(values)} fields where the header has {len(header)}"
+        )
+    row = dict(zip(header, values, strict=True))
+    if any(_has_surrogates(v) for v in values):
+        return MessageError("not_utf8", "the row has bytes that are not UTF-8")
+    row.setdefault("id", str(index))
+    try:
+        return document_from_object(row, text_fields)
+    except MessageError as exc:
+        return exc
+
+
+def _read_jsonl(path: Path, text_fields: tuple[str, ...]) -> Iterator[Row]:
+    with path.open("rb") as fh:
+        for index, line in enumerate(fh):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                yield index, decode_message(line, text_fields, max_bytes=1 << 30)
+            except MessageError as exc:
+                yield index, exc
+
+
+def _has_surrogates(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False

@@ -1,0 +1,393 @@
+"""Replay a dump through Kafka and the consumer, then measure the verdicts against exact truth.
+
+As a scraper would: each row becomes an announcement JSON (TSV rows keep their columns, with
+the row index as ``id``) produced to the input topic. The consumer runs as a subprocess
+(``python -m streamdedup run``) unless one is already running (``--no-consumer``); the replay
+reads the output and dead-letter topics until every produced id is accounted for, then stops
+what it started and writes DIR/report.json, report.md, verdicts.jsonl and the plots.
+
+Deterministic: a replay uses fresh topics of one partition, a fresh consumer group and a fresh
+store (unless ``--store`` is given), so the consumer sees the rows in file order and two
+replays of one dump give byte-identical verdicts.jsonl (the verdicts without their ``source``
+provenance, in produced order; its sha256 is in report.json).
+
+The consumer gets the replay's settings through ``STREAMDEDUP_*`` environment variables (never
+flags, so secrets stay out of the process list); after the run the replay opens the
+consumer's store, which refuses other sketch parameters than those of the ground truth.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from streamdedup.core.document import Document
+from streamdedup.core.verdict import Verdict
+from streamdedup.errors import InputError, MessageError, StreamdedupError
+from streamdedup.replay.dump import read_dump
+from streamdedup.replay.process import ChildProcess, free_port
+from streamdedup.service.message import decode_message
+from streamdedup.settings import ENV_PREFIX, Settings, build_settings
+
+# Columns of the Kijiji TSV: read as announcement fields even when the settings' text
+# fields are fewer, so the produced JSON carries the whole row as a scraper would send it.
+ANNOUNCEMENT_FIELDS = ("title", "description", "location", "timestamp", "link")
+READY_TIMEOUT_S = 90.0
+STOP_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """What to replay and where; ``overrides`` are Settings fields given explicitly."""
+
+    dump: Path
+    report_dir: Path
+    bootstrap_servers: str  # a running broker: `scripts/kafka-local start` prints one
+    preset: str | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    fmt: str | None = None
+    store: Path | None = None  # None: a fresh temporary store, removed afterwards
+    run_consumer: bool = True
+    rate: float = 0.0  # messages per second; 0 = as fast as possible
+    timeout_s: float = 60.0  # give up after this long without a new verdict
+    topic_prefix: str | None = None  # None: unique per replay when the consumer is ours
+    progress: bool = True
+    band_table: bool = True
+    cache_dir: Path | None = None  # ground-truth cache; None: evaluation.default_cache_dir()
+
+
+@dataclass
+class ReplayResult:
+    report: dict[str, Any]
+    paths: dict[str, Path]
+    missing: list[str]
+    consumer_exit: int | None
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing and self.consumer_exit in (0, None)
+
+
+@dataclass(frozen=True)
+class _Row:
+    doc_id: str
+    payload: bytes
+    doc: Document | None  # what the consumer will decode; None when it is a dead letter
+
+
+# --------------------------------------------------------------------------------------------
+# the steps
+
+
+def load_rows(path: Path, fmt: str | None, settings: Settings) -> tuple[list[_Row], int]:
+    """Announcements to produce, in file order, and the number of unreadable rows."""
+    wanted = tuple(dict.fromkeys((*settings.text_fields, *ANNOUNCEMENT_FIELDS)))
+    rows: list[_Row] = []
+    unreadable = 0
+    seen: set[str] = set()
+    for _, item in read_dump(path, fmt, wanted):
+        if isinstance(item, MessageError):
+            unreadable += 1
+            continue
+        if item.id in seen:
+            raise InputError(f"{path}: id {item.id!r} occurs twice; ids must be unique")
+        seen.add(item.id)
+        payload = json.dumps({**item.fields, "id": item.id}, ensure_ascii=False,
+                             separators=(",", ":")).encode("utf-8", "surrogatepass")
+        try:
+            doc: Document | None = decode_message(payload, settings.text_fields,
+                                                  settings.max_message_bytes)
+        except MessageError:
+            doc = None
+        rows.append(_Row(item.id, payload, doc))
+    if not rows:
+        raise InputError(f"{path}: no rows to replay")
+    return rows, unreadable
+
+
+def consumer_env(settings: Settings, base: Mapping[str, str]) -> dict[str, str]:
+    """The environment that makes ``streamdedup run`` build exactly ``settings``."""
+    env = dict(base)
+    for f in fields(Settings):
+        value = getattr(settings, f.name)
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, tuple):
+            text = ",".join(value)
+        else:
+            text = repr(value) if isinstance(value, float) else str(value)
+        env[ENV_PREFIX + f.name.upper()] = text
+    env.pop(ENV_PREFIX + "PRESET", None)  # every field is explicit: no preset needed
+    return env
+
+
+def produce(settings: Settings, rows: Sequence[_Row], rate: float, progress: bool
+            ) -> dict[str, float]:
+    """Send every row to the input topic (key = id); return the send time of each id."""
+    from kafka import KafkaProducer
+    from tqdm import tqdm
+
+    from streamdedup.service.kafka import kafka_security
+
+    producer = KafkaProducer(
+        bootstrap_servers=settings.bootstrap_servers, client_id="streamdedup-replay",
+        acks="all", linger_ms=5, max_request_size=max(1 << 20, settings.max_message_bytes + 4096),
+        **kafka_security(settings),
+    )
+    sent_at: dict[str, float] = {}
+    start = time.monotonic()
+    try:
+        with tqdm(total=len(rows), unit="msg", desc="produce", file=sys.stderr,
+                  disable=None if progress else True) as bar:
+            for k, row in enumerate(rows):
+                if rate > 0:
+                    delay = start + k / rate - time.monotonic()
+                    if delay > 0:
+                        time.sleep(delay)
+                sent_at[row.doc_id] = time.time()
+                producer.send(settings.input_topic, key=row.doc_id.encode("utf-8", "surrogatepass"),
+                              value=row.payload)
+                bar.update(1)
+            producer.flush(timeout=60)
+    finally:
+        producer.close(timeout=10)
+    return sent_at
+
+
+@dataclass
+class ReadBack:
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    verdict_at: dict[str, float] = field(default_factory=dict)
+    dead: dict[str, str] = field(default_factory=dict)  # id -> reason
+    repeated: int = 0  # records for ids already answered (redelivery) or not ours
+    missing: list[str] = field(default_factory=list)
+
+
+class VerdictReader:
+    """Reads the output and dead-letter topics from their ends *before* the replay produced,
+    so that a long-lived topic's older verdicts are never taken for this replay's."""
+
+    def __init__(self, settings: Settings) -> None:
+        from kafka import KafkaConsumer, TopicPartition
+
+        from streamdedup.service.kafka import kafka_security
+
+        self.output_topic = settings.output_topic
+        self.reader = KafkaConsumer(
+            bootstrap_servers=settings.bootstrap_servers, client_id="streamdedup-replay-reader",
+            group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
+            **kafka_security(settings),
+        )
+        try:
+            tps = [TopicPartition(t, p)
+                   for t in dict.fromkeys((settings.output_topic, settings.dlq_topic))
+                   for p in sorted(self.reader.partitions_for_topic(t) or {0})]
+            self.reader.assign(tps)
+            self.reader.seek_to_end(*tps)
+            for tp in tps:
+                self.reader.position(tp)  # resolve the end offsets now, before producing
+        except BaseException:
+            self.reader.close()
+            raise
+
+    def collect(
+        self,
+        ids: Sequence[str],
+        timeout_s: float,
+        progress: bool,
+        alive: Callable[[], None] = lambda: None,
+    ) -> ReadBack:
+        """Verdicts and dead letters until every id has one, or ``timeout_s`` passes without
+        news. A verdict's time is its record's timestamp (set when the consumer sent it)."""
+        from tqdm import tqdm
+
+        got = ReadBack()
+        pending = set(ids)
+        last_news = time.monotonic()
+        with tqdm(total=len(pending), unit="verdict", desc="verdicts", file=sys.stderr,
+                  disable=None if progress else True) as bar:
+            while pending and time.monotonic() - last_news < timeout_s:
+                alive()
+                for tp, records in self.reader.poll(timeout_ms=200).items():
+                    for rec in records:
+                        is_verdict = tp.topic == self.output_topic
+                        doc_id = _record_id(rec.value, is_verdict=is_verdict)
+                        if doc_id not in pending:
+                            got.repeated += 1
+                            continue
+                        pending.discard(doc_id)
+                        bar.update(1)
+                        last_news = time.monotonic()
+                        body = json.loads(rec.value)
+                        if is_verdict:
+                            body.pop("source", None)
+                            got.verdicts[doc_id] = Verdict.from_dict(body)
+                            got.verdict_at[doc_id] = rec.timestamp / 1000.0
+                        else:
+                            got.dead[doc_id] = body.get("reason", "?")
+        got.missing = [i for i in ids if i in pending]
+        return got
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def _record_id(value: bytes, *, is_verdict: bool) -> str | None:
+    try:
+        body = json.loads(value)
+        if is_verdict:
+            return str(body["id"])
+        return str(json.loads(body.get("payload_text") or "{}").get("id"))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# the whole replay
+
+
+def _ensure_broker(settings: Settings) -> None:
+    """One clear line when nothing listens at any bootstrap address, instead of a client that
+    retries for 30 s and then raises a timeout from deep inside kafka-python."""
+    for address in settings.bootstrap_servers.split(","):
+        host, _, port = address.strip().rpartition(":")
+        with contextlib.suppress(OSError, ValueError):
+            socket.create_connection((host.strip("[]"), int(port)), timeout=5.0).close()
+            return
+    raise StreamdedupError(
+        f"no Kafka broker answers at {settings.bootstrap_servers}; pass the address of a "
+        "running one with --bootstrap-servers (from a checkout, `scripts/kafka-local start` "
+        "starts one, and `python scripts/replay.py` starts and stops its own)"
+    )
+
+
+def replay_settings(config: ReplayConfig, bootstrap: str, store: Path) -> Settings:
+    """The user's settings, with what a replay must fix: its topics, group, store, one
+    partition, a verdict for every document, and a metrics port to wait for readiness."""
+    base = build_settings(config.preset, overrides=config.overrides)
+    if base.only_duplicates:
+        raise StreamdedupError("a replay needs a verdict for every document: "
+                               "drop --only-duplicates")
+    prefix = config.topic_prefix
+    if prefix is None:
+        prefix = f"replay-{uuid.uuid4().hex[:8]}." if config.run_consumer else ""
+    fixed: dict[str, Any] = {"bootstrap_servers": bootstrap}
+    if config.run_consumer:
+        fixed.update(
+            input_topic=prefix + base.input_topic, output_topic=prefix + base.output_topic,
+            dlq_topic=prefix + base.dlq_topic, group_id=prefix + base.group_id,
+            store=str(store), topic_partitions=1, create_topics=True,
+            metrics_host="127.0.0.1", metrics_port=free_port(),
+        )
+    return base.replace(**fixed)
+
+
+def replay(config: ReplayConfig, say: Callable[[str], None] = lambda _m: None) -> ReplayResult:
+    from streamdedup.core.sketch import Sketcher
+    from streamdedup.replay import evaluation as ev
+    from streamdedup.replay import report as rp
+    from streamdedup.replay import truth as tr
+    from streamdedup.service.kafka import ensure_topics
+    from streamdedup.store import open_store
+
+    started = time.monotonic()
+    config.report_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="streamdedup-replay-"))
+    consumer_exit: int | None = None
+    try:
+        store = config.store or work / "store"
+        bootstrap = config.bootstrap_servers
+        settings = replay_settings(config, bootstrap, store)
+        rows, unreadable = load_rows(config.dump, config.fmt, settings)
+        say(f"{len(rows):,} rows to replay ({unreadable} unreadable) to "
+            f"{settings.input_topic} on {bootstrap}")
+        consumer = ChildProcess("the consumer", [sys.executable, "-m", "streamdedup", "run"],
+                                config.report_dir / "consumer.log",
+                                env=consumer_env(settings, os.environ))
+        try:
+            if config.run_consumer:
+                _ensure_broker(settings)
+                ensure_topics(settings)
+                consumer.start()
+                consumer.wait_ready(
+                    f"http://{settings.metrics_host}:{settings.metrics_port}/readyz",
+                    READY_TIMEOUT_S)
+                say("consumer ready")
+            if not config.run_consumer:
+                _ensure_broker(settings)
+            reader = VerdictReader(settings)
+            try:
+                produce_start = time.monotonic()
+                sent_at = produce(settings, rows, config.rate, config.progress)
+                produce_s = time.monotonic() - produce_start
+                got = reader.collect([r.doc_id for r in rows], config.timeout_s,
+                                     config.progress, consumer.check_alive)
+            finally:
+                reader.close()
+        finally:
+            consumer_exit = consumer.stop(STOP_TIMEOUT_S)
+        sketcher = Sketcher(settings)
+        if config.run_consumer and settings.store_backend == "sqlite":
+            # Refuses to open if the consumer signed with other parameters than the truth's.
+            open_store("sqlite", str(store), sketcher.params()).close()
+        say("ground truth and metrics")
+        docs = [r.doc for r in rows if r.doc is not None]
+        corpus = tr.Corpus.build(docs, sketcher)
+        dump_sha = tr.file_sha256(config.dump)
+        truth = tr.ground_truth(corpus, settings.threshold,
+                                key=tr.cache_key(dump_sha, sketcher.params(),
+                                                 tr.HISTOGRAM_MIN_SIM),
+                                cache_dir=config.cache_dir)
+        report = ev.evaluate(docs, got.verdicts, truth, settings, dead_letters=len(got.dead),
+                             produced_at=sent_at, verdict_at=got.verdict_at,
+                             with_band_table=config.band_table)
+        order = [r.doc_id for r in rows if r.doc_id in got.verdicts]
+        verdicts_path = config.report_dir / "verdicts.jsonl"
+        rp.write_verdicts(verdicts_path, (got.verdicts[i] for i in order))
+        report.update({
+            "dump": {"path": str(config.dump), "name": config.dump.name, "sha256": dump_sha,
+                     "rows": len(rows) + unreadable, "unreadable_rows": unreadable,
+                     "expected_dead_letters": sum(r.doc is None for r in rows)},
+            "settings": {"preset": config.preset or "default", **sketcher.params(),
+                         "max_matches": settings.max_matches,
+                         "max_candidates": settings.max_candidates,
+                         "store_backend": settings.store_backend},
+            "replay": {
+                "bootstrap_servers": bootstrap,
+                "consumer": "subprocess" if config.run_consumer else "external",
+                "consumer_exit": consumer_exit,
+                "topics": [settings.input_topic, settings.output_topic, settings.dlq_topic],
+                "produce_s": produce_s,
+                "rate_limit": config.rate,
+                "repeated_records": got.repeated,
+                "dead_letter_reasons": _count(got.dead.values()),
+                "missing_ids": got.missing[:50],
+                "missing": len(got.missing),
+            },
+            "verdicts_sha256": hashlib.sha256(verdicts_path.read_bytes()).hexdigest(),
+            "elapsed_total_s": time.monotonic() - started,
+        })
+        paths = rp.write_report(report, config.report_dir)
+        paths["verdicts"] = verdicts_path
+        return ReplayResult(report, paths, got.missing, consumer_exit)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _count(values: Iterable[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return dict(sorted(out.items()))

@@ -1,0 +1,81 @@
+"""Decoding one input message (bytes) into a Document, or a MessageError with a reason.
+
+Every way a message can be unusable has a short reason code, because each becomes a dead
+letter that a person will read: ``empty_payload``, ``oversized``, ``not_utf8``,
+``malformed_json``, ``not_an_object``, ``wrong_type``, ``empty_text``.
+
+A message without an ``id`` gets ``auto-`` + the xxh3-128 of its canonical JSON (sorted keys),
+so a redelivered message keeps its id while reposts (other link or timestamp) get new ones.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import xxhash
+
+from streamdedup.core.document import Document
+from streamdedup.errors import MessageError
+
+REASONS = (
+    "empty_payload", "oversized", "not_utf8", "malformed_json", "not_an_object",
+    "wrong_type", "empty_text",
+)
+
+
+def auto_id(obj: dict[str, Any]) -> str:
+    try:
+        canonical = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:  # parsed just under the recursion limit, deeper than dumps can go
+        raise MessageError("malformed_json", "nested too deeply to give it an id") from None
+    return "auto-" + xxhash.xxh3_128_hexdigest(canonical.encode("utf-8", "surrogatepass"))
+
+
+def document_from_object(obj: Any, text_fields: tuple[str, ...]) -> Document:
+    """Validate a parsed announcement; keeps only string fields."""
+    if not isinstance(obj, dict):
+        raise MessageError("not_an_object", f"got JSON {type(obj).__name__}")
+    raw_id = obj.get("id")
+    if raw_id is None:
+        doc_id = auto_id(obj)
+    elif isinstance(raw_id, str) and raw_id.strip():
+        doc_id = raw_id
+    elif isinstance(raw_id, int) and not isinstance(raw_id, bool):
+        doc_id = str(raw_id)
+    else:
+        raise MessageError("wrong_type", f"id must be a non-empty string or an integer, "
+                                         f"got {type(raw_id).__name__}")
+    for name in text_fields:
+        value = obj.get(name)
+        if value is not None and not isinstance(value, str):
+            raise MessageError("wrong_type", f"{name} must be a string, got "
+                                             f"{type(value).__name__}")
+    for name, value in (("id", doc_id), *((n, obj.get(n) or "") for n in text_fields)):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # JSON allows "\ud800"; it is not text, it cannot be hashed
+            raise MessageError("not_utf8", f"{name} holds a lone UTF-16 surrogate") from None
+    if not any((obj.get(name) or "").strip() for name in text_fields):
+        raise MessageError("empty_text", f"none of {', '.join(text_fields)} has text")
+    fields = {k: v for k, v in obj.items() if isinstance(v, str)}
+    return Document(doc_id, fields)
+
+
+def decode_message(
+    payload: bytes | None, text_fields: tuple[str, ...], max_bytes: int
+) -> Document:
+    """One Kafka message value -> Document; raises MessageError with the reason."""
+    if not payload:
+        raise MessageError("empty_payload", "the message has no value")
+    if len(payload) > max_bytes:
+        raise MessageError("oversized", f"{len(payload)} bytes > limit {max_bytes}")
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MessageError("not_utf8", str(exc)) from None
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise MessageError("malformed_json", str(exc)[:200]) from None
+    return document_from_object(obj, text_fields)

@@ -1,0 +1,145 @@
+"""The command line: `check` on good and bad input, `scurve`, settings from flags and env."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from streamdedup.cli.main import main
+
+ADS = [
+    ("Sviluppatore Java", "Cerchiamo sviluppatore Java con esperienza in Spring e Hibernate "
+                          "per progetto bancario a Milano, contratto a tempo indeterminato."),
+    ("Sviluppatore Java", "Cerchiamo sviluppatore Java con esperienza in Spring e Hibernate "
+                          "per progetto bancario a Milano, contratto a tempo indeterminato."),
+    ("Sistemista Linux", "Azienda di Torino ricerca sistemista Linux per gestione server, "
+                         "reti e sicurezza; richiesta conoscenza di Ansible e Docker."),
+]
+
+
+def write_tsv(path: Path, rows: list[list[str]]) -> Path:
+    lines = ["title\tdescription\tlocation\ttimestamp\tlink"]
+    lines += ["\t".join(r) for r in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_check_writes_one_verdict_per_row_and_a_summary(tmp_path: Path) -> None:
+    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020", f"l{i}"]
+                                           for i, (t, d) in enumerate(ADS)])
+    out = tmp_path / "v.jsonl"
+    code, _, err = run("check", str(tsv), "--store", str(tmp_path / "s"), "--out", str(out))
+    assert code == 0, err
+    verdicts = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [v["id"] for v in verdicts] == ["0", "1", "2"]
+    assert [v["duplicate_of"] for v in verdicts] == [None, "0", None]
+    assert "3 documents, 1 duplicates, 0 bad rows" in err
+    assert "25 bands x 5 rows" in err
+
+    # Same file, same store: identical verdicts, nothing is its own duplicate.
+    again = tmp_path / "again.jsonl"
+    code, _, _ = run("check", str(tsv), "--store", str(tmp_path / "s"), "--out", str(again))
+    assert code == 0 and again.read_text() == out.read_text()
+
+
+def test_check_bad_rows_become_error_records_and_the_rest_is_processed(tmp_path: Path) -> None:
+    tsv = tmp_path / "bad.tsv"
+    good = "\t".join([ADS[0][0], ADS[0][1], "x", "y", "z"])
+    tsv.write_bytes(
+        b"title\tdescription\tlocation\ttimestamp\tlink\n"
+        + good.encode() + b"\n"
+        + b"only\ttwo\n"                                   # missing fields
+        + b"caf\xe9\tbad bytes here\tx\ty\tz\n"             # not UTF-8
+        + b"\t   \tx\ty\tz\n"                               # empty text
+        + good.encode() + b"\n"
+    )
+    code, stdout, err = run("check", str(tsv), "--store-backend", "memory")
+    assert code == 0, err
+    records = [json.loads(line) for line in stdout.splitlines()]
+    assert [r.get("error") for r in records] == [None, "malformed_row", "not_utf8",
+                                                "empty_text", None]
+    assert records[4]["duplicate_of"] == "0"
+    assert "2 documents, 1 duplicates, 3 bad rows" in err
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["/no/such/file.tsv"], "no such file"),
+    (["{tmp}/x.csv"], "cannot tell the format"),
+    (["{tmp}/x.csv", "--format", "tsv"], "header has none of the text fields"),
+    (["{tmp}/x.csv", "--preset", "nope"], "Invalid value for '--preset'"),
+    (["{tmp}/x.csv", "--threshold", "2"], "threshold must be in (0, 1]"),
+])
+def test_check_reports_unusable_input_without_a_traceback(tmp_path: Path, args: list[str],
+                                                          message: str) -> None:
+    (tmp_path / "x.csv").write_text("a,b\n1,2\n")
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    result = CliRunner().invoke(main, ["check", *args, "--store", str(tmp_path / "s")])
+    assert result.exit_code != 0
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert not isinstance(result.exception, Exception) or isinstance(result.exception,
+                                                                      SystemExit)
+
+
+def test_check_refuses_a_store_built_with_other_settings(tmp_path: Path) -> None:
+    tsv = write_tsv(tmp_path / "ads.tsv", [[ADS[2][0], ADS[2][1], "a", "b", "c"]])
+    store = str(tmp_path / "s")
+    assert run("check", str(tsv), "--store", store, "--out", str(tmp_path / "1"))[0] == 0
+    result = CliRunner().invoke(main, ["check", str(tsv), "--store", store, "--preset",
+                                       "reference"])
+    assert result.exit_code == 1
+    assert "num_perm: store has 128, settings give 100" in result.output
+
+
+def test_environment_and_flags_configure_settings(tmp_path: Path) -> None:
+    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "a", "b", "c"] for t, d in ADS])
+    env = {"STREAMDEDUP_TEXT_FIELDS": "title", "STREAMDEDUP_STORE_BACKEND": "memory"}
+    code, stdout, _ = run("check", str(tsv), env=env)
+    assert code == 0
+    # By title alone the two Java ads are equal, and the Linux ad is not.
+    assert [json.loads(line)["duplicate"] for line in stdout.splitlines()] == [
+        False, True, False]
+    code, stdout, _ = run("check", str(tsv), "--text-fields", "description", env=env)
+    assert [json.loads(line)["shingles"] for line in stdout.splitlines()][2] > 50
+
+
+def test_scurve_writes_a_png_and_prints_the_value_at_the_threshold(tmp_path: Path) -> None:
+    out = tmp_path / "s.png"
+    code, stdout, _ = run("scurve", "--bands", "20", "--rows", "5", "--threshold", "0.8",
+                          "--out", str(out))
+    assert code == 0
+    assert "20 bands x 5 rows: P(candidate | s=0.8) = 0.999644" in stdout
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    code, stdout, _ = run("scurve", "--threshold", "0.8", "--num-perm", "128",
+                          "--out", str(out))
+    assert "25 bands x 5 rows" in stdout
+    assert run("scurve", "--bands", "3", "--out", str(out))[0] != 0
+
+
+def test_run_stops_cleanly_on_sigterm_while_the_broker_is_unreachable(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMDEDUP_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamdedup", "run", "--bootstrap-servers", "127.0.0.1:9",
+         "--store", str(tmp_path / "s"), "--metrics-port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+    )
+    time.sleep(3)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out.decode()[-2000:]
+    assert b"Traceback" not in out
+    assert b"stopped before the broker could be reached" in out

@@ -1,0 +1,397 @@
+"""The detector, against a brute-force oracle and on the Kijiji dump; every store backend.
+
+Most tests use word 1-gram shingles, so that a text's shingle set is its set of words and
+similarities can be designed by hand. With threshold 0.5 and 128 permutations the bands are
+64 x 2, which misses a pair at similarity 0.5 with probability 0.75**64 ~ 1e-8, so the
+detector must agree exactly with the brute-force oracle below.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streamdedup.core.detector import Detector
+from streamdedup.core.document import Document
+from streamdedup.core.sketch import Sketcher
+from streamdedup.core.verdict import Verdict
+from streamdedup.replay.dump import read_dump
+from streamdedup.replay.truth import all_pairs
+from streamdedup.settings import Settings, build_settings
+from streamdedup.store.base import Store
+
+WORDS = Settings(
+    text_fields=("description",),
+    shingle_kind="word",
+    shingle_size=1,
+    stopwords="",
+    stem_language="",
+    strip_digits=False,
+    threshold=0.5,
+)
+
+
+def doc(doc_id: str, text: str) -> Document:
+    return Document(doc_id, {"description": text})
+
+
+def ws(prefix: str, *numbers: int) -> list[str]:
+    return [f"{prefix}{n}" for n in numbers]
+
+
+def text(*parts: list[str]) -> str:
+    return " ".join(w for part in parts for w in part)
+
+
+class Oracle:
+    """What the verdicts must be, by brute force over everything seen (no LSH, no store)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.sketcher = Sketcher(settings, text_cache=0)
+        self.t = settings.threshold
+        self.cap = settings.max_matches
+        self.seq = 0
+        self.current: dict[str, tuple[int, int]] = {}  # doc id -> (seq, set id)
+        self.sets: dict[int, tuple[int, str, frozenset[int]]] = {}  # id -> first seq, doc, set
+        self.verdicts: dict[str, dict[str, Any]] = {}
+
+    @staticmethod
+    def sim(a: frozenset[int], b: frozenset[int]) -> float:
+        return len(a & b) / len(a | b)
+
+    def process(self, d: Document) -> dict[str, Any]:
+        sh = self.sketcher.shingle_fields(d.fields)
+        key, s = sh.set_id, frozenset(sh.shingles.tolist())
+        cur = self.current.pop(d.id, None)
+        if cur is not None and cur[1] == key:
+            self.current[d.id] = cur
+            return self.verdicts[d.id]
+        self.seq += 1
+        if not s:
+            v = {"duplicate": False, "duplicate_of": None, "matches": [], "cluster_id": d.id,
+                 "exact": False, "shingles": 0}
+        else:
+            seen = key in self.sets
+            if not seen:
+                self.sets[key] = (self.seq, d.id, s)
+            found = []
+            for other_id, (seq, other_key) in self.current.items():
+                if other_key not in self.sets:
+                    continue  # an empty text
+                sim = self.sim(s, self.sets[other_key][2])
+                if sim >= self.t:
+                    found.append((-sim, seq, other_id))
+            found.sort()
+            v = {
+                "duplicate": bool(found),
+                "duplicate_of": min(found, key=lambda f: f[1])[2] if found else None,
+                "matches": [{"id": i, "jaccard": round(-n, 6)} for n, _, i in found[: self.cap]],
+                "cluster_id": self.cluster(key),
+                "exact": seen and bool(found),
+                "shingles": len(s),
+            }
+        self.current[d.id] = (self.seq, key)
+        self.verdicts[d.id] = v
+        return v
+
+    def cluster(self, key: int) -> str:
+        """First document of the earliest set connected to ``key`` by similar sets."""
+        todo, comp = [key], {key}
+        while todo:
+            a = self.sets[todo.pop()][2]
+            for other, (_, _, b) in self.sets.items():
+                if other not in comp and self.sim(a, b) >= self.t:
+                    comp.add(other)
+                    todo.append(other)
+        return min(self.sets[k][:2] for k in comp)[1]
+
+
+def observable(v: Verdict) -> dict[str, Any]:
+    d = v.to_dict()
+    for key in ("id", "candidates", "skipped", "merged"):  # merged: see the cluster test
+        d.pop(key)
+    return d
+
+
+def random_stream(seed: int, n: int = 150) -> list[Document]:
+    """Reposts (exact and edited), unrelated ads, empty texts, redeliveries, changed texts."""
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(80)]
+    bases = [rng.sample(vocab, 12) for _ in range(6)]
+    out: list[Document] = []
+    for i in range(n):
+        roll = rng.random()
+        if roll < 0.05:
+            out.append(doc(f"d{i}", "!!! -- ???"))  # empty once normalized
+            continue
+        if roll < 0.15 and out:
+            out.append(rng.choice(out))  # redelivery of an earlier message
+            continue
+        words = list(rng.choice(bases))
+        for _ in range(rng.choice([0, 0, 1, 1, 2, 3, 6])):
+            words[rng.randrange(len(words))] = rng.choice(vocab)
+        rng.shuffle(words)
+        doc_id = f"d{i}" if roll < 0.9 or not out else rng.choice(out).id  # or: new text
+        out.append(doc(doc_id, " ".join(words)))
+    return out
+
+
+def run(det: Detector, docs: Sequence[Document], batch: int = 1) -> list[Verdict]:
+    verdicts: list[Verdict] = []
+    for start in range(0, len(docs), batch):
+        verdicts += det.process_many(docs[start : start + batch])
+        det.store.commit()
+    return verdicts
+
+
+# --- against the oracle
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_stream_matches_the_oracle(store: Store, seed: int) -> None:
+    settings = WORDS.replace(max_matches=4)
+    det, oracle = Detector(settings, store), Oracle(settings)
+    docs = random_stream(seed)
+    for d, v in zip(docs, run(det, docs, batch=7), strict=True):
+        want = oracle.process(d)
+        assert observable(v) == want, d
+        assert v.id == d.id
+        assert d.id not in [m.id for m in v.matches]  # never a self-match
+        assert v.skipped == 0
+    assert sum(v["duplicate"] for v in oracle.verdicts.values()) > 20  # the stream has some
+    assert any(v["exact"] for v in oracle.verdicts.values())
+    assert any(v["duplicate"] and not v["exact"] for v in oracle.verdicts.values())
+
+
+@pytest.mark.parametrize("batch", [1, 5, 64])
+def test_process_many_equals_process_one_by_one(
+    make_store: Callable[..., Store], tmp_path: Path, batch: int
+) -> None:
+    docs = random_stream(7)
+    one = Detector(WORDS, make_store("sqlite", tmp_path / "one"))
+    many = Detector(WORDS, make_store("sqlite", tmp_path / "many"))
+    expect = [one.process(d).to_json() for d in docs]
+    assert [v.to_json() for v in run(many, docs, batch=batch)] == expect
+
+
+def test_memory_and_sqlite_give_identical_verdicts(make_store: Callable[..., Store]) -> None:
+    docs = random_stream(11, n=300)
+    mem = run(Detector(WORDS, make_store("memory")), docs, batch=10)
+    sql = run(Detector(WORDS, make_store("sqlite")), docs, batch=10)
+    assert [v.to_json() for v in mem] == [v.to_json() for v in sql]
+
+
+# --- designed cases
+
+BASE = ws("a", *range(10))
+
+
+def test_duplicates_are_flagged_with_the_earliest_match(store: Store) -> None:
+    det = Detector(WORDS, store)
+    first = det.process(doc("first", text(BASE)))
+    assert not first.duplicate and first.duplicate_of is None and first.matches == ()
+    assert first.cluster_id == "first"
+    other = det.process(doc("other", text(ws("b", *range(10)))))
+    assert not other.duplicate and other.cluster_id == "other"
+    edited = det.process(doc("edited", text(BASE[:9], ["z"])))  # 9/11
+    assert edited.duplicate and edited.duplicate_of == "first"
+    assert [(m.id, m.jaccard) for m in edited.matches] == [("first", round(9 / 11, 6))]
+    again = det.process(doc("again", text(BASE[:8], ["z", "y"])))  # 9/11 edited, 8/12 first
+    assert again.duplicate_of == "first"
+    assert [(m.id, m.jaccard) for m in again.matches] == [
+        ("edited", round(9 / 11, 6)), ("first", round(8 / 12, 6)),
+    ]
+    assert {again.cluster_id, edited.cluster_id} == {"first"}
+
+
+def test_matches_best_first_ties_earliest_first_capped(make_store: Callable[..., Store]) -> None:
+    det = Detector(WORDS.replace(max_matches=3), make_store("memory"))
+    det.process(doc("far", text(BASE[:7], ["x", "y", "z"])))  # 7/13 with BASE
+    det.process(doc("near", text(BASE[:9], ["x"])))  # 9/11 with BASE
+    det.process(doc("copy1", text(BASE)))
+    det.process(doc("copy2", text(list(reversed(BASE)))))  # same word set
+    v = det.process(doc("q", text(BASE)))
+    assert v.exact and v.duplicate_of == "far"
+    assert [(m.id, m.jaccard) for m in v.matches] == [
+        ("copy1", 1.0), ("copy2", 1.0), ("near", round(9 / 11, 6)),
+    ]
+
+
+def test_clusters_merge_to_the_earliest_document(store: Store) -> None:
+    settings = WORDS.replace(threshold=0.6)
+    det = Detector(settings, store)
+    shared = ws("s", 1, 2, 3, 4)
+    a = text(ws("a", *range(6)), shared[:3], ["za"])
+    b = text(ws("a", *range(6)), shared)  # J(a, b) = 9/11
+    c = text(ws("c", *range(6)), shared[:3], ["zc"])
+    d = text(ws("c", *range(6)), shared)  # J(c, d) = 9/11, J(b, d) = 4/16
+    e = text(ws("a", *range(6)), ws("c", *range(6)), shared)  # J(e, b) = J(e, d) = 10/16
+    v = {name: det.process(doc(name.upper(), t)) for name, t in zip("abcde", [a, b, c, d, e],
+                                                                   strict=True)}
+    assert [v[n].cluster_id for n in "abcd"] == ["A", "A", "C", "C"]
+    assert [v[n].duplicate_of for n in "abcd"] == [None, "A", None, "C"]
+    assert [(m.id, m.jaccard) for m in v["e"].matches] == [("B", 0.625), ("D", 0.625)]
+    assert v["e"].duplicate_of == "B" and v["e"].cluster_id == "A"
+    assert v["e"].merged == ("C",), "the verdict that bridges two clusters names the other"
+    assert all(v[n].merged == () for n in "abcd")
+    # Exact copies of the once separate cluster now report the merged cluster.
+    f = det.process(doc("F", d))
+    assert f.exact and f.cluster_id == "A" and f.duplicate_of == "C"
+    assert [(m.id, m.jaccard) for m in f.matches] == [
+        ("D", 1.0), ("C", round(9 / 11, 6)), ("E", 0.625),
+    ]
+    assert det.process(doc("G", c)).cluster_id == "A"
+    # A new document similar only to C joins the merged cluster too.
+    h = det.process(doc("H", text(ws("c", *range(6)), shared[:3], ["zh"])))
+    assert h.cluster_id == "A" and h.duplicate_of == "C"
+    assert f.merged == h.merged == (), "joining an already merged cluster merges nothing"
+
+
+def test_redelivery_returns_the_same_verdict_and_stores_nothing(store: Store) -> None:
+    det = Detector(WORDS, store)
+    det.process(doc("a", text(BASE)))
+    first = det.process(doc("b", text(BASE[:9], ["x"])))
+    det.process(doc("c", text(BASE)))  # later matches do not change b's answer
+    store.commit()
+    before = store.stats()
+    again = det.process(doc("b", text(BASE[:9], ["x"])))
+    assert again.to_json() == first.to_json()
+    store.commit()
+    assert store.stats() == before
+    # The same through the batch API, twice in one batch.
+    assert [v.to_json() for v in det.process_many([doc("b", text(["x"], BASE[:9]))] * 2)] == [
+        first.to_json(), first.to_json(),
+    ]
+
+
+def test_same_id_with_changed_text_replaces_the_old_version(store: Store) -> None:
+    det = Detector(WORDS, store)
+    old, new = text(BASE), text(ws("n", *range(10)))
+    det.process(doc("a", old))
+    assert det.process(doc("b", old)).duplicate_of == "a"
+    replaced = det.process(doc("a", new))
+    assert not replaced.duplicate  # nothing else has the new text
+    assert store.stats()["documents"] == 2
+    c = det.process(doc("c", old))
+    assert c.duplicate_of == "b" and [m.id for m in c.matches] == ["b"]  # a no longer has it
+    assert det.process(doc("d", new)).duplicate_of == "a"
+
+
+def test_a_new_version_never_matches_its_own_old_version(store: Store) -> None:
+    det = Detector(WORDS, store)
+    det.process(doc("a", text(BASE)))
+    v = det.process(doc("a", text(BASE[:9], ["x"])))  # 9/11 with its old text
+    assert not v.duplicate and v.matches == ()
+    v = det.process(doc("a", text(BASE)))  # back to the first text: an old set, no members
+    assert not v.duplicate and v.matches == () and not v.exact
+
+
+def test_exact_copies_skip_the_probe_and_match_like_a_probe(store: Store) -> None:
+    det = Detector(WORDS, store)
+    oracle = Oracle(WORDS)
+    stream = [
+        doc("a", text(BASE)),
+        doc("b", text(BASE[:9], ["x"])),
+        doc("c", text(BASE[:8], ["x", "y"])),
+        doc("d", text(BASE)),  # exact copy of a
+        doc("e", text(BASE[:9], ["x"])),  # exact copy of b
+    ]
+    verdicts = [det.process(d) for d in stream]
+    expect = [oracle.process(d) for d in stream]
+    assert [observable(v) for v in verdicts] == expect
+    assert [v.exact for v in verdicts] == [False, False, False, True, True]
+    assert [v.candidates for v in verdicts][3:] == [0, 0]
+    assert verdicts[1].candidates == 1 and verdicts[2].candidates == 2
+
+
+def test_empty_normalized_text_is_never_a_duplicate(store: Store) -> None:
+    det = Detector(WORDS, store)
+    first = det.process(doc("e1", "!!! ???"))
+    second = det.process(doc("e2", "... ---"))
+    real = det.process(doc("r", text(BASE)))
+    for v, own in [(first, "e1"), (second, "e2")]:
+        assert (v.duplicate, v.duplicate_of, v.matches, v.shingles) == (False, None, (), 0)
+        assert v.cluster_id == own and v.candidates == 0
+    assert not real.duplicate
+    assert det.process(doc("e1", "!!! ???")).to_json() == first.to_json()
+
+
+def test_short_texts_are_one_shingle_and_compare_whole(store: Store) -> None:
+    det = Detector(Settings(stopwords="", stem_language=""), store)  # char 10-shingles
+    assert det.process(doc("a", "Ciao")).shingles == 1
+    b = det.process(doc("b", "  CIAO! "))
+    assert b.duplicate_of == "a" and b.exact
+    assert not det.process(doc("c", "Ciaone")).duplicate
+
+
+def test_max_candidates_bounds_verification_and_reports_skipped(store: Store) -> None:
+    settings = WORDS.replace(threshold=0.3, max_candidates=2)
+    det = Detector(settings, store)
+    for i in range(5):  # five distinct texts, each 8/12 similar to the query below
+        det.process(doc(f"p{i}", text(BASE[:8], ws(f"x{i}_", 1, 2))))
+    v = det.process(doc("q", text(BASE)))
+    assert v.candidates == 5 and v.skipped == 3
+    assert len(v.matches) == 2
+
+
+# --- the Kijiji acceptance test
+
+KIJIJI_DUPLICATES = 2003  # docs with an earlier near-duplicate, reference preset
+KIJIJI_NEAR_ONLY = 52  # ... of which no earlier one is an exact copy of the shingle set
+
+
+@pytest.fixture(scope="module")
+def kijiji_reference(kijiji_path: Path) -> tuple[Settings, list[Document], list[Verdict]]:
+    """The reference preset's verdicts on the whole dump, in file order (memory store)."""
+    from streamdedup.store.memory import MemoryStore
+
+    settings = build_settings("reference", env={})
+    docs = []
+    for _, item in read_dump(kijiji_path, None, settings.text_fields):
+        assert isinstance(item, Document), item
+        docs.append(item)
+    return settings, docs, run(Detector(settings, MemoryStore()), docs, batch=500)
+
+
+@pytest.mark.dump
+def test_kijiji_reference_precision_and_recall(
+    kijiji_reference: tuple[Settings, list[Document], list[Verdict]],
+) -> None:
+    settings, docs, verdicts = kijiji_reference
+    sketcher = Sketcher(settings, text_cache=0)
+    sets = [sketcher.shingle_fields(d.fields).shingles for d in docs]
+    earlier: dict[int, list[tuple[int, float]]] = {}
+    for i, j, sim in all_pairs(sets, settings.threshold):
+        earlier.setdefault(j, []).append((i, sim))
+    truth = set(earlier)
+    near = {j for j, found in earlier.items() if all(sim < 1.0 for _, sim in found)}
+    near_any = {j for j, found in earlier.items() if any(sim < 1.0 for _, sim in found)}
+    flagged = {i for i, v in enumerate(verdicts) if v.duplicate}
+
+    assert len(truth) == KIJIJI_DUPLICATES
+    assert len(near) == KIJIJI_NEAR_ONLY
+    tp = len(flagged & truth)
+    assert tp / len(flagged) == 1.0, sorted(flagged - truth)[:20]  # precision
+    assert tp / len(truth) >= 0.999, sorted(truth - flagged)[:20]  # recall
+    assert len(near & flagged) / len(near) >= 0.99, sorted(near - flagged)
+    assert len(near_any & flagged) / len(near_any) >= 0.99
+    # The earliest match is the earliest near-duplicate the brute force finds.
+    right_first = sum(
+        verdicts[j].duplicate_of == docs[min(i for i, _ in earlier[j])].id for j in truth
+    )
+    assert right_first / len(truth) >= 0.999
+    assert all(v.skipped == 0 for v in verdicts)
+
+
+@pytest.mark.dump
+def test_kijiji_memory_and_sqlite_agree(
+    kijiji_reference: tuple[Settings, list[Document], list[Verdict]],
+    make_store: Callable[..., Store],
+) -> None:
+    settings, docs, mem = kijiji_reference
+    sql = run(Detector(settings, make_store("sqlite")), docs, batch=500)
+    assert [v.to_json() for v in sql] == [v.to_json() for v in mem]

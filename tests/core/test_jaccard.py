@@ -1,0 +1,65 @@
+"""Exact Jaccard: one pair and one-vs-many against plain Python sets; the size bound."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from shingle_sets import SET, py_jaccard, u64
+
+from streamdedup.core.jaccard import jaccard, jaccard_many, size_bounds
+
+BIG_VALUES = st.lists(st.integers(2**63 - 3, 2**63 + 3), max_size=6).map(
+    lambda xs: np.unique(np.array(xs, dtype=np.uint64))
+)
+
+
+def test_known_values() -> None:
+    assert jaccard(u64(1, 2, 3), u64(1, 2, 3)) == 1.0
+    assert jaccard(u64(1, 2), u64(3, 4)) == 0.0
+    assert jaccard(u64(1, 2, 3), u64(2, 3, 4, 5)) == 2 / 5
+    assert jaccard(u64(), u64()) == 0.0
+    assert jaccard(u64(), u64(1)) == 0.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(SET | BIG_VALUES, SET | BIG_VALUES)
+def test_jaccard_equals_python_sets_and_is_symmetric(a: np.ndarray, b: np.ndarray) -> None:
+    assert jaccard(a, b) == py_jaccard(a, b)
+    assert jaccard(a, b) == jaccard(b, a)
+
+
+@settings(max_examples=200, deadline=None)
+@given(SET, st.lists(SET, max_size=8))
+def test_jaccard_many_equals_jaccard_pairwise(query: np.ndarray, cands: list[np.ndarray]) -> None:
+    out = jaccard_many(query, cands)
+    assert out.dtype == np.float64 and out.shape == (len(cands),)
+    assert out.tolist() == [jaccard(query, c) for c in cands]
+
+
+def test_jaccard_many_edge_cases() -> None:
+    assert jaccard_many(u64(1), []).shape == (0,)
+    assert jaccard_many(u64(), [u64(1), u64()]).tolist() == [0.0, 0.0]
+    assert jaccard_many(u64(1), [u64(), u64()]).tolist() == [0.0, 0.0]
+    assert jaccard_many(u64(1, 2), [u64(), u64(2), u64(), u64(1, 2)]).tolist() == [
+        0.0, 0.5, 0.0, 1.0,
+    ]
+
+
+def test_size_bounds_keep_every_size_that_can_reach_the_threshold() -> None:
+    """A set of m shingles reaches similarity m/n with a set of n >= m when it is a subset
+    of it (the best case); the bounds keep every m that can, and are loose by at most one."""
+    for t in (0.05, 1 / 3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.99, 1.0):
+        for n in range(1, 400):
+            lo, hi = size_bounds(n, t)
+
+            def reaches(m: int, n: int = n, t: float = t) -> bool:
+                small, big = min(m, n), max(m, n)
+                return jaccard(np.arange(small, dtype=np.uint64),
+                               np.arange(big, dtype=np.uint64)) >= t
+
+            assert not reaches(lo - 1) or lo - 1 < 1, (t, n, lo)
+            assert not reaches(hi + 1), (t, n, hi)
+            assert reaches(lo) or reaches(lo + 1), (t, n, lo)
+            assert reaches(hi) or reaches(hi - 1), (t, n, hi)
+            assert reaches(n)

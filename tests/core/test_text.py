@@ -1,0 +1,213 @@
+"""Normalization: HTML removal and each switch of the study's pipeline doing what it says."""
+
+from __future__ import annotations
+
+import unicodedata
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamdedup.core.text import (
+    NORMALIZER_VERSION,
+    Normalizer,
+    compose_text,
+    html_to_text,
+    load_stopwords,
+)
+from streamdedup.errors import ConfigError
+from streamdedup.settings import Settings
+
+# Every step off: each test switches on exactly the step it looks at.
+BARE = Settings(
+    strip_html=False,
+    lowercase=False,
+    strip_punctuation=False,
+    strip_digits=False,
+    fold_accents=False,
+    stopwords="",
+    stem_language="",
+)
+
+
+def norm(text: str, **changes: object) -> str:
+    return Normalizer(BARE.replace(**changes))(text)
+
+
+# --- HTML
+
+
+def test_html_tags_go_and_entities_are_decoded() -> None:
+    out = html_to_text("<p>Caf&eacute; &amp; <b>bar</b> &#233;&#x41;</p>")
+    assert out.split() == ["Café", "&", "bar", "éA"]
+
+
+def test_script_style_and_noscript_content_is_dropped() -> None:
+    html = (
+        "<style>p { color: red }</style><p>visible</p>"
+        "<script>var hidden = '<b>no</b>';</script><noscript>also hidden</noscript>"
+    )
+    assert html_to_text(html).split() == ["visible"]
+    assert html_to_text("<script>only code()</script>").strip() == ""
+
+
+def test_malformed_markup_keeps_the_text() -> None:
+    out = html_to_text("<div><p>unclosed <b>bold <i>italic</div> tail &lt;x&gt; <br/ >end")
+    assert out.split() == ["unclosed", "bold", "italic", "tail", "<x>", "end"]
+
+
+def test_head_is_not_visible_text() -> None:
+    html = "<html><head><title>T</title></head><body>B</body></html>"
+    assert html_to_text(html).split() == ["B"]
+
+
+@pytest.mark.parametrize(
+    "plain",
+    ["5 < 10 and 7 > 3", "a<3 b", "R&D team & co", "<<<>>>", "", "no markup at all\n\tok"],
+)
+def test_plain_text_is_returned_unchanged(plain: str) -> None:
+    assert html_to_text(plain) == plain
+
+
+def test_tags_separate_words() -> None:
+    assert html_to_text("<li>uno</li><li>due</li>").split() == ["uno", "due"]
+
+
+def test_strip_html_switch() -> None:
+    assert norm("<b>ciao</b>", strip_html=True) == "ciao"
+    assert norm("<b>ciao</b>") == "<b>ciao</b>"
+
+
+# --- the other switches
+
+
+def test_lowercase_switch() -> None:
+    assert norm("Java SVILUPPATORE", lowercase=True) == "java sviluppatore"
+    assert norm("Java SVILUPPATORE") == "Java SVILUPPATORE"
+
+
+def test_fold_accents_switch() -> None:
+    assert norm("perché città Ñandú", fold_accents=True) == "perche citta Nandu"
+    assert norm("perché città") == "perché città"
+
+
+def test_strip_punctuation_switch() -> None:
+    assert norm("c.v., e-mail: a_b! (sì)", strip_punctuation=True) == "c v e mail a b sì"
+    assert norm("c.v., e-mail") == "c.v., e-mail"
+
+
+def test_strip_digits_switch() -> None:
+    assert norm("L.68/99 ore 9-18", strip_digits=True) == "L. / ore -"
+    assert norm("ore 9-18") == "ore 9-18"
+    # Unicode decimal digits are digits too.
+    assert norm("ore ٣", strip_digits=True) == "ore"
+
+
+def test_whitespace_is_collapsed_to_single_spaces() -> None:
+    assert norm("  a \n\n b\t\tc  ") == "a b c"
+
+
+def test_stopwords_by_language_code() -> None:
+    assert norm("il gatto e la volpe", stopwords="it") == "gatto volpe"
+    # Matching is on whole words as they are after the earlier steps.
+    assert norm("Il gatto", stopwords="it") == "Il gatto"
+    assert norm("Il gatto", stopwords="it", lowercase=True) == "gatto"
+
+
+def test_stopwords_are_folded_when_accents_are() -> None:
+    words = load_stopwords("it")
+    assert "affinché" in words and "affinche" not in words
+    assert norm("affinche lavoro", stopwords="it") == "affinche lavoro"
+    assert norm("affinche lavoro", stopwords="it", fold_accents=True) == "lavoro"
+    assert norm("affinché lavoro", stopwords="it", fold_accents=True) == "lavoro"
+
+
+def test_stopword_file_path(tmp_path: Path) -> None:
+    path = tmp_path / "stop.txt"
+    path.write_text("# my list\nGatto\n\n  volpe  \n", encoding="utf-8")
+    assert load_stopwords(str(path)) == frozenset({"gatto", "volpe"})
+    assert norm("il gatto e la volpe", stopwords=str(path)) == "il e la"
+
+
+def test_missing_stopword_file_is_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read stopword file"):
+        Normalizer(BARE.replace(stopwords=str(tmp_path / "nope.txt")))
+
+
+def test_unknown_stopword_language_is_config_error() -> None:
+    with pytest.raises(ConfigError, match="'xx'"):
+        Normalizer(BARE.replace(stopwords="xx"))
+
+
+def test_no_stopwords() -> None:
+    assert load_stopwords("") == frozenset()
+
+
+def test_stemming_switch() -> None:
+    text = "programmatore programmatori sviluppatori"
+    stemmed = norm(text, stem_language="italian").split()
+    assert stemmed[0] == stemmed[1]
+    assert all(len(s) < len(w) for s, w in zip(stemmed, text.split(), strict=True))
+    assert norm(text) == text
+    assert norm("developers developer", stem_language="english") == "develop develop"
+
+
+def test_unknown_stemmer_is_config_error() -> None:
+    with pytest.raises(ConfigError, match="klingon"):
+        Normalizer(BARE.replace(stem_language="klingon"))
+
+
+def test_study_pipeline_end_to_end() -> None:
+    n = Normalizer(Settings())
+    html = "<p>Cercasi PROGRAMMATORI Java, 3 anni &amp; perché no!</p><script>x()</script>"
+    assert n(html) == "cercas programm jav"  # "anni", "perché" and "no" are stopwords
+
+
+def test_describe_records_what_makes_outputs_comparable() -> None:
+    d = Normalizer(Settings()).describe()
+    assert d["normalizer_version"] == NORMALIZER_VERSION
+    assert d["stopwords"] == "it" and d["stopword_count"] == len(load_stopwords("it"))
+    assert d["text_fields"] == ["title", "description"]
+    assert Normalizer(Settings(strip_digits=False)).describe() != d
+
+
+def test_compose_text_joins_named_fields_in_order() -> None:
+    fields = {"title": "T", "description": "D", "location": "L"}
+    assert compose_text(fields, ("description", "title")) == "D\nT"
+    assert compose_text({"title": "T"}, ("title", "description")) == "T\n"
+    assert compose_text({"title": None}, ("title",)) == ""  # type: ignore[dict-item]
+
+
+# --- properties over arbitrary text
+
+TEXT = st.text(
+    st.characters(blacklist_categories=("Cs",)) | st.sampled_from("<>&;/ \n\tabp"), max_size=80
+)
+
+
+PLAIN_NORMALIZER = Normalizer(Settings(stopwords="", stem_language=""))
+
+
+@settings(max_examples=150, deadline=None)
+@given(TEXT)
+def test_full_pipeline_output_has_no_case_digits_punctuation_or_extra_space(text: str) -> None:
+    out = PLAIN_NORMALIZER(text)
+    assert out == " ".join(out.split())
+    assert out == out.lower()
+    assert not any(ch.isdecimal() for ch in out)
+    assert not any(unicodedata.category(ch)[0] in "PS" for ch in out)
+
+
+@settings(max_examples=100, deadline=None)
+@given(TEXT)
+def test_equal_texts_normalize_equally_in_fresh_normalizers(text: str) -> None:
+    assert Normalizer(Settings())(text) == Normalizer(Settings())(text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(TEXT)
+def test_punctuation_and_digits_together_equal_one_after_the_other(text: str) -> None:
+    both = norm(text, strip_punctuation=True, strip_digits=True)
+    assert both == norm(norm(text, strip_punctuation=True), strip_digits=True)
+    assert both == norm(norm(text, strip_digits=True), strip_punctuation=True)

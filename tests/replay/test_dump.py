@@ -1,0 +1,132 @@
+"""Reading dumps: the Kijiji TSV and JSONL; one bad row is an error record, not the end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from streamdedup.core.document import Document
+from streamdedup.errors import InputError, MessageError
+from streamdedup.replay.dump import read_dump
+
+FIELDS = ("title", "description")
+
+
+def rows(path: Path, fmt: str | None = None, fields: tuple[str, ...] = FIELDS) -> list:
+    return list(read_dump(path, fmt, fields))
+
+
+def outcome(item: Document | MessageError) -> str:
+    return item.reason if isinstance(item, MessageError) else f"doc:{item.id}"
+
+
+@pytest.mark.dump
+def test_kijiji_dump_reads_every_row_in_order(kijiji_path: Path) -> None:
+    got = rows(kijiji_path, None, ("description",))
+    assert len(got) == 3127
+    assert [pos for pos, _ in got] == list(range(3127))
+    assert all(isinstance(doc, Document) for _, doc in got)
+    assert [doc.id for _, doc in got] == [str(i) for i in range(3127)]
+    first = got[0][1]
+    assert first.fields["title"] == "Addetto sito internet"
+    assert "\n" in first.fields["description"]  # multi-line quoted field kept whole
+    assert set(first.fields) == {"id", "title", "description", "location", "timestamp", "link"}
+
+
+def write_tsv(path: Path, body: bytes) -> Path:
+    path.write_bytes(b"title\tdescription\tlink\n" + body)
+    return path
+
+
+def test_tsv_bad_rows_become_errors_and_the_rest_is_read(tmp_path: Path) -> None:
+    path = write_tsv(
+        tmp_path / "d.tsv",
+        b"Dev\tJava dev\thttps://a\n"
+        b"too\tmany\tfields\there\n"
+        b"Caf\xe9\tnot utf-8\thttps://b\n"
+        b"\t\thttps://c\n"
+        b'Ops\t"multi\nline\tdesc"\thttps://d\n'
+        b"short\n"
+        b"Last\tok\thttps://e\n",
+    )
+    got = rows(path)
+    assert [pos for pos, _ in got] == list(range(7))
+    assert [outcome(item) for _, item in got] == [
+        "doc:0", "malformed_row", "not_utf8", "empty_text", "doc:4", "malformed_row", "doc:6",
+    ]
+    assert got[4][1].fields["description"] == "multi\nline\tdesc"
+    assert "4 fields where the header has 3" in got[1][1].detail
+
+
+def test_tsv_with_an_id_column_uses_it(tmp_path: Path) -> None:
+    path = tmp_path / "d.tsv"
+    path.write_text("id\tdescription\nA-1\tuno\n\tdue\n7\ttre\n", encoding="utf-8")
+    assert [outcome(item) for _, item in rows(path)] == ["doc:A-1", "wrong_type", "doc:7"]
+
+
+def test_tsv_header_without_any_text_field_is_an_input_error(tmp_path: Path) -> None:
+    path = tmp_path / "d.tsv"
+    path.write_text("name\tbody\nx\ty\n", encoding="utf-8")
+    with pytest.raises(InputError, match="none of the text fields title, description"):
+        rows(path)
+
+
+def test_tsv_with_one_of_the_text_fields_is_fine(tmp_path: Path) -> None:
+    path = tmp_path / "d.tsv"
+    path.write_text("description\nsolo\n", encoding="utf-8")
+    assert [outcome(item) for _, item in rows(path)] == ["doc:0"]
+
+
+def test_empty_tsv_is_an_input_error(tmp_path: Path) -> None:
+    path = tmp_path / "d.tsv"
+    path.write_bytes(b"")
+    with pytest.raises(InputError, match="empty"):
+        rows(path)
+
+
+def test_jsonl_good_and_bad_lines(tmp_path: Path) -> None:
+    path = tmp_path / "d.jsonl"
+    lines = [
+        json.dumps({"id": "a", "title": "Dev", "description": "Java"}).encode(),
+        b"",  # blank lines are skipped
+        b'{"id": "b", "title": ',
+        b'["not", "an", "object"]',
+        json.dumps({"id": "c", "title": 3}).encode(),
+        b'{"id": "d", "title": "caf\xe9"}',
+        json.dumps({"title": "no id"}).encode(),
+        b"   ",
+        json.dumps({"id": 9, "description": "ultimo"}).encode(),
+    ]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    got = rows(path)
+    assert [pos for pos, _ in got] == [0, 2, 3, 4, 5, 6, 8]
+    out = [outcome(item) for _, item in got]
+    assert out[:5] == ["doc:a", "malformed_json", "not_an_object", "wrong_type", "not_utf8"]
+    assert out[5].startswith("doc:auto-") and out[6] == "doc:9"
+
+
+def test_missing_file_is_an_input_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such file"):
+        read_dump(tmp_path / "nope.tsv", None, FIELDS)
+    with pytest.raises(InputError, match="no such file"):
+        read_dump(tmp_path, "tsv", FIELDS)  # a directory is not a dump
+
+
+def test_unknown_format_is_an_input_error(tmp_path: Path) -> None:
+    path = tmp_path / "d.csv"
+    path.write_text("title,description\n", encoding="utf-8")
+    with pytest.raises(InputError, match="cannot tell the format"):
+        read_dump(path, None, FIELDS)
+    with pytest.raises(InputError, match="unknown format 'xml'"):
+        read_dump(path, "xml", FIELDS)
+
+
+def test_format_argument_beats_the_suffix(tmp_path: Path) -> None:
+    path = tmp_path / "d.txt"
+    path.write_text('{"id": "x", "title": "t"}\n', encoding="utf-8")
+    assert [outcome(item) for _, item in rows(path, "jsonl")] == ["doc:x"]
+    tsv = tmp_path / "d.data"
+    tsv.write_text("title\nt\n", encoding="utf-8")
+    assert [outcome(item) for _, item in rows(tsv, "tsv")] == ["doc:0"]

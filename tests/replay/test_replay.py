@@ -1,0 +1,207 @@
+"""The replay end to end against a real broker, plus its broker-free parts.
+
+The broker tests replay a generated TSV (multi-line quoted descriptions, as in the Kijiji dump)
+with known duplicates, one row that must become a dead letter and one repost rewritten beyond
+the threshold; the verdicts read back must equal an in-process run of the detector, and the
+report's numbers must be the known ones.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from test_evaluation import generated_docs, naive_true_pairs
+
+from streamdedup.cli import main as cli_main
+from streamdedup.core.detector import Detector
+from streamdedup.core.document import Document
+from streamdedup.core.verdict import Verdict
+from streamdedup.errors import InputError
+from streamdedup.replay.runner import ReplayConfig, consumer_env, load_rows, replay
+from streamdedup.settings import build_settings
+from streamdedup.store.memory import MemoryStore
+
+HEADER = ["title", "description", "location", "timestamp", "link"]
+OVERRIDES = {"stopwords": "", "stem_language": "", "log_level": "WARNING"}
+
+
+def write_tsv(path: Path) -> int:
+    """The generated ads as a Kijiji-like TSV, plus one row with no text; returns rows."""
+    docs = generated_docs()
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh, delimiter="\t")
+        w.writerow(HEADER)
+        for k, d in enumerate(docs):
+            words = d.fields["description"].split(" ")
+            desc = "\n".join(" ".join(words[i : i + 9]) for i in range(0, len(words), 9))
+            w.writerow([d.fields["title"], desc, "Roma", f"2019-01-{k % 28 + 1:02d}",
+                        d.fields["link"]])
+        w.writerow(["", "", "Milano", "2019-02-01", "https://ads.example/empty"])
+    return len(docs) + 1
+
+
+@pytest.fixture
+def dump(tmp_path: Path) -> Path:
+    path = tmp_path / "ads.tsv"
+    write_tsv(path)
+    return path
+
+
+def test_load_rows_reads_multiline_tsv_and_flags_dead_letters(dump: Path) -> None:
+    settings = build_settings("default", env={}, overrides=OVERRIDES)
+    rows, unreadable = load_rows(dump, None, settings)
+    assert unreadable == 0
+    assert [r.doc_id for r in rows] == [str(i) for i in range(len(rows))]
+    assert [r.doc is None for r in rows].count(True) == 1 and rows[-1].doc is None
+    first = json.loads(rows[0].payload)
+    assert set(first) == {*HEADER, "id"} and "\n" in first["description"]
+
+
+def test_load_rows_jsonl(tmp_path: Path) -> None:
+    path = tmp_path / "ads.jsonl"
+    path.write_text("\n".join([
+        json.dumps({"id": 7, "title": "a", "description": "uno due tre", "salary": 1200}),
+        json.dumps({"title": "b", "description": "quattro cinque"}),
+        "{not json",
+        json.dumps({"id": "x", "title": "", "description": "", "link": "https://l"}),
+    ]) + "\n", encoding="utf-8")
+    settings = build_settings("default", env={}, overrides=OVERRIDES)
+    rows, unreadable = load_rows(path, None, settings)
+    assert unreadable == 1
+    assert rows[0].doc_id == "7" and json.loads(rows[0].payload)["id"] == "7"
+    assert rows[1].doc_id.startswith("auto-") and rows[1].doc is not None
+    assert rows[1].doc.id == rows[1].doc_id  # the consumer decodes the same id
+    assert rows[2].doc_id == "x" and rows[2].doc is None  # no text: a dead letter
+
+
+def test_load_rows_refuses_repeated_ids(tmp_path: Path) -> None:
+    path = tmp_path / "ads.jsonl"
+    path.write_text('{"id": 1, "title": "a"}\n{"id": "1", "title": "b"}\n', encoding="utf-8")
+    with pytest.raises(InputError, match="occurs twice"):
+        load_rows(path, None, build_settings("default", env={}, overrides=OVERRIDES))
+
+
+def test_consumer_env_rebuilds_the_same_settings() -> None:
+    settings = build_settings("reference", env={}, overrides={
+        "threshold": 0.75, "text_fields": ("title", "description"), "strip_html": False,
+        "commit_interval_s": 0.25, "sasl_password": "s3cret"})
+    env = consumer_env(settings, {"PATH": "/bin", "STREAMDEDUP_PRESET": "words-en"})
+    assert env["PATH"] == "/bin" and "STREAMDEDUP_PRESET" not in env
+    assert build_settings(env=env) == settings
+
+
+# --- against a real broker ------------------------------------------------------------------
+
+
+def in_process(dump: Path, overrides: dict[str, object]) -> dict[str, Verdict]:
+    settings = build_settings("default", env={}, overrides=overrides)
+    rows, _ = load_rows(dump, None, settings)
+    docs = [r.doc for r in rows if r.doc is not None]
+    return {v.id: v for v in Detector(settings, MemoryStore()).process_many(docs)}
+
+
+@pytest.mark.broker
+def test_replay_against_broker(dump: Path, tmp_path: Path, kafka_bootstrap: str) -> None:
+    config = ReplayConfig(dump=dump, report_dir=tmp_path / "r1", preset="default",
+                          overrides=OVERRIDES, bootstrap_servers=kafka_bootstrap,
+                          progress=False, timeout_s=60, cache_dir=tmp_path / "cache")
+    result = replay(config)
+    assert result.ok, (result.missing, result.consumer_exit)
+    r = result.report
+    docs = generated_docs()
+    settings = build_settings("default", env={}, overrides=OVERRIDES)
+    true_pairs = naive_true_pairs(docs, settings)
+
+    assert r["docs"] == len(docs) and r["verdicts"] == len(docs)
+    assert r["dead_letters"] == 1 and r["replay"]["dead_letter_reasons"] == {"empty_text": 1}
+    assert r["missing_verdicts"] == 0 and r["replay"]["missing"] == 0
+    assert r["doc_precision"] == r["doc_recall"] == r["doc_f1"] == 1.0
+    assert r["pair_precision"] == r["pair_recall"] == 1.0
+    assert r["pair_counts"]["true_pairs"] == len(true_pairs)
+    assert r["doc_counts"]["true_duplicates"] == 10
+    assert r["clusters"] == r["true_clusters"] == 9
+    links = r["link_labels"]
+    assert (links["reposts"], links["flagged"], links["missed"]) == (12, 10, 2)
+    assert r["docs_per_second"] > 0 and r["latency_ms"]["p50"] > 0
+    assert r["latency_ms"]["p50"] <= r["latency_ms"]["p95"] <= r["latency_ms"]["p99"]
+
+    # the verdicts read back are exactly those of an in-process run, in produced order
+    expected = in_process(dump, OVERRIDES)
+    lines = result.paths["verdicts"].read_text(encoding="utf-8").splitlines()
+    assert [Verdict.from_json(line) for line in lines] == [expected[str(i)]
+                                                            for i in range(len(docs))]
+    for name in ("json", "md", "s_curves", "precision_recall"):
+        assert result.paths[name].is_file()
+    assert (tmp_path / "r1" / "consumer.log").is_file()
+
+    # deterministic: a second replay gives byte-identical verdicts
+    again = replay(dataclasses.replace(config, report_dir=tmp_path / "r2"))
+    assert again.report["verdicts_sha256"] == r["verdicts_sha256"]
+
+
+def main(args: list[str]) -> int:
+    """`streamdedup replay ARGS` in this process; its exit status."""
+    try:
+        cli_main(["replay", *args], prog_name="streamdedup")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+    return 0
+
+
+@pytest.mark.broker
+def test_replay_timeout_reports_missing_ids(
+    dump: Path, tmp_path: Path, kafka_bootstrap: str, kafka_topic_factory: Callable[..., str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No consumer runs: nothing answers, so the replay says which ids are missing."""
+    monkeypatch.setenv("STREAMDEDUP_CACHE", str(tmp_path / "cache"))
+    topics = [kafka_topic_factory() for _ in range(3)]
+    code = main(["--dump", str(dump), "--report-dir", str(tmp_path / "r"),
+                 "--bootstrap-servers", kafka_bootstrap, "--no-consumer", "--timeout", "2",
+                 "--input-topic", topics[0], "--output-topic", topics[1],
+                 "--dlq-topic", topics[2], "--no-band-table", "--no-progress",
+                 "--stopwords", "", "--stem-language", ""])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "ids got no verdict or dead letter within 2 s, e.g. 0, 1, 2" in err
+    report = json.loads((tmp_path / "r" / "report.json").read_text(encoding="utf-8"))
+    assert report["replay"]["missing"] == len(generated_docs()) + 1
+    assert report["verdicts"] == 0 and report["doc_recall"] == 0.0
+
+
+def test_replay_says_when_no_broker_answers(dump: Path, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """The product starts no broker of its own: a dead address is one clear line, exit 1."""
+    code = main(["--dump", str(dump), "--report-dir", str(tmp_path), "--no-consumer",
+                 "--bootstrap-servers", "127.0.0.1:9", "--no-progress"])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "no Kafka broker answers at 127.0.0.1:9" in err and "Traceback" not in err
+
+
+def test_documents_keep_their_fields(dump: Path) -> None:
+    settings = build_settings("reference", env={}, overrides=OVERRIDES)
+    rows, _ = load_rows(dump, None, settings)
+    doc = rows[0].doc
+    assert isinstance(doc, Document) and doc.fields["location"] == "Roma"
+
+
+@pytest.mark.broker
+@pytest.mark.dump
+def test_kijiji_reference_acceptance(kijiji_path: Path, tmp_path: Path,
+                                     kafka_bootstrap: str) -> None:
+    """The issue's acceptance numbers on the Kijiji dump with the reference preset."""
+    result = replay(ReplayConfig(dump=kijiji_path, report_dir=tmp_path / "kijiji",
+                                 preset="reference", bootstrap_servers=kafka_bootstrap,
+                                 progress=False, cache_dir=tmp_path / "cache"))
+    r = result.report
+    assert result.ok, (result.missing[:10], result.consumer_exit)
+    assert r["docs"] == r["verdicts"] == 3127 and r["dead_letters"] == 0
+    assert r["doc_precision"] == 1.0 and r["doc_recall"] >= 0.999
+    assert r["pair_precision"] == 1.0 and r["pair_recall"] >= 0.995
+    assert r["link_labels"]["reposts"] == 149

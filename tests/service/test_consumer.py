@@ -1,0 +1,298 @@
+"""The streaming service against a real Kafka broker: verdicts, dead letters, restart, crash.
+
+Each test runs `python -m streamdedup run` as a separate process, as people deploy it, and
+compares what it emits with the detector run in-process on the same stream.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+
+from streamdedup.core.detector import Detector
+from streamdedup.core.document import Document
+from streamdedup.settings import build_settings
+from streamdedup.store.memory import MemoryStore
+
+pytestmark = pytest.mark.broker
+
+WORDS = (
+    "sviluppatore java esperienza progetti cliente banca milano roma contratto tempo "
+    "indeterminato ricerchiamo programmatore python django backend frontend angular react "
+    "database oracle sql azienda informatica consulenza offerta lavoro ambiente dinamico "
+    "laurea ingegneria conoscenza linux cloud docker kubernetes team agile scrum analista "
+    "sistemista rete sicurezza supporto tecnico stage retribuito sede torino napoli bologna"
+).split()
+
+
+def make_ads(n: int, seed: int) -> list[dict[str, str]]:
+    """Distinct random ads, then near-duplicates (one word changed) and exact reposts."""
+    rng = random.Random(seed)
+    ads: list[dict[str, str]] = []
+    for i in range(n):
+        body = " ".join(rng.choice(WORDS) for _ in range(60))
+        ads.append({"id": f"ad-{seed}-{i}", "title": f"Annuncio {i}", "description": body})
+    out = list(ads)
+    for k, ad in enumerate(ads[: n // 4]):
+        words = ad["description"].split()
+        words[rng.randrange(len(words))] = "modificato"
+        out.append({"id": f"near-{seed}-{k}", "title": ad["title"],
+                    "description": " ".join(words)})
+        out.append({"id": f"copy-{seed}-{k}", "title": ad["title"],
+                    "description": ad["description"]})
+    return out
+
+
+def expected_verdicts(ads: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
+    settings = build_settings("default", env={})
+    detector = Detector(settings, MemoryStore())
+    return {
+        v.id: v.to_dict()
+        for v in detector.process_many([Document(a["id"], a) for a in ads])
+    }
+
+
+def strip_source(verdict: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in verdict.items() if k != "source"}
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    for value in values:
+        producer.send(topic, value=value)
+    producer.flush()
+    producer.close()
+
+
+def read_topic(bootstrap: str, topic: str, want: int, timeout_s: float = 90.0
+               ) -> list[dict[str, Any]]:
+    """Read until ``want`` records arrived (or the timeout), from the beginning."""
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             enable_auto_commit=False, consumer_timeout_ms=1000)
+    out: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout_s
+    while len(out) < want and time.monotonic() < deadline:
+        out.extend(json.loads(m.value) for m in consumer)
+    consumer.close()
+    return out
+
+
+class Topics:
+    def __init__(self, make: Any) -> None:
+        self.input = make(1, "in")
+        self.output = make(1, "out")
+        self.dlq = make(1, "dlq")
+
+
+@pytest.fixture
+def topics(kafka_topic_factory: Any) -> Topics:
+    return Topics(kafka_topic_factory)
+
+
+@pytest.fixture
+def consumer_process(kafka_bootstrap: str, topics: Topics, tmp_path: Path
+                     ) -> Iterator[Any]:
+    """Start `streamdedup run` processes on the test's topics; all are stopped at the end."""
+    procs: list[subprocess.Popen[bytes]] = []
+    logs: list[Any] = []
+    group = f"g-{topics.input}"
+
+    def start(*extra: str, store: Path | None = None) -> subprocess.Popen[bytes]:
+        cmd = [
+            sys.executable, "-m", "streamdedup", "run",
+            "--bootstrap-servers", kafka_bootstrap, "--group-id", group,
+            "--input-topic", topics.input, "--output-topic", topics.output,
+            "--dlq-topic", topics.dlq, "--store", str(store or tmp_path / "store"),
+            "--metrics-port", "0", "--commit-interval-s", "0.2", "--no-create-topics",
+            *extra,
+        ]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMDEDUP_")}
+        log = (tmp_path / f"consumer-{len(procs)}.log").open("wb")
+        logs.append(log)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    for log in logs:
+        log.close()
+
+
+def encode(ads: list[dict[str, str]]) -> list[bytes]:
+    return [json.dumps(a).encode() for a in ads]
+
+
+def test_end_to_end_verdicts_match_the_core(kafka_bootstrap: str, topics: Topics,
+                                            consumer_process: Any) -> None:
+    ads = make_ads(200, seed=1)
+    expected = expected_verdicts(ads)
+    produce(kafka_bootstrap, topics.input, encode(ads))
+    proc = consumer_process()
+    got = read_topic(kafka_bootstrap, topics.output, len(ads))
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+
+    by_id = {v["id"]: strip_source(v) for v in got}
+    assert len(got) == len(ads) == len(by_id), "one verdict per input"
+    assert by_id == expected
+    for k in range(50):
+        assert by_id[f"copy-{1}-{k}"]["duplicate_of"] == f"ad-1-{k}"
+        assert by_id[f"near-{1}-{k}"]["duplicate_of"] == f"ad-1-{k}"
+    assert sum(v["duplicate"] for v in by_id.values()) == 100
+    first = got[0]["source"]
+    assert first["topic"] == topics.input and first["offset"] == 0
+
+
+BAD_MESSAGES = {
+    b"{not json": "malformed_json",
+    b"\xff\xfe\xfa": "not_utf8",
+    b"[1, 2, 3]": "not_an_object",
+    b'{"id": "x1", "description": 42}': "wrong_type",
+    b'{"id": "x2", "title": "", "description": "   "}': "empty_text",
+    b'{"id": "x3"}': "empty_text",
+    b'{"id": ["x"], "description": "a real text here"}': "wrong_type",
+    b'{"description": "' + b"a" * 5000 + b'"}': "oversized",
+    b"[" * 100000 + b"]" * 100000: "oversized",
+    b"[" * 1500 + b"]" * 1500: "malformed_json",
+}
+
+
+def test_bad_messages_become_dead_letters(kafka_bootstrap: str, topics: Topics,
+                                          consumer_process: Any) -> None:
+    good = make_ads(20, seed=2)
+    values: list[bytes] = []
+    for i, bad in enumerate(BAD_MESSAGES):
+        values.append(encode([good[i]])[0])
+        values.append(bad)
+    values.extend(encode(good[len(BAD_MESSAGES):]))
+    produce(kafka_bootstrap, topics.input, values)
+    proc = consumer_process("--max-message-bytes", "4096")
+
+    verdicts = read_topic(kafka_bootstrap, topics.output, len(good))
+    dead = read_topic(kafka_bootstrap, topics.dlq, len(BAD_MESSAGES))
+    assert proc.poll() is None, "the consumer must keep running"
+    assert {v["id"] for v in verdicts} == {a["id"] for a in good}
+    assert len(dead) == len(BAD_MESSAGES)
+    by_payload = {base64.b64decode(d["payload_b64"]): d for d in dead}
+    for payload, reason in BAD_MESSAGES.items():
+        record = by_payload[payload]
+        assert record["reason"] == reason, (payload[:40], record["detail"])
+        assert record["source"]["topic"] == topics.input
+    offsets = sorted([v["source"]["offset"] for v in verdicts]
+                     + [d["source"]["offset"] for d in dead])
+    assert offsets == list(range(len(values))), "every offset ends as exactly one record"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+
+
+def test_restart_keeps_the_index(kafka_bootstrap: str, topics: Topics,
+                                 consumer_process: Any) -> None:
+    ads = make_ads(80, seed=3)
+    first, second = ads[:80], ads[80:]  # the second part repeats and edits the first
+    produce(kafka_bootstrap, topics.input, encode(first))
+    proc = consumer_process()
+    assert len(read_topic(kafka_bootstrap, topics.output, len(first))) == len(first)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+
+    produce(kafka_bootstrap, topics.input, encode(second))
+    proc = consumer_process()
+    got = read_topic(kafka_bootstrap, topics.output, len(ads))
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+
+    by_id: dict[str, dict[str, Any]] = {}
+    for v in got:
+        v = strip_source(v)
+        assert by_id.setdefault(v["id"], v) == v, "a repeated verdict must be identical"
+    assert len(by_id) == len(ads), "no verdict missing"
+    assert by_id == expected_verdicts(ads)
+    assert all(by_id[a["id"]]["duplicate"] for a in second)
+
+
+def test_sigkill_mid_stream_loses_nothing(kafka_bootstrap: str, topics: Topics,
+                                          consumer_process: Any) -> None:
+    ads = make_ads(1600, seed=4)
+    expected = expected_verdicts(ads)
+    produce(kafka_bootstrap, topics.input, encode(ads))
+    proc = consumer_process("--poll-max-records", "50", "--commit-every", "100")
+    seen = 0
+    consumer = KafkaConsumer(topics.output, bootstrap_servers=kafka_bootstrap,
+                             auto_offset_reset="earliest", consumer_timeout_ms=200)
+    deadline = time.monotonic() + 120
+    while seen < 300 and time.monotonic() < deadline:
+        seen += sum(1 for _ in consumer)
+    consumer.close()
+    assert 0 < seen < len(ads), "the kill must land in the middle of the stream"
+    proc.kill()
+    proc.wait()
+
+    proc = consumer_process("--poll-max-records", "50", "--commit-every", "100")
+    got = read_topic(kafka_bootstrap, topics.output, len(ads), timeout_s=180)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # let redeliveries land, then read everything
+        time.sleep(1)
+        more = read_topic(kafka_bootstrap, topics.output, len(got) + 1, timeout_s=2)
+        if len(more) == len(got):
+            break
+        got = more
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+
+    by_id: dict[str, dict[str, Any]] = {}
+    for v in got:
+        v = strip_source(v)
+        assert v["id"] not in {m["id"] for m in v["matches"]}, "self-duplicate"
+        assert v["duplicate_of"] != v["id"]
+        assert by_id.setdefault(v["id"], v) == v, "a repeated verdict must be identical"
+    assert by_id == expected
+
+
+def test_metrics_and_health_endpoints(kafka_bootstrap: str, topics: Topics,
+                                      consumer_process: Any, tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ads = make_ads(20, seed=5)
+    produce(kafka_bootstrap, topics.input, encode(ads))
+    proc = consumer_process("--metrics-port", str(port))
+    read_topic(kafka_bootstrap, topics.output, len(ads))
+
+    def get(path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    assert get("/healthz")[0] == 200
+    deadline = time.monotonic() + 20
+    while get("/readyz")[0] != 200 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert get("/readyz")[0] == 200
+    status, body = get("/metrics")
+    assert status == 200
+    assert f"streamdedup_documents_total {len(ads)}.0" in body
+    assert "streamdedup_duplicates_total 10.0" in body
+    assert "streamdedup_stage_seconds_bucket" in body
+    assert "streamdedup_consumer_lag" in body
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0

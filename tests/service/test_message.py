@@ -1,0 +1,171 @@
+"""Decoding one message: a Document, or a MessageError whose reason a person can act on."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamdedup.core.document import Document
+from streamdedup.errors import MessageError, StreamdedupError
+from streamdedup.service.message import REASONS, auto_id, decode_message, document_from_object
+
+FIELDS = ("title", "description")
+LIMIT = 1 << 20
+
+
+def decode(payload: bytes | None, max_bytes: int = LIMIT) -> Document:
+    return decode_message(payload, FIELDS, max_bytes)
+
+
+def reason_of(payload: bytes | None, max_bytes: int = LIMIT) -> str:
+    with pytest.raises(MessageError) as err:
+        decode(payload, max_bytes)
+    assert isinstance(err.value, StreamdedupError)
+    return err.value.reason
+
+
+# One payload per reason code: if a reason is added to REASONS, this table must grow.
+EXAMPLES = {
+    "empty_payload": [None, b""],
+    "oversized": [json.dumps({"id": "a", "title": "x" * 200}).encode()],
+    "not_utf8": [b'{"id": "a", "title": "caf\xe9"}', b"\xff\xfe{}"],
+    "malformed_json": [b'{"id": "a", "title": ', b"{'id': 'a'}", b"NaN-ish", b"[" * 100_000],
+    "not_an_object": [b'["a", "b"]', b'"just a string"', b"42", b"null"],
+    "wrong_type": [
+        b'{"id": 1.5, "title": "x"}',
+        b'{"id": true, "title": "x"}',
+        b'{"id": "", "title": "x"}',
+        b'{"id": "  ", "title": "x"}',
+        b'{"id": ["a"], "title": "x"}',
+        b'{"id": "a", "title": 7}',
+        b'{"id": "a", "title": "x", "description": {"text": "y"}}',
+    ],
+    "empty_text": [
+        b'{"id": "a"}',
+        b'{"id": "a", "title": "", "description": " \\n\\t "}',
+        b'{"id": "a", "title": null, "location": "Roma"}',
+    ],
+}
+
+
+def test_the_examples_cover_every_reason() -> None:
+    assert set(EXAMPLES) == set(REASONS)
+
+
+@pytest.mark.parametrize(
+    ("reason", "payload"), [(r, p) for r, ps in EXAMPLES.items() for p in ps]
+)
+def test_each_reason(reason: str, payload: bytes | None) -> None:
+    assert reason_of(payload, max_bytes=100 if reason == "oversized" else LIMIT) == reason
+
+
+def test_message_error_text_carries_reason_and_detail() -> None:
+    with pytest.raises(MessageError) as err:
+        decode(b'{"id": "a", "title": 7}')
+    assert str(err.value).startswith("wrong_type: title must be a string")
+    assert err.value.detail.endswith("got int")
+
+
+def test_size_limit_is_inclusive() -> None:
+    payload = b'{"id": "a", "title": "x"}'
+    assert decode(payload, max_bytes=len(payload)).id == "a"
+    assert reason_of(payload, max_bytes=len(payload) - 1) == "oversized"
+
+
+def test_valid_message_keeps_string_fields_only() -> None:
+    doc = decode(
+        json.dumps(
+            {"id": "ad-1", "title": "Sviluppatore", "description": "Java", "salary": 30000,
+             "remote": True, "location": "Roma", "tags": ["x"]}
+        ).encode()
+    )
+    assert doc == Document("ad-1", {"id": "ad-1", "title": "Sviluppatore",
+                                    "description": "Java", "location": "Roma"})
+
+
+def test_one_text_field_is_enough() -> None:
+    assert decode(b'{"id": "a", "description": "solo descrizione"}').fields["description"]
+
+
+def test_integer_ids_become_strings() -> None:
+    assert decode(b'{"id": 42, "title": "x"}').id == "42"
+    assert decode(b'{"id": -7, "title": "x"}').id == "-7"
+    assert decode(b'{"id": 123456789012345678901234567890, "title": "x"}').id == (
+        "123456789012345678901234567890"
+    )
+
+
+def test_missing_id_gets_a_stable_auto_id() -> None:
+    a = decode(b'{"title": "Sviluppatore", "link": "https://x/1"}')
+    b = decode(b'{ "link" : "https://x/1",\n "title": "Sviluppatore" }')  # same object
+    c = decode(b'{"title": "Sviluppatore", "link": "https://x/2"}')  # a repost elsewhere
+    assert a.id.startswith("auto-") and len(a.id) == len("auto-") + 32
+    assert a.id == b.id != c.id
+    # Stable across versions: pinned value of xxh3-128 over the canonical JSON.
+    assert auto_id({"title": "x"}) == "auto-" + "3baa78292ea2648c818baf4f476bf91e"
+    assert decode(b'{"id": null, "title": "x"}').id == auto_id({"id": None, "title": "x"})
+
+
+@pytest.mark.parametrize("sub", ["\\ud800", "\\udfff", "x\\ud83dx"])
+def test_lone_surrogate_escapes_are_not_utf8(sub: str) -> None:
+    # Valid JSON, but the string is not Unicode text: it cannot be shingled or re-encoded.
+    assert reason_of(f'{{"id": "a", "title": "ciao {sub} mondo"}}'.encode()) == "not_utf8"
+    assert reason_of(f'{{"id": "a{sub}", "title": "ciao"}}'.encode()) == "not_utf8"
+
+
+def test_escaped_surrogate_pairs_are_fine() -> None:
+    assert decode(b'{"id": "a", "title": "\\ud83d\\ude00"}').fields["title"] == "\U0001f600"
+
+
+def test_nesting_around_the_recursion_limit_never_crashes() -> None:
+    # Parsing succeeds up to some depth; the canonical JSON for an auto id needs a little
+    # more stack. Every depth around the limit must give a Document or a malformed_json.
+    limit = sys.getrecursionlimit()
+    outcomes = set()
+    for depth in range(limit - 60, limit + 10):
+        payload = ('{"title": "x", "a": ' + "[" * depth + "]" * depth + "}").encode()
+        try:
+            decode(payload)
+            outcomes.add("ok")
+        except MessageError as exc:
+            assert exc.reason == "malformed_json", (depth, exc)
+            outcomes.add(exc.reason)
+    assert outcomes == {"ok", "malformed_json"}
+
+
+def test_document_from_object_without_json() -> None:
+    doc = document_from_object({"id": "a", "title": "t", "n": 1}, ("title",))
+    assert doc == Document("a", {"id": "a", "title": "t"})
+    with pytest.raises(MessageError) as err:
+        document_from_object(["a"], ("title",))
+    assert err.value.reason == "not_an_object"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes_give_a_document_or_a_known_reason(payload: bytes) -> None:
+    try:
+        doc = decode(payload)
+    except MessageError as exc:
+        assert exc.reason in REASONS
+    else:
+        assert isinstance(doc, Document) and doc.id
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                max_size=3),
+    max_leaves=10,
+))
+def test_arbitrary_json_gives_a_document_or_a_known_reason(obj: object) -> None:
+    for value in (obj, {"title": "x", "extra": obj}, {"id": obj, "title": "x"}):
+        try:
+            decode(json.dumps(value).encode())
+        except MessageError as exc:
+            assert exc.reason in REASONS

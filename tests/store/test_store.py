@@ -1,0 +1,581 @@
+"""The store contract, run against every backend; then what only the SQLite store promises.
+
+``TestStoreContract`` runs each test once per backend in ``SUPPORTED_STORES`` (the ``store``
+fixture in conftest.py, parametrized indirectly, as quix-streams does). Tests further down
+need a persistent store (reopen, lock, corruption, file modes) and are SQLite only.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import SUPPORTED_STORES
+
+from streamdedup.core.sketch import Sketcher
+from streamdedup.errors import (
+    ConfigError,
+    StoreCorruptError,
+    StoreError,
+    StoreLockedError,
+    StoreParamsError,
+)
+from streamdedup.settings import Settings
+from streamdedup.store import open_store
+from streamdedup.store.base import DocRecord, SetRecord, Store, check_params
+from streamdedup.store.sqlite import DB_NAME, LOCK_NAME, SqliteStore
+
+PARAMS = Sketcher(Settings()).params()
+HIGH = np.array([0, 1, 2**63 - 1, 2**63, 2**63 + 1, 2**64 - 1], dtype=np.uint64)
+
+
+def rec(set_id: int, seq: int = 1, first_id: str = "d", parent: int | None = None) -> SetRecord:
+    return SetRecord(set_id, seq, first_id, set_id if parent is None else parent)
+
+
+@pytest.mark.parametrize("store", SUPPORTED_STORES, indirect=True)
+class TestStoreContract:
+    # --- metadata
+    def test_params_round_trip(self, store: Store) -> None:
+        assert store.get_params() is None
+        store.put_params(PARAMS)
+        assert store.get_params() == PARAMS
+        got = store.get_params()
+        assert got is not None
+        got["num_perm"] = -1  # a copy: the caller cannot change the stored params
+        assert store.get_params() == PARAMS
+
+    def test_params_can_be_read_while_other_writes_are_pending(self, store: Store) -> None:
+        store.put_doc(DocRecord("a", store.next_seq(), 1, "{}"))
+        assert store.get_params() is None
+        store.put_params(PARAMS)
+        store.put_doc(DocRecord("b", store.next_seq(), 1, "{}"))
+        assert store.get_params() == PARAMS
+
+    def test_next_seq_strictly_increases(self, store: Store) -> None:
+        seqs = [store.next_seq() for _ in range(50)]
+        assert seqs == sorted(set(seqs)) and seqs[0] >= 1
+
+    # --- documents
+    def test_put_get_delete_doc_idempotent(self, store: Store) -> None:
+        assert store.get_doc("a") is None
+        doc = DocRecord("a", store.next_seq(), 42, '{"id":"a"}')
+        store.put_doc(doc)
+        store.put_doc(doc)
+        assert store.get_doc("a") == doc
+        assert store.stats()["documents"] == 1
+        store.delete_doc("a")
+        store.delete_doc("a")
+        store.delete_doc("never-there")
+        assert store.get_doc("a") is None
+        assert store.members(42, 10) == []
+        assert store.stats()["documents"] == 0
+
+    def test_put_doc_replaces_by_id_and_moves_set_membership(self, store: Store) -> None:
+        store.put_doc(DocRecord("a", 1, 10, "v1"))
+        store.put_doc(DocRecord("a", 2, 20, "v2"))
+        assert store.get_doc("a") == DocRecord("a", 2, 20, "v2")
+        assert store.members(10, 10) == []
+        assert store.members(20, 10) == [(2, "a")]
+
+    def test_members_are_earliest_first_and_limited(self, store: Store) -> None:
+        for seq, doc_id in [(5, "e"), (2, "b"), (9, "z"), (1, "a"), (7, "x")]:
+            store.put_doc(DocRecord(doc_id, seq, 3, "{}"))
+        store.put_doc(DocRecord("other", 3, 4, "{}"))
+        assert store.members(3, 10) == [(1, "a"), (2, "b"), (5, "e"), (7, "x"), (9, "z")]
+        assert store.members(3, 2) == [(1, "a"), (2, "b")]
+        assert store.members(99, 5) == []
+
+    def test_doc_text_is_kept_verbatim(self, store: Store) -> None:
+        verdict = '{"id":"è 😀","x":"\\u0000 \'quotes\' \\"", "n": 1}\x00tail'
+        doc_id = "è 😀\x00 nul"
+        store.put_doc(DocRecord(doc_id, 1, -(2**63), verdict))
+        assert store.get_doc(doc_id) == DocRecord(doc_id, 1, -(2**63), verdict)
+        assert store.members(-(2**63), 5) == [(1, doc_id)]
+
+    # --- sets
+    def test_a_set_named_by_a_document_first_can_be_stored_later(self, store: Store) -> None:
+        store.put_doc(DocRecord("a", 1, 77, "{}"))  # e.g. an empty text's set: no shingles
+        assert store.get_sets([77]) == {} and store.get_shingles([77]) == {}
+        store.set_parent(77, 5)  # no set yet: nothing to update
+        assert store.stats()["sets"] == 0
+        store.add_set(rec(77, seq=2, first_id="b"), HIGH)
+        store.put_doc(DocRecord("b", 2, 77, "{}"))
+        store.set_parent(77, 77)
+        assert store.get_sets([77]) == {77: rec(77, seq=2, first_id="b")}
+        assert store.get_shingles([77])[77].tolist() == HIGH.tolist()
+        assert store.members(77, 5) == [(1, "a"), (2, "b")]
+        assert store.get_doc("a") == DocRecord("a", 1, 77, "{}")
+        assert store.stats()["sets"] == 1
+
+    def test_add_set_is_idempotent_first_write_wins(self, store: Store) -> None:
+        store.add_set(rec(7, seq=3, first_id="x"), HIGH)
+        store.add_set(rec(7, seq=9, first_id="y"), np.array([5], dtype=np.uint64))
+        assert store.get_sets([7]) == {7: rec(7, seq=3, first_id="x")}
+        assert store.get_shingles([7])[7].tolist() == HIGH.tolist()
+        assert store.stats()["sets"] == 1
+
+    def test_get_sets_returns_only_known_ids(self, store: Store) -> None:
+        store.add_set(rec(1), HIGH)
+        store.add_set(rec(-5), HIGH[:2])
+        assert store.get_sets([1, 2, -5]) == {1: rec(1), -5: rec(-5)}
+        assert store.get_sets([]) == {}
+
+    def test_set_parent(self, store: Store) -> None:
+        store.add_set(rec(1, seq=1, first_id="a"), HIGH)
+        store.add_set(rec(2, seq=2, first_id="b"), HIGH)
+        store.set_parent(2, 1)
+        assert store.get_sets([2])[2] == SetRecord(2, 2, "b", 1)
+        assert store.get_sets([1])[1].parent == 1
+
+    def test_shingles_round_trip_exactly(self, store: Store) -> None:
+        rng = np.random.default_rng(0)
+        big = np.unique(rng.integers(0, 2**64, 5000, dtype=np.uint64))
+        store.add_set(rec(1), HIGH)
+        store.add_set(rec(2), big)
+        store.add_set(rec(3), np.zeros(0, dtype=np.uint64))
+        got = store.get_shingles([1, 2, 3, 4])
+        assert set(got) == {1, 2, 3}
+        for set_id, want in [(1, HIGH), (2, big)]:
+            assert got[set_id].dtype == np.uint64
+            assert got[set_id].tolist() == want.tolist()
+        assert got[3].size == 0
+
+    def test_many_sets_at_once(self, store: Store) -> None:
+        ids = list(range(-1000, 1000, 1))
+        for i in ids:
+            store.add_set(rec(i), np.array([i & 0xFFFF, 2**64 - 1], dtype=np.uint64))
+        assert set(store.get_sets(ids)) == set(ids)
+        got = store.get_shingles(ids)
+        assert all(got[i].tolist() == [i & 0xFFFF, 2**64 - 1] for i in ids)
+
+    # --- edges
+    def test_edges_both_directions_idempotent(self, store: Store) -> None:
+        store.add_edges(1, [(2, 0.9), (3, 0.85)])
+        store.add_edges(1, [(2, 0.9)])
+        assert store.neighbours(1) == [(2, 0.9), (3, 0.85)]
+        assert store.neighbours(2) == [(1, 0.9)]
+        assert store.neighbours(3) == [(1, 0.85)]
+        store.add_edges(4, [(2, 0.8)])
+        assert store.neighbours(2) == [(1, 0.9), (4, 0.8)]
+        store.add_edges(5, [])
+        assert store.neighbours(5) == [] and store.neighbours(99) == []
+
+    # --- buckets
+    def test_probe_counts_hits_per_set(self, store: Store) -> None:
+        store.add_to_buckets([10, 11, 12], 1, 10)
+        store.add_to_buckets([11, 12, 13], 2, 10)
+        store.add_to_buckets([-(2**63), 2**63 - 1], 3, 10)
+        assert store.probe([10, 11, 12, 13]) == {1: 3, 2: 3}
+        assert store.probe([10, 13, 99]) == {1: 1, 2: 1}
+        assert store.probe([-(2**63), 2**63 - 1, 12]) == {3: 2, 1: 1, 2: 1}
+        assert store.probe([]) == {} and store.probe([404]) == {}
+
+    def test_probe_over_more_keys_than_one_sql_statement_takes(self, store: Store) -> None:
+        keys = list(range(-1500, 1500))  # 3,000 keys: several chunks of 900
+        store.add_to_buckets(keys, 1, 10)
+        store.add_to_buckets(keys[::2], 2, 10)
+        store.add_to_buckets(keys[899:902], 3, 10)  # straddles a chunk boundary
+        assert store.probe(keys) == {1: 3000, 2: 1500, 3: 3}
+        assert store.probe(np.array(keys, dtype=np.int64)) == {1: 3000, 2: 1500, 3: 3}
+        assert store.stats()["bucket_entries"] == 3000 + 1500 + 3
+
+    def test_probe_can_leave_out_sets_by_size(self, store: Store) -> None:
+        store.add_to_buckets([1, 2], 1, 80)
+        store.add_to_buckets([2, 3], 2, 100)
+        store.add_to_buckets([3], 3, 125)
+        assert store.probe([1, 2, 3], (80, 125)) == {1: 2, 2: 2, 3: 1}  # bounds included
+        assert store.probe([1, 2, 3], (81, 124)) == {2: 2}
+        assert store.probe([1, 2, 3], (200, 300)) == {}
+        store.commit()
+        assert store.probe([1, 2, 3], (90, 130)) == {2: 2, 3: 1}
+
+    def test_probe_many_equals_one_probe_per_query(self, store: Store) -> None:
+        rng = np.random.default_rng(5)
+        for set_id in range(40):
+            keys = rng.integers(0, 60, size=5).tolist()
+            store.add_to_buckets(keys, set_id, 10 + set_id)
+            if set_id == 25:
+                store.commit()  # some committed, some not
+        queries = [rng.integers(0, 60, size=6).tolist() for _ in range(12)] + [[], [999]]
+        sizes = [(int(a), int(a) + 15) for a in rng.integers(0, 50, size=len(queries))]
+        many = store.probe_many(queries, sizes)
+        assert many == [store.probe(q, s) for q, s in zip(queries, sizes, strict=True)]
+        assert sum(len(h) for h in many) > 10  # the queries did find sets
+        assert store.probe_many([], []) == []
+
+    def test_add_to_buckets_is_idempotent(self, store: Store) -> None:
+        store.add_to_buckets([1, 2, 3], 7, 10)
+        store.add_to_buckets([1, 2, 3], 7, 10)
+        store.add_to_buckets(np.array([3], dtype=np.int64), 7, 10)
+        assert store.probe([1, 2, 3]) == {7: 3}
+        assert store.stats()["bucket_entries"] == 3
+
+    # --- lifecycle
+    def test_commit_keeps_everything_readable(self, store: Store) -> None:
+        store.put_params(PARAMS)
+        store.add_set(rec(1), HIGH)
+        store.put_doc(DocRecord("a", store.next_seq(), 1, "{}"))
+        store.add_to_buckets([5], 1, 10)
+        store.commit()
+        store.commit()
+        assert store.get_doc("a") is not None and store.probe([5]) == {1: 1}
+        assert store.get_params() == PARAMS
+
+    def test_stats_counts(self, store: Store) -> None:
+        assert {k: v for k, v in store.stats().items() if k != "bytes"} == {
+            "documents": 0, "sets": 0, "bucket_entries": 0,
+        }
+        store.add_set(rec(1), HIGH)
+        store.put_doc(DocRecord("a", 1, 1, "{}"))
+        store.put_doc(DocRecord("b", 2, 1, "{}"))
+        store.add_to_buckets([1, 2], 1, 10)
+        stats = store.stats()
+        assert (stats["documents"], stats["sets"], stats["bucket_entries"]) == (2, 1, 2)
+        assert stats["bytes"] >= 0
+
+    def test_close_twice_and_context_manager(self, store: Store) -> None:
+        with store as s:
+            assert s is store
+        store.close()
+
+
+# --- open_store and check_params, every backend
+
+
+@pytest.mark.parametrize("backend", SUPPORTED_STORES)
+def test_open_store_records_params_then_refuses_others_naming_each(
+    backend: str, tmp_path: Path
+) -> None:
+    location = str(tmp_path / "st")
+    store = open_store(backend, location, PARAMS)
+    assert store.get_params() == PARAMS
+    other = Sketcher(Settings(num_perm=64, seed=2)).params()
+    with pytest.raises(StoreParamsError) as err:
+        check_params(store.get_params() or {}, other)
+    text = str(err.value)
+    assert "num_perm: store has 128, settings give 64" in text
+    assert "seed: store has 1, settings give 2" in text
+    assert "threshold" not in text  # equal values are not listed
+    store.close()
+
+
+def test_open_store_unknown_backend_is_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="redis"):
+        open_store("redis", str(tmp_path), PARAMS)
+
+
+def test_check_params_names_added_and_missing_keys() -> None:
+    check_params({"a": 1}, {"a": 1})
+    with pytest.raises(StoreParamsError) as err:
+        check_params({"a": 1, "gone": 2}, {"a": 1, "new": [3]})
+    assert "gone: store has 2, settings give None" in str(err.value)
+    assert "new: store has None, settings give [3]" in str(err.value)
+
+
+# --- SQLite only: persistence, locking, corruption, file modes
+
+
+def sqlite_dir(tmp_path: Path) -> Path:
+    return tmp_path / "sqlite-store"
+
+
+def test_sqlite_reopen_with_same_params_and_refusal_with_others(tmp_path: Path) -> None:
+    d = str(sqlite_dir(tmp_path))
+    open_store("sqlite", d, PARAMS).close()
+    open_store("sqlite", d, PARAMS).close()  # JSON round trip keeps params equal
+    other = Sketcher(Settings(shingle_size=9, stopwords="")).params()
+    with pytest.raises(StoreParamsError) as err:
+        open_store("sqlite", d, other)
+    assert "shingle_size: store has 10, settings give 9" in str(err.value)
+    assert "stopwords: store has 'it', settings give ''" in str(err.value)
+    # The refused open released the store: it can be opened again.
+    open_store("sqlite", d, PARAMS).close()
+
+
+def test_sqlite_committed_writes_persist_and_uncommitted_are_discarded(tmp_path: Path) -> None:
+    d = sqlite_dir(tmp_path)
+    s = SqliteStore(d)
+    s.put_params(PARAMS)
+    seq1 = s.next_seq()
+    s.put_doc(DocRecord("kept", seq1, 1, "{}"))
+    s.add_set(rec(1, seq=seq1, first_id="kept"), HIGH)
+    s.add_edges(1, [(2, 0.9)])
+    s.add_to_buckets(list(range(1000)), 1, 10)
+    s.commit()
+    seq2 = s.next_seq()
+    s.put_doc(DocRecord("lost", seq2, 2, "{}"))
+    s.add_set(rec(2, seq=seq2, first_id="lost"), HIGH[:1])
+    s.set_parent(1, 2)
+    s.add_to_buckets([5000], 2, 10)
+    s.delete_doc("kept")
+    s.close()
+
+    s = SqliteStore(d)
+    try:
+        assert s.get_params() == PARAMS
+        assert s.get_doc("kept") == DocRecord("kept", seq1, 1, "{}")
+        assert s.get_doc("lost") is None
+        assert s.get_sets([1, 2]) == {1: rec(1, seq=seq1, first_id="kept")}
+        assert s.get_shingles([1])[1].tolist() == HIGH.tolist()
+        assert s.neighbours(2) == [(1, 0.9)]
+        assert s.probe([*range(1000), 5000]) == {1: 1000}
+        # The sequence continues after the last committed number, never reusing one.
+        assert s.next_seq() == seq1 + 1
+    finally:
+        s.close()
+
+
+def test_sqlite_next_seq_persists_across_reopen(tmp_path: Path) -> None:
+    d = sqlite_dir(tmp_path)
+    s = SqliteStore(d)
+    last = [s.next_seq() for _ in range(5)][-1]
+    s.commit()
+    s.close()
+    s = SqliteStore(d)
+    assert s.next_seq() == last + 1
+    s.close()
+
+
+def test_sqlite_second_open_in_the_same_process_is_locked(
+    make_store: Callable[..., Store], tmp_path: Path
+) -> None:
+    make_store("sqlite", sqlite_dir(tmp_path))
+    with pytest.raises(StoreLockedError, match=f"pid {os.getpid()}"):
+        SqliteStore(sqlite_dir(tmp_path))
+
+
+def test_sqlite_second_open_in_another_process_is_locked(tmp_path: Path) -> None:
+    d = sqlite_dir(tmp_path)
+    code = (
+        "import sys\n"
+        "from streamdedup.errors import StoreLockedError\n"
+        "from streamdedup.store.sqlite import SqliteStore\n"
+        "try:\n"
+        "    SqliteStore(sys.argv[1]).close()\n"
+        "except StoreLockedError as exc:\n"
+        "    print('LOCKED', exc)\n"
+        "else:\n"
+        "    print('OPENED')\n"
+    )
+
+    def other_process() -> str:
+        return subprocess.run(
+            [sys.executable, "-c", code, str(d)], capture_output=True, text=True,
+            check=True, timeout=60,
+        ).stdout
+
+    s = SqliteStore(d)
+    try:
+        out = other_process()
+        assert out.startswith("LOCKED") and f"pid {os.getpid()}" in out
+    finally:
+        s.close()
+    assert other_process().startswith("OPENED")  # the lock went with close()
+
+
+def _filled_store(d: Path) -> None:
+    s = open_store("sqlite", str(d), PARAMS)
+    rng = np.random.default_rng(3)
+    for i in range(400):
+        s.add_set(rec(i), np.unique(rng.integers(0, 2**64, 200, dtype=np.uint64)))
+        s.put_doc(DocRecord(f"doc-{i}", s.next_seq(), i, "{}"))
+    s.commit()
+    s.close()
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.1, 100 / 4096])
+def test_sqlite_truncated_file_is_refused(tmp_path: Path, keep: float) -> None:
+    d = sqlite_dir(tmp_path)
+    _filled_store(d)
+    db = d / DB_NAME
+    data = db.read_bytes()
+    db.write_bytes(data[: max(100, int(len(data) * keep))])
+    with pytest.raises(StoreCorruptError):
+        open_store("sqlite", str(d), PARAMS)
+
+
+def test_sqlite_store_truncated_to_zero_bytes_is_refused(tmp_path: Path) -> None:
+    d = sqlite_dir(tmp_path)
+    _filled_store(d)
+    (d / DB_NAME).write_bytes(b"")
+    for wal in d.glob(DB_NAME + "-*"):
+        wal.unlink()
+    with pytest.raises(StoreCorruptError, match="truncated"):
+        open_store("sqlite", str(d), PARAMS)
+
+
+def test_sqlite_store_creation_leaves_no_side_file(tmp_path: Path) -> None:
+    d = sqlite_dir(tmp_path)
+    open_store("sqlite", str(d), PARAMS).close()
+    assert (d / DB_NAME).stat().st_size > 0
+    assert not (d / (DB_NAME + ".new")).exists()
+
+
+def test_sqlite_damaged_page_is_refused(tmp_path: Path) -> None:
+    d = sqlite_dir(tmp_path)
+    _filled_store(d)
+    db = d / DB_NAME
+    data = bytearray(db.read_bytes())
+    page = 4096
+    assert len(data) > 8 * page
+    data[5 * page : 7 * page] = np.random.default_rng(0).bytes(2 * page)
+    db.write_bytes(bytes(data))
+    with pytest.raises(StoreCorruptError):
+        open_store("sqlite", str(d), PARAMS)
+
+
+def test_sqlite_non_database_file_is_refused(tmp_path: Path) -> None:
+    d = sqlite_dir(tmp_path)
+    d.mkdir()
+    (d / DB_NAME).write_bytes(b"this is not a database\n" * 400)
+    with pytest.raises(StoreCorruptError, match="cannot be read as a store"):
+        SqliteStore(d)
+    # The failed open released the lock.
+    (d / DB_NAME).unlink()
+    SqliteStore(d).close()
+
+
+def test_sqlite_foreign_sqlite_database_is_refused(tmp_path: Path) -> None:
+    d = sqlite_dir(tmp_path)
+    d.mkdir()
+    conn = sqlite3.connect(d / DB_NAME)
+    conn.execute("CREATE TABLE someone_elses (x)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreCorruptError, match="not a streamdedup store"):
+        SqliteStore(d)
+
+
+def test_sqlite_store_of_an_earlier_layout_is_refused_with_a_way_out(tmp_path: Path) -> None:
+    d = sqlite_dir(tmp_path)
+    SqliteStore(d).close()
+    conn = sqlite3.connect(d / DB_NAME)
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreCorruptError, match="earlier streamdedup's layout: replay"):
+        SqliteStore(d)
+
+
+def test_sqlite_replaced_document_leaves_no_orphan_verdict(tmp_path: Path) -> None:
+    """Verdicts live in their own table: replacing or deleting a document removes its row."""
+    d = sqlite_dir(tmp_path)
+    store = SqliteStore(d)
+    store.put_doc(DocRecord("a", 1, 7, '{"v":1}'))
+    store.put_doc(DocRecord("a", 2, 8, '{"v":2}'))
+    store.put_doc(DocRecord("b", 3, 8, '{"v":3}'))
+    store.delete_doc("b")
+    store.commit()
+    assert store.get_doc("a") == DocRecord("a", 2, 8, '{"v":2}')
+    assert store.get_doc("b") is None
+    store.close()
+    conn = sqlite3.connect(d / DB_NAME)
+    assert conn.execute("SELECT verdict FROM verdicts").fetchall() == [('{"v":2}',)]
+    conn.close()
+
+
+def test_store_errors_share_the_root() -> None:
+    for cls in (StoreLockedError, StoreParamsError, StoreCorruptError):
+        assert issubclass(cls, StoreError)
+
+
+def test_sqlite_files_are_not_readable_by_others(tmp_path: Path) -> None:
+    old = os.umask(0o022)  # a permissive umask must not make the store world-readable
+    try:
+        d = sqlite_dir(tmp_path)
+        s = open_store("sqlite", str(d), PARAMS)
+        s.add_set(rec(1), HIGH)
+        s.commit()
+        files = [p for p in d.iterdir() if p.is_file()]
+        assert {p.name for p in files} >= {DB_NAME, LOCK_NAME}
+        for p in [*files, d]:
+            mode = stat.S_IMODE(p.stat().st_mode)
+            assert mode & 0o077 == 0, f"{p.name} has mode {oct(mode)}"
+        s.close()
+    finally:
+        os.umask(old)
+
+
+# --- rollback: SQLite discards pending writes (caches included); memory cannot
+
+
+def test_sqlite_rollback_discards_pending_writes_and_cached_records(tmp_path: Path) -> None:
+    s = SqliteStore(sqlite_dir(tmp_path))
+    try:
+        s.add_set(rec(1, seq=s.next_seq(), first_id="a"), HIGH)
+        s.add_set(rec(2, seq=s.next_seq(), first_id="b"), HIGH[:2])
+        s.commit()
+        committed = s.get_sets([1, 2])
+        s.set_parent(2, 1)
+        s.add_set(rec(3, seq=s.next_seq(), first_id="c"), HIGH[:3])
+        s.put_doc(DocRecord("c", 3, 3, "{}"))
+        assert s.get_sets([2, 3])[2].parent == 1  # read back, and cached, before the rollback
+        assert s.get_shingles([3])[3].size == 3
+        s.rollback()
+        assert s.get_sets([1, 2, 3]) == committed
+        assert s.get_shingles([3]) == {} and s.get_doc("c") is None
+        assert s.next_seq() == 4  # numbers handed out before the rollback are not reused
+        # The set numbering rolled back with the rows: the same set can come again.
+        s.add_set(rec(3, seq=5, first_id="c"), HIGH[:3])
+        s.put_doc(DocRecord("c", 5, 3, "{}"))
+        s.commit()
+    finally:
+        s.close()
+    s = SqliteStore(sqlite_dir(tmp_path))
+    try:
+        assert s.get_sets([3]) == {3: rec(3, seq=5, first_id="c")}
+        assert s.members(3, 5) == [(5, "c")] and s.get_shingles([3])[3].size == 3
+    finally:
+        s.close()
+
+
+def test_sqlite_set_numbered_twice_is_refused(tmp_path: Path) -> None:
+    s = SqliteStore(sqlite_dir(tmp_path))
+    s.add_set(rec(1), HIGH)
+    s.put_doc(DocRecord("a", 1, 2, "{}"))
+    s.commit()
+    s.close()
+    conn = sqlite3.connect(sqlite_dir(tmp_path) / DB_NAME)
+    conn.execute("UPDATE sets SET set_id = 1")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreCorruptError, match="numbered twice"):
+        SqliteStore(sqlite_dir(tmp_path))
+
+
+def test_memory_rollback_is_refused(make_store: Callable[..., Store]) -> None:
+    with pytest.raises(StoreError, match="cannot roll back"):
+        make_store("memory").rollback()
+
+
+def test_sqlite_flipped_bit_in_a_shingle_set_is_detected(tmp_path: Path) -> None:
+    import sqlite3
+
+    d = sqlite_dir(tmp_path)
+    store = open_store("sqlite", str(d), PARAMS)
+    store.add_set(rec(7), np.arange(1, 50, dtype=np.uint64))
+    store.commit()
+    store.close()
+    conn = sqlite3.connect(d / DB_NAME)
+    (row, blob) = conn.execute(
+        "SELECT b.row, b.data FROM sets s JOIN shingles b ON b.row = s.shingles_row "
+        "WHERE s.set_id = 7").fetchone()
+    damaged = bytearray(blob)
+    damaged[17] ^= 0x04
+    conn.execute("UPDATE shingles SET data = ? WHERE row = ?", (bytes(damaged), row))
+    conn.commit()
+    conn.close()
+    store = open_store("sqlite", str(d), PARAMS)
+    try:
+        with pytest.raises(StoreCorruptError, match="checksum"):
+            store.get_shingles([7])
+    finally:
+        store.close()

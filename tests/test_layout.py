@@ -1,0 +1,127 @@
+"""The package's layers, checked from the source: imports only go down, no cycles, small
+modules, and no development harness in what ships.
+
+Layers, lowest first (docs/ARCHITECTURE.md draws them):
+
+    streamdedup/{errors,settings,extras}.py   the foundation every layer may import
+    store/     the Store interface and its backends (knows nothing of sketches)
+    core/      pure functions and the detector, which talks to the Store interface
+    service/   the Kafka consumer: checkpoint, records, metrics, logs
+    replay/    dumps, replays through Kafka, ground truth and reports
+    cli/       the command line; nothing imports it
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "streamdedup"
+LAYERS = ("", "store", "core", "service", "replay", "cli")
+MAX_LINES = 600
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer(module: str) -> int:
+    parts = module.split(".")
+    if parts[1:2] == ["__main__"]:
+        return LAYERS.index("cli")
+    return LAYERS.index(parts[1]) if len(parts) > 1 and parts[1] in LAYERS[1:] else 0
+
+
+def imports(path: Path, *, top_level_only: bool = False) -> set[str]:
+    """Our modules that ``path`` imports (``from a import b`` counts ``a.b`` if it is one)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    found: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+    return {m for m in found if m in MODULES or m.split(".")[0] == "harness"}
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_the_scan_sees_every_layer() -> None:
+    assert {layer(m) for m in MODULES} == set(range(len(LAYERS)))
+    assert layer("streamdedup.settings") == 0 and layer("streamdedup.store") == 1
+    assert layer("streamdedup.core.detector") == 2 and layer("streamdedup.cli.main") == 5
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_only_go_down(module: str) -> None:
+    """Function-level imports included: a lazy import is still a dependency."""
+    upward = sorted(m for m in imports(MODULES[module])
+                    if m.startswith("harness") or layer(m) > layer(module))
+    assert not upward, f"{module} (layer {LAYERS[layer(module)] or 'foundation'}) imports {upward}"
+
+
+def test_no_import_cycles() -> None:
+    graph = {m: {i for i in imports(p, top_level_only=True) if i in MODULES and i != m}
+             for m, p in MODULES.items()}
+    state: dict[str, int] = {}
+
+    def visit(m: str, trail: list[str]) -> None:
+        state[m] = 1
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                raise AssertionError(" -> ".join([*trail[trail.index(n):], n]))
+            if n not in state:
+                visit(n, [*trail, n])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_modules_stay_small(module: str) -> None:
+    lines = MODULES[module].read_text(encoding="utf-8").count("\n")
+    assert lines <= MAX_LINES, f"{module}: {lines} lines; split it by concept"
+
+
+def test_tests_mirror_the_package() -> None:
+    """Every product folder has its test folder (tests/core, tests/store, ...)."""
+    for sub in LAYERS[1:]:
+        assert (ROOT / "tests" / sub).is_dir(), f"tests/{sub}/ is missing"
+
+
+def test_importing_the_consumer_pulls_no_plotting_or_scipy() -> None:
+    """The consumer and `check` must start fast and install without the report extra."""
+    code = ("import sys, streamdedup.service.consumer, streamdedup.cli.main, "
+            "streamdedup.core.text as t; t.Normalizer; "
+            "bad = sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'matplotlib', 'scipy', 'pandas'}); print(','.join(bad))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=ROOT).stdout.strip()
+    assert out == ""
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_the_product_only(tmp_path: Path) -> None:
+    """No harness, tests or scripts in the wheel; every product module is in it."""
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("streamdedup-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert tops == {"streamdedup", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}"
+                    ".dist-info"}
+    shipped = {n for n in names if n.endswith(".py")}
+    assert shipped == {str(p.relative_to(ROOT)) for p in MODULES.values()}
+    assert not [n for n in names if "chaos" in n or "broker" in n or "generator" in n]
