@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the harness is not installed: it lives in the checkout
 
 from harness.chaos import CORRUPTIONS, FAULTS, ChaosConfig, local_broker, run, table  # noqa: E402
+
 DEFAULT_DUMP = ROOT.parent / "shared" / "data" / "kijiji_jobs.tsv"
 
 
