@@ -17,6 +17,13 @@ from typing import Any
 from streamdedup.errors import ConfigError
 
 ENV_PREFIX = "STREAMDEDUP_"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# A broker refuses a session timeout outside group.min/max.session.timeout.ms (6 s and 30 min
+# by default); below 1 s no heartbeat schedule works at all.
+MIN_SESSION_TIMEOUT_MS, MAX_SESSION_TIMEOUT_MS = 1_000, 1_800_000
+_AT_LEAST_ONE = ("shingle_size", "num_perm", "max_matches", "max_candidates",
+                 "max_message_bytes", "poll_max_records", "commit_every", "topic_partitions")
 
 
 def cache_root() -> Path:
@@ -106,14 +113,18 @@ class Settings:
     log_every_s: float = _opt(10.0, "seconds between throughput log lines", group="ops")
 
     def __post_init__(self) -> None:
+        """Refuse what cannot work, with the setting's name: an operator's typo must stop the
+        process at once with one line, not retry forever or fail deep inside a library."""
         if self.shingle_kind not in ("char", "word"):
             raise ConfigError(f"shingle_kind must be 'char' or 'word', not {self.shingle_kind!r}")
-        if self.shingle_size < 1:
-            raise ConfigError(f"shingle_size must be >= 1, not {self.shingle_size}")
-        if self.num_perm < 1:
-            raise ConfigError(f"num_perm must be >= 1, not {self.num_perm}")
+        for name in _AT_LEAST_ONE:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, not {getattr(self, name)}")
         if not 0.0 < self.threshold <= 1.0:
             raise ConfigError(f"threshold must be in (0, 1], not {self.threshold}")
+        if self.bands < 0 or self.rows < 0:
+            raise ConfigError(f"bands and rows must be >= 0 (0 = chosen), not {self.bands} "
+                              f"and {self.rows}")
         if (self.bands == 0) != (self.rows == 0):
             raise ConfigError("give both bands and rows, or neither (then the threshold decides)")
         if self.bands * self.rows > self.num_perm:
@@ -125,8 +136,22 @@ class Settings:
                               f"{self.store_backend!r}")
         if not self.text_fields:
             raise ConfigError("text_fields must name at least one field")
-        if self.max_matches < 1 or self.max_candidates < 1:
-            raise ConfigError("max_matches and max_candidates must be >= 1")
+        if not MIN_SESSION_TIMEOUT_MS <= self.session_timeout_ms <= MAX_SESSION_TIMEOUT_MS:
+            raise ConfigError(
+                f"session_timeout_ms must be in [{MIN_SESSION_TIMEOUT_MS}, "
+                f"{MAX_SESSION_TIMEOUT_MS}] (Kafka brokers refuse other values by default), "
+                f"not {self.session_timeout_ms}")
+        if not 0 <= self.metrics_port <= 65535:
+            raise ConfigError(f"metrics_port must be in [0, 65535] (0 = off), not "
+                              f"{self.metrics_port}")
+        if self.log_level.upper() not in LOG_LEVELS:
+            raise ConfigError(f"log_level must be one of {', '.join(LOG_LEVELS)}, not "
+                              f"{self.log_level!r}")
+        if self.security_protocol.upper() not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"security_protocol must be one of {', '.join(SECURITY_PROTOCOLS)},"
+                              f" not {self.security_protocol!r}")
+        if self.commit_interval_s < 0 or self.log_every_s <= 0:
+            raise ConfigError("commit_interval_s must be >= 0 and log_every_s > 0")
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)

@@ -129,6 +129,18 @@ def test_unknown_preset_and_unknown_override_are_config_errors() -> None:
         ({"text_fields": ()}, "text_fields"),
         ({"max_matches": 0}, "max_matches"),
         ({"max_candidates": 0}, "max_candidates"),
+        # issue 17: operator mistakes that were accepted, retried forever or a traceback
+        ({"bands": -1, "rows": -1}, "bands and rows must be >= 0"),
+        ({"max_message_bytes": 0}, "max_message_bytes must be >= 1"),
+        ({"session_timeout_ms": 100}, "session_timeout_ms must be in"),
+        ({"topic_partitions": 0}, "topic_partitions must be >= 1"),
+        ({"poll_max_records": 0}, "poll_max_records must be >= 1"),
+        ({"commit_every": 0}, "commit_every must be >= 1"),
+        ({"log_level": "LOUD"}, "log_level must be one of"),
+        ({"metrics_port": 70000}, "metrics_port must be in"),
+        ({"metrics_port": -1}, "metrics_port must be in"),
+        ({"security_protocol": "TLS"}, "security_protocol must be one of"),
+        ({"commit_interval_s": -1.0}, "commit_interval_s"),
     ],
 )
 def test_invalid_combinations_are_config_errors(changes: dict, words: str) -> None:

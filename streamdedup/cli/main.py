@@ -38,10 +38,11 @@ def run(preset: str | None, **options: Any) -> None:
     setup_logging(settings.log_level, settings.log_json)
     try:
         service = Service(settings)
+        service.install_signal_handlers()
+        code = service.run()
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
-    service.install_signal_handlers()
-    sys.exit(service.run())
+    sys.exit(code)
 
 
 @main.command()

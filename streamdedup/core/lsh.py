@@ -9,6 +9,8 @@ selective one (largest r) whose recall at the threshold is at least ``min_recall
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from streamdedup.core.hashing import FNV_OFFSET, FNV_PRIME, splitmix64
@@ -45,6 +47,14 @@ def choose_bands(
         if p_candidate(threshold, bands, rows) >= min_recall:
             best = (bands, rows)
     return best
+
+
+def min_num_perm(threshold: float, min_recall: float = DEFAULT_MIN_RECALL) -> int:
+    """The fewest permutations with which some (bands, rows) reaches ``min_recall`` at the
+    threshold (one row per band, the most permissive: ``1 - (1 - t)**b >= min_recall``)."""
+    if threshold >= 1.0:
+        return 1
+    return max(1, math.ceil(math.log(1.0 - min_recall) / math.log(1.0 - threshold)))
 
 
 def band_keys(signature: np.ndarray, bands: int, rows: int) -> np.ndarray:

@@ -17,6 +17,7 @@ from streamdedup.core import lsh
 from streamdedup.core.minhash import MINHASH_SCHEME, MinHasher
 from streamdedup.core.shingles import HASH_SCHEME, set_fingerprint, shingle
 from streamdedup.core.text import Normalizer, compose_text
+from streamdedup.errors import ConfigError
 from streamdedup.settings import Settings
 
 
@@ -46,6 +47,12 @@ class Sketcher:
             self.bands, self.rows = settings.bands, settings.rows
         else:
             self.bands, self.rows = lsh.choose_bands(settings.threshold, settings.num_perm)
+            if self.recall_at_threshold() < lsh.DEFAULT_MIN_RECALL:
+                raise ConfigError(
+                    f"num_perm {settings.num_perm} gives at most P(candidate | s="
+                    f"{settings.threshold}) = {self.recall_at_threshold():.4f} < "
+                    f"{lsh.DEFAULT_MIN_RECALL}: near-duplicates would be missed; use "
+                    f"num_perm >= {lsh.min_num_perm(settings.threshold)}")
 
     def shingle_fields(self, fields: Mapping[str, str]) -> Shingled:
         raw = compose_text(fields, self.settings.text_fields)

@@ -19,7 +19,15 @@ from types import FrameType
 from typing import Any
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.errors import KafkaError
+from kafka.errors import (
+    GroupAuthorizationFailedError,
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    InvalidSessionTimeoutError,
+    KafkaError,
+    SaslAuthenticationFailedError,
+    TopicAuthorizationFailedError,
+)
 
 from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
@@ -29,7 +37,7 @@ from streamdedup.errors import MessageError, StoreError
 from streamdedup.service.checkpoint import Checkpoint, CheckpointFailed
 from streamdedup.service.kafka import ensure_topics, kafka_security
 from streamdedup.service.message import decode_message
-from streamdedup.service.metrics import HealthServer, Metrics
+from streamdedup.service.metrics import HealthServer, Metrics, is_loopback
 from streamdedup.service.records import Outgoing, Source, dead_letter_record, verdict_record
 from streamdedup.settings import Settings
 from streamdedup.store import Store, open_store
@@ -37,9 +45,20 @@ from streamdedup.store import Store, open_store
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 30.0
-FINAL_COMMIT_ATTEMPTS = 5
 STATS_EVERY_S = 15.0
 CONSUMER_RETRY_BACKOFF_MS = 10
+EXIT_FINAL_COMMIT_FAILED = 1
+EXIT_REFUSED = 2
+# The broker's answer to a setting or a permission: retrying cannot change it, and a process
+# that retries forever looks healthy while it judges nothing. These stop it with exit 2.
+FATAL_KAFKA_ERRORS = (
+    InvalidSessionTimeoutError, InvalidReplicationFactorError, InvalidPartitionsError,
+    TopicAuthorizationFailedError, GroupAuthorizationFailedError, SaslAuthenticationFailedError,
+)
+
+
+class BrokerRefused(Exception):
+    """The broker refused our settings or credentials; see ``FATAL_KAFKA_ERRORS``."""
 
 
 class Service:
@@ -175,10 +194,14 @@ class Service:
         log.info("starting", extra={"settings": s.public(), "bands": self.sketcher.bands,
                                     "rows": self.sketcher.rows})
         server = None
-        if s.metrics_port:
-            server = HealthServer(self.metrics, s.metrics_host, s.metrics_port).start()
-            log.info("metrics on http://%s:%d/metrics", s.metrics_host, server.port)
         try:
+            if s.metrics_port:
+                server = HealthServer(self.metrics, s.metrics_host, s.metrics_port).start()
+                log.info("metrics on http://%s:%d/metrics", s.metrics_host, server.port)
+                if not is_loopback(s.metrics_host):
+                    log.warning("metrics and health are served on %s, reachable from other "
+                                "hosts; bind 127.0.0.1 unless that is intended",
+                                s.metrics_host)
             if s.create_topics:
                 self._retry(lambda: ensure_topics(s), "topic creation")
             consumer, producer = self._retry(self._clients, "connect")
@@ -186,6 +209,10 @@ class Service:
         except _StoppedWhileConnecting:
             log.info("stopped before the broker could be reached; nothing was consumed")
             return 0
+        except BrokerRefused as exc:
+            log.error("the broker refused: %s; nothing more can be done with these settings",
+                      exc)
+            return EXIT_REFUSED
         finally:
             self.store.close()
             if server is not None:
@@ -196,6 +223,8 @@ class Service:
         while True:
             try:
                 return fn()
+            except FATAL_KAFKA_ERRORS as exc:
+                raise BrokerRefused(f"{what}: {type(exc).__name__}: {exc}") from exc
             except KafkaError as exc:
                 if self.stopping.is_set():
                     raise _StoppedWhileConnecting from exc
@@ -221,6 +250,9 @@ class Service:
                 try:
                     batches = consumer.poll(timeout_ms=int(wait_s * 1000),
                                             max_records=s.poll_max_records)
+                except FATAL_KAFKA_ERRORS as exc:
+                    raise BrokerRefused(f"joining the group: {type(exc).__name__}: {exc}") \
+                        from exc
                 except KafkaError as exc:  # kafka-python 3 raises here while the broker is down
                     log.warning("poll failed, retrying in 0.5s: %s", exc)
                     self.stopping.wait(0.5)
@@ -266,15 +298,17 @@ class Service:
         return exit_code
 
     def _final_commit(self, checkpoint: Checkpoint) -> int:
-        for attempt in range(FINAL_COMMIT_ATTEMPTS):
-            try:
-                checkpoint.commit()
-                return 0
-            except CheckpointFailed as exc:
-                log.error("final checkpoint failed (attempt %d): %s", attempt + 1, exc)
-                time.sleep(min(2**attempt, 10))
-        log.error("giving up: uncommitted messages will be redelivered on the next start")
-        return 1
+        """The last checkpoint; 0 only if it went through. A failed one has rewound, so the
+        work is no longer held and there is nothing left to retry: the next start gets the
+        messages again (their stored verdicts answer), and the exit status says so."""
+        held = checkpoint.messages
+        try:
+            checkpoint.commit()
+        except CheckpointFailed as exc:
+            log.error("final checkpoint failed; %d messages will be redelivered on the next "
+                      "start: %s", held, exc)
+            return EXIT_FINAL_COMMIT_FAILED
+        return 0
 
     def _observe(self, consumer: KafkaConsumer) -> None:
         for tp in consumer.assignment():

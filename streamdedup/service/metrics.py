@@ -7,6 +7,8 @@ default; expose it deliberately with ``--metrics-host``.
 
 from __future__ import annotations
 
+import errno
+import ipaddress
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +21,19 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+
+from streamdedup.errors import ConfigError
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) only listens on this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
 
 STAGES = ("decode", "detect", "store_commit", "produce_flush", "offset_commit")
 
@@ -70,7 +85,14 @@ class HealthServer:
         self.metrics = metrics
         self.stale_after_s = stale_after_s
         handler = self._handler()
-        self.server = ThreadingHTTPServer((host, port), handler)
+        try:
+            self.server = ThreadingHTTPServer((host, port), handler)
+        except OSError as exc:
+            hint = (" (another consumer on this host? give each its own --metrics-port, or 0)"
+                    if exc.errno == errno.EADDRINUSE else "")
+            raise ConfigError(
+                f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}{hint}"
+            ) from None
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True,

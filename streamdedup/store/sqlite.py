@@ -6,12 +6,15 @@ sqlite3 module directly, because sqlitedict's model does not fit it: appending a
 bucket would rewrite an ever-growing value, and probes must read many keys in one query.
 
 Durability: WAL journal with ``synchronous=FULL``, so ``commit()`` returns only once the
-batch is on disk. A second process is refused by an exclusive ``flock`` on ``store.lock``;
-a damaged file is refused at open by ``PRAGMA quick_check``.
+batch is on disk. A second process is refused by an exclusive ``flock`` on the store
+*directory* itself, which no file deletion inside it can release (``store.lock`` only holds
+the writer's pid, for the message); a damaged file is refused at open by ``PRAGMA
+quick_check``. A read-only directory or a full disk is said as such, not as damage.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import functools
 import json
@@ -88,6 +91,29 @@ def _store_errors(method: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+_FULL_BELOW_BYTES = 1 << 20
+
+
+def _disk_full(directory: Path) -> bool:
+    """Whether the file system of ``directory`` has (almost) no space left for SQLite."""
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < _FULL_BELOW_BYTES
+
+
+def _os_problem(directory: Path, exc: OSError) -> str:
+    """One line an operator can act on: what is wrong with the place, not a raw errno."""
+    if exc.errno == errno.ENOSPC or (exc.errno == errno.EIO and _disk_full(directory)):
+        return (f"no space left on the device of store {directory}: the store itself is "
+                f"intact; free some space and start again ({exc.strerror or exc})")
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return (f"store directory {directory} is not writable ({exc.strerror or exc}); a store "
+                f"needs a directory its writer may write to")
+    return f"store {directory} cannot be opened: {exc}"
+
+
 def _checksum(blob: bytes) -> int:
     digest = xxhash.xxh3_64_intdigest(blob)
     return digest - (1 << 64) if digest >= 1 << 63 else digest
@@ -122,19 +148,25 @@ class SqliteStore(Store):
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.path = self.directory / DB_NAME
         self._shingle_cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._shingle_cache_bytes = 0
         self._set_cache: dict[int, SetRecord] = {}  # write-through: dropped on every write
         self._buckets = BucketIndex()
         self._numbers = SetNumbers()
-        self._lock_fd = self._acquire_lock()
+        self._lock_fd = -1
         conn: sqlite3.Connection | None = None
         try:
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._lock_fd = self._acquire_lock()
             conn = self._conn = self._open()
             self._load_numbers()
             self._load_buckets()
+        except OSError as exc:
+            if conn is not None:
+                conn.close()
+            self._release_lock()
+            raise StoreError(_os_problem(self.directory, exc)) from exc
         except BaseException:
             if conn is not None:
                 conn.close()
@@ -145,18 +177,29 @@ class SqliteStore(Store):
 
     # --- opening
     def _acquire_lock(self) -> int:
-        fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+        """Lock the directory (its inode stays while files inside come and go), then note our
+        pid in ``store.lock`` for the message another process gets."""
+        fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
             os.close(fd)
+            try:
+                holder = (self.directory / LOCK_NAME).read_text("ascii").strip() or "unknown"
+            except (OSError, UnicodeDecodeError):
+                holder = "unknown"
             raise StoreLockedError(
                 f"store {self.directory} is open for writing by another process "
                 f"(pid {holder}); one writer per store"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        try:
+            pid_fd = os.open(self.directory / LOCK_NAME, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                             0o600)
+            os.write(pid_fd, str(os.getpid()).encode())
+            os.close(pid_fd)
+        except BaseException:
+            os.close(fd)
+            raise
         return fd
 
     def _release_lock(self) -> None:
@@ -198,6 +241,12 @@ class SqliteStore(Store):
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.commit()
         except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and _disk_full(self.directory):
+                raise StoreError(_os_problem(self.directory, OSError(errno.ENOSPC, str(exc))))\
+                    from exc
+            if isinstance(exc, sqlite3.OperationalError) and "readonly" in str(exc):
+                raise StoreError(_os_problem(self.directory, OSError(errno.EROFS, str(exc))))\
+                    from exc
             raise StoreCorruptError(f"{self.path} cannot be read as a store: {exc}") from exc
         return conn
 

@@ -143,3 +143,53 @@ def test_run_stops_cleanly_on_sigterm_while_the_broker_is_unreachable(tmp_path: 
     assert proc.returncode == 0, out.decode()[-2000:]
     assert b"Traceback" not in out
     assert b"stopped before the broker could be reached" in out
+
+
+def test_run_with_a_metrics_port_in_use_is_one_clear_line(tmp_path: Path) -> None:
+    """Issue 17: two consumers on one host with the default port used to give a traceback."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMDEDUP_")}
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "streamdedup", "run", "--bootstrap-servers", "127.0.0.1:9",
+             "--store", str(tmp_path / "s"), "--metrics-port", str(port)],
+            capture_output=True, text=True, env=env, timeout=60,
+        )
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert f"cannot serve metrics on 127.0.0.1:{port}" in proc.stderr
+    assert "give each its own --metrics-port" in proc.stderr
+
+
+def test_run_warns_when_metrics_are_bound_beyond_loopback(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMDEDUP_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamdedup", "run", "--bootstrap-servers", "127.0.0.1:9",
+         "--store", str(tmp_path / "s"), "--metrics-host", "0.0.0.0", "--metrics-port",
+         str(_free_port())],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+    )
+    time.sleep(3)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out.decode()[-2000:]
+    assert b"served on 0.0.0.0, reachable from other hosts" in out
+
+
+def _free_port() -> int:
+    from streamdedup.replay.process import free_port
+
+    return free_port()

@@ -11,6 +11,7 @@ from streamdedup.core import lsh
 from streamdedup.core.minhash import MINHASH_SCHEME
 from streamdedup.core.shingles import HASH_SCHEME, set_fingerprint
 from streamdedup.core.sketch import Sketcher
+from streamdedup.errors import ConfigError
 from streamdedup.settings import Settings, build_settings
 
 AD = {"title": "Sviluppatore Java", "description": "Cercasi sviluppatore Java a Roma."}
@@ -106,3 +107,13 @@ def test_shared_shingles_cannot_be_modified_by_a_caller() -> None:
     with pytest.raises(ValueError, match="read-only"):
         sh[0] = 0
     assert np.array_equal(sk.shingle_fields(dict(AD)).shingles, sh)
+
+
+def test_too_few_permutations_for_the_threshold_are_refused_with_the_figure() -> None:
+    """Issue 17: --num-perm 1 silently gave P(candidate | s=0.8) = 0.8 instead of >= 0.999."""
+    with pytest.raises(ConfigError, match=r"= 0\.8000 < 0\.999.*num_perm >= 5"):
+        Sketcher(Settings(num_perm=1))
+    assert Sketcher(Settings(num_perm=5)).recall_at_threshold() >= 0.999
+    assert lsh.min_num_perm(0.8) == 5 and lsh.min_num_perm(0.5) == 10
+    # explicit bands and rows are the operator's choice (the reference preset's 20 x 5)
+    assert Sketcher(Settings(num_perm=100, bands=20, rows=5)).bands == 20

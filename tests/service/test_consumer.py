@@ -296,3 +296,57 @@ def test_metrics_and_health_endpoints(kafka_bootstrap: str, topics: Topics,
     assert "streamdedup_consumer_lag" in body
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0
+
+
+# --- issue 17: settings the broker refuses stop the consumer instead of retrying forever
+
+
+@pytest.mark.broker
+def test_a_session_timeout_the_broker_refuses_stops_with_exit_2(
+        topics: Topics, consumer_process: Any, tmp_path: Path) -> None:
+    """3 s is a valid number but under the broker's group.min.session.timeout.ms (6 s): the
+    join is refused, so the consumer says so and exits 2 instead of retrying forever."""
+    proc = consumer_process("--session-timeout-ms", "3000")
+    proc.wait(timeout=120)
+    out = (tmp_path / "consumer-0.log").read_text(encoding="utf-8", errors="replace")
+    assert proc.returncode == 2, out[-2000:]
+    assert "InvalidSessionTimeoutError" in out and "Traceback" not in out
+
+
+def test_a_failed_final_commit_is_reported_with_a_non_zero_exit(tmp_path: Path) -> None:
+    """Issue 17 item 3: a final offset commit that failed (the member had been expelled from
+    the group) used to be retried on the rewound, now empty checkpoint, 'succeed', and exit 0."""
+    from kafka import TopicPartition
+
+    from streamdedup.service.checkpoint import Checkpoint
+    from streamdedup.service.consumer import EXIT_FINAL_COMMIT_FAILED, Service
+    from streamdedup.service.records import Outgoing
+    from streamdedup.settings import Settings
+    from streamdedup.store.memory import MemoryStore
+
+    class Expelled(Exception):
+        pass
+
+    class Producer:
+        def send(self, *a: Any, **k: Any) -> Any:
+            return type("F", (), {"get": lambda self, timeout: None})()
+
+        def flush(self, timeout: float) -> None:
+            pass
+
+    class Consumer:
+        def commit(self, offsets: Any) -> None:
+            raise Expelled("CommitFailedError: the group has rebalanced")
+
+        def assignment(self) -> set[Any]:
+            return set()
+
+    service = Service(Settings(metrics_port=0, store_backend="memory"), store=MemoryStore())
+    checkpoint = Checkpoint(service.store, Producer(), Consumer(), service.metrics,
+                            commit_every=100, commit_interval_s=1.0)
+    checkpoint.add(TopicPartition("jobs", 0), 7, Outgoing("out", None, b"v"))
+    assert service._final_commit(checkpoint) == EXIT_FINAL_COMMIT_FAILED
+    checkpoint.add(TopicPartition("jobs", 0), 7, None)
+    checkpoint.consumer = type("Ok", (), {"commit": lambda self, offsets: None,
+                                          "assignment": lambda self: set()})()
+    assert service._final_commit(checkpoint) == 0

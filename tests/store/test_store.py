@@ -7,6 +7,7 @@ need a persistent store (reopen, lock, corruption, file modes) and are SQLite on
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import stat
@@ -350,6 +351,61 @@ def test_sqlite_second_open_in_the_same_process_is_locked(
     make_store("sqlite", sqlite_dir(tmp_path))
     with pytest.raises(StoreLockedError, match=f"pid {os.getpid()}"):
         SqliteStore(sqlite_dir(tmp_path))
+
+
+@pytest.mark.parametrize("removed", ["store.lock", "index.sqlite-wal", "both"])
+def test_sqlite_second_writer_is_refused_whatever_files_are_removed(
+    make_store: Callable[..., Store], tmp_path: Path, removed: str
+) -> None:
+    """Issue 17 item 6: deleting store.lock used to let a second writer in (and damage the
+    store for good). The lock is on the directory, which no deletion inside it releases."""
+    d = sqlite_dir(tmp_path)
+    first = make_store("sqlite", d)
+    first.put_doc(DocRecord("a", first.next_seq(), 0, b"{}"))
+    first.commit()
+    for name in (["store.lock", "index.sqlite-wal"] if removed == "both" else [removed]):
+        (d / name).unlink(missing_ok=True)
+    with pytest.raises(StoreLockedError, match="one writer per store"):
+        SqliteStore(d)
+
+
+def _tmpfs(path: Path, size: str, *options: str) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    opts = ",".join((f"size={size}", *options))
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs",
+                                            str(path)], capture_output=True).returncode:
+        pytest.skip("needs root to mount a small tmpfs (CI runs as root)")
+
+
+def _umount(path: Path) -> None:
+    subprocess.run(["umount", str(path)], capture_output=True, check=False)
+
+
+def test_sqlite_read_only_directory_is_one_clear_error(tmp_path: Path) -> None:
+    mnt = tmp_path / "ro"
+    _tmpfs(mnt, "1m", "ro")
+    try:
+        with pytest.raises(StoreError, match=r"is not writable .*Read-only file system"):
+            SqliteStore(mnt / "store")
+    finally:
+        _umount(mnt)
+
+
+def test_sqlite_full_disk_is_said_as_such_not_as_damage(tmp_path: Path) -> None:
+    """A full disk, on a new store and on an existing one, is 'no space left', never
+    'cannot be read as a store' (which sounds like damage)."""
+    mnt = tmp_path / "small"
+    _tmpfs(mnt, "256k")
+    try:
+        SqliteStore(mnt / "existing").close()
+        with (mnt / "filler").open("wb") as fh, contextlib.suppress(OSError):
+            fh.write(b"\0" * (1 << 20))
+        for where in ("existing", "new"):
+            with pytest.raises(StoreError, match="no space left on the device") as info:
+                SqliteStore(mnt / where)
+            assert not isinstance(info.value, StoreCorruptError)
+    finally:
+        _umount(mnt)
 
 
 def test_sqlite_second_open_in_another_process_is_locked(tmp_path: Path) -> None:
