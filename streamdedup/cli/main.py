@@ -64,7 +64,7 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
 
     settings = make_settings(preset, options)
     try:
-        rows = read_dump(path, fmt, settings.text_fields)
+        rows = read_dump(path, fmt, settings.text_fields, max_bytes=settings.max_message_bytes)
         sketcher = Sketcher(settings)
         store = open_store(settings.store_backend, settings.store, sketcher.params())
     except StreamdedupError as exc:

@@ -7,12 +7,13 @@ list from an installed package or a file) and then maps str -> str with no I/O.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import importlib.abc
 import re
 import sys
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -175,8 +176,26 @@ class Normalizer:
             "fold_accents": s.fold_accents,
             "stopwords": s.stopwords,
             "stopword_count": len(self.stopwords),
+            "stopwords_sha256": _digest(sorted(self.stopwords)),
             "stem_language": s.stem_language,
+            "stemmer_sha256": _digest(self._stem(w) for w in STEMMER_PROBE),
         }
+
+
+# Words whose stems fingerprint the stemmer's behaviour (plural, gender, verb and adverb
+# endings in the Snowball languages we ship presets for): an nltk upgrade that changes a stem
+# changes this digest, and a store built with the old stems refuses to open.
+STEMMER_PROBE = (
+    "sviluppatori", "sviluppatrice", "programmazione", "lavorando", "lavorerebbero",
+    "esperienze", "velocemente", "candidature", "informatiche", "responsabilità",
+    "developers", "programming", "worked", "working", "experiences", "quickly",
+    "responsibilities", "engineering", "generalization", "happiness",
+)
+
+
+def _digest(words: Iterable[str]) -> str:
+    """sha256 of the words, one per line: a normalization resource pinned by its content."""
+    return hashlib.sha256("\n".join(words).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def compose_text(fields: Mapping[str, str], names: tuple[str, ...]) -> str:

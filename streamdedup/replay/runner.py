@@ -97,7 +97,7 @@ def load_rows(path: Path, fmt: str | None, settings: Settings) -> tuple[list[_Ro
     rows: list[_Row] = []
     unreadable = 0
     seen: set[str] = set()
-    for _, item in read_dump(path, fmt, wanted):
+    for _, item in read_dump(path, fmt, wanted, max_bytes=settings.max_message_bytes):
         if isinstance(item, MessageError):
             unreadable += 1
             continue

@@ -2,15 +2,23 @@
 
 Every way a message can be unusable has a short reason code, because each becomes a dead
 letter that a person will read: ``empty_payload``, ``oversized``, ``not_utf8``,
-``malformed_json``, ``not_an_object``, ``wrong_type``, ``empty_text``.
+``malformed_json``, ``not_an_object``, ``wrong_type``, ``empty_text``, ``reserved_id``.
 
 A message without an ``id`` gets ``auto-`` + the xxh3-128 of its canonical JSON (sorted keys),
 so a redelivered message keeps its id while reposts (other link or timestamp) get new ones.
+The ``auto-`` prefix is reserved for those: an explicit ``auto-`` id is accepted only if it is
+the one the rest of the message gives (a replayed or re-produced message), so no message can
+take over another one's document by naming its automatic id.
+
+Valid JSON is accepted as JSON is written: a leading UTF-8 byte order mark is skipped, and an
+integer longer than Python's 4,300-digit conversion limit is kept as a ``Decimal`` (an ``id``
+of that kind becomes its digits), instead of both being called ``malformed_json``.
 """
 
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
 import xxhash
@@ -20,16 +28,24 @@ from streamdedup.errors import MessageError
 
 REASONS = (
     "empty_payload", "oversized", "not_utf8", "malformed_json", "not_an_object",
-    "wrong_type", "empty_text",
+    "wrong_type", "empty_text", "reserved_id",
 )
+AUTO_PREFIX = "auto-"
+_BOM = b"\xef\xbb\xbf"
+_INT_DIGITS = 4000  # under sys.get_int_max_str_digits() (4,300), sign included
+
+
+def _parse_int(text: str) -> int | Decimal:
+    return int(text) if len(text) <= _INT_DIGITS else Decimal(text)
 
 
 def auto_id(obj: dict[str, Any]) -> str:
     try:
-        canonical = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        canonical = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+                               default=str)  # a Decimal: its digits
     except RecursionError:  # parsed just under the recursion limit, deeper than dumps can go
         raise MessageError("malformed_json", "nested too deeply to give it an id") from None
-    return "auto-" + xxhash.xxh3_128_hexdigest(canonical.encode("utf-8", "surrogatepass"))
+    return AUTO_PREFIX + xxhash.xxh3_128_hexdigest(canonical.encode("utf-8", "surrogatepass"))
 
 
 def document_from_object(obj: Any, text_fields: tuple[str, ...]) -> Document:
@@ -40,8 +56,13 @@ def document_from_object(obj: Any, text_fields: tuple[str, ...]) -> Document:
     if raw_id is None:
         doc_id = auto_id(obj)
     elif isinstance(raw_id, str) and raw_id.strip():
+        if raw_id.startswith(AUTO_PREFIX) and raw_id != auto_id(
+                {k: v for k, v in obj.items() if k != "id"}):
+            raise MessageError("reserved_id", f"ids starting with {AUTO_PREFIX!r} are given to "
+                                              f"messages without an id; {raw_id[:80]!r} is not "
+                                              f"this message's")
         doc_id = raw_id
-    elif isinstance(raw_id, int) and not isinstance(raw_id, bool):
+    elif isinstance(raw_id, int | Decimal) and not isinstance(raw_id, bool):
         doc_id = str(raw_id)
     else:
         raise MessageError("wrong_type", f"id must be a non-empty string or an integer, "
@@ -70,12 +91,14 @@ def decode_message(
         raise MessageError("empty_payload", "the message has no value")
     if len(payload) > max_bytes:
         raise MessageError("oversized", f"{len(payload)} bytes > limit {max_bytes}")
+    if payload.startswith(_BOM):
+        payload = payload[len(_BOM):]
     try:
         text = payload.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise MessageError("not_utf8", str(exc)) from None
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, parse_int=_parse_int)
     except (ValueError, RecursionError) as exc:
         raise MessageError("malformed_json", str(exc)[:200]) from None
     return document_from_object(obj, text_fields)

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamdedup.core.sketch import Sketcher
 from streamdedup.core.text import (
     NORMALIZER_VERSION,
     Normalizer,
@@ -211,3 +212,27 @@ def test_punctuation_and_digits_together_equal_one_after_the_other(text: str) ->
     both = norm(text, strip_punctuation=True, strip_digits=True)
     assert both == norm(norm(text, strip_punctuation=True), strip_digits=True)
     assert both == norm(norm(text, strip_digits=True), strip_punctuation=True)
+
+
+def test_a_stopword_file_is_pinned_by_its_content(tmp_path: Path) -> None:
+    """Issue 17 item 5: only the path and the word count were pinned, so swapping 3 words for
+    3 others was accepted by the store (and changed 295 of 300 verdicts)."""
+    from streamdedup.errors import StoreParamsError
+    from streamdedup.store import open_store
+
+    words = tmp_path / "stop.txt"
+    words.write_text("di\na\nda\nin\ncon\n", encoding="utf-8")
+    params = Sketcher(Settings(stopwords=str(words))).params()
+    open_store("sqlite", str(tmp_path / "store"), params).close()
+    words.write_text("di\na\nda\nper\ntra\n", encoding="utf-8")  # same count, 2 swapped
+    swapped = Sketcher(Settings(stopwords=str(words))).params()
+    assert swapped["stopword_count"] == params["stopword_count"]
+    with pytest.raises(StoreParamsError, match="stopwords_sha256"):
+        open_store("sqlite", str(tmp_path / "store"), swapped)
+
+
+def test_the_stemmer_is_pinned_by_its_behaviour() -> None:
+    it = Normalizer(Settings()).describe()["stemmer_sha256"]
+    assert it != Normalizer(Settings(stem_language="english")).describe()["stemmer_sha256"]
+    assert it != Normalizer(Settings(stem_language="")).describe()["stemmer_sha256"]
+    assert it == Normalizer(Settings()).describe()["stemmer_sha256"]

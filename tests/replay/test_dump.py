@@ -130,3 +130,23 @@ def test_format_argument_beats_the_suffix(tmp_path: Path) -> None:
     tsv = tmp_path / "d.data"
     tsv.write_text("title\nt\n", encoding="utf-8")
     assert [outcome(item) for _, item in rows(tsv, "tsv")] == ["doc:0"]
+
+
+def test_rows_over_the_message_limit_are_oversized_errors_not_read_whole(
+        tmp_path: Path) -> None:
+    """Issue 17 item 10: `check` read lines up to 1 GiB; a 40 MB line cost 1.37 GB."""
+    jsonl = tmp_path / "d.jsonl"
+    with jsonl.open("w") as fh:
+        for i, size in enumerate((10, 5000, 10, 200)):
+            fh.write(json.dumps({"id": str(i), "description": "x" * size}) + "\n")
+    rows = list(read_dump(jsonl, None, ("description",), max_bytes=1000))
+    kinds = [r.reason if isinstance(r, MessageError) else r.id for _, r in rows]
+    assert kinds == ["0", "oversized", "2", "3"]
+    assert [i for i, _ in rows] == [0, 1, 2, 3]
+
+    tsv = tmp_path / "d.tsv"
+    tsv.write_text("title\tdescription\n" + "a\tbreve\n" + f"b\t{'y' * 5000}\n"
+                   + f"{'t' * 600}\t{'z' * 600}\n" + "c\tbreve anche\n", encoding="utf-8")
+    rows = list(read_dump(tsv, None, ("title", "description"), max_bytes=1000))
+    kinds = [r.reason if isinstance(r, MessageError) else r.id for _, r in rows]
+    assert kinds == ["0", "oversized", "oversized", "3"]

@@ -44,6 +44,7 @@ EXAMPLES = {
         b'{"id": "a", "title": 7}',
         b'{"id": "a", "title": "x", "description": {"text": "y"}}',
     ],
+    "reserved_id": [b'{"id": "auto-0123456789abcdef0123456789abcdef", "title": "x"}'],
     "empty_text": [
         b'{"id": "a"}',
         b'{"id": "a", "title": "", "description": " \\n\\t "}',
@@ -169,3 +170,34 @@ def test_arbitrary_json_gives_a_document_or_a_known_reason(obj: object) -> None:
             decode(json.dumps(value).encode())
         except MessageError as exc:
             assert exc.reason in REASONS
+
+
+# --- issue 17: valid JSON is not malformed_json; automatic ids cannot be taken over
+
+FIELDS = ("title", "description")
+
+
+def test_a_utf8_byte_order_mark_is_skipped() -> None:
+    doc = decode_message(b'\xef\xbb\xbf{"id": "1", "description": "ciao"}', FIELDS, 1 << 20)
+    assert doc.id == "1" and doc.fields["description"] == "ciao"
+
+
+def test_integers_past_pythons_digit_limit_are_valid_json() -> None:
+    huge = "9" * 5000
+    doc = decode_message(f'{{"id": {huge}, "description": "ciao"}}'.encode(), FIELDS, 1 << 20)
+    assert doc.id == huge
+    doc = decode_message(f'{{"salary": {huge}, "description": "ciao"}}'.encode(), FIELDS,
+                         1 << 20)
+    assert doc.id.startswith("auto-") and "salary" not in doc.fields  # not a string field
+
+
+def test_an_explicit_automatic_id_must_be_the_messages_own() -> None:
+    """Any message could name another's ``auto-`` id and replace its document; now only the
+    id the message's own content gives (a re-produced message) is accepted."""
+    own = decode_message(b'{"description": "ciao"}', FIELDS, 1 << 20).id
+    again = json.dumps({"id": own, "description": "ciao"}).encode()
+    assert decode_message(again, FIELDS, 1 << 20).id == own
+    thief = json.dumps({"id": own, "description": "un altro annuncio"}).encode()
+    with pytest.raises(MessageError) as info:
+        decode_message(thief, FIELDS, 1 << 20)
+    assert info.value.reason == "reserved_id" and "reserved_id" in REASONS
