@@ -22,6 +22,7 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # A broker refuses a session timeout outside group.min/max.session.timeout.ms (6 s and 30 min
 # by default); below 1 s no heartbeat schedule works at all.
 MIN_SESSION_TIMEOUT_MS, MAX_SESSION_TIMEOUT_MS = 1_000, 1_800_000
+MIN_OUTPUT_BYTES = 65_536
 _AT_LEAST_ONE = ("shingle_size", "num_perm", "max_matches", "max_candidates",
                  "max_message_bytes", "poll_max_records", "commit_every", "topic_partitions")
 
@@ -90,6 +91,9 @@ class Settings:
     )
     only_duplicates: bool = _opt(False, "emit verdicts for duplicates only", group="kafka")
     max_message_bytes: int = _opt(1 << 20, "larger payloads become dead letters", group="kafka")
+    max_output_bytes: int = _opt(
+        1_000_000, "largest verdict or dead-letter record written: at most the output topics' "
+        "max.message.bytes (Kafka's default 1,048,588)", group="kafka")
     poll_max_records: int = _opt(500, "records per poll (one batch)", group="kafka")
     commit_every: int = _opt(2000, "commit after this many messages ...", group="kafka")
     commit_interval_s: float = _opt(
@@ -150,6 +154,9 @@ class Settings:
         if self.security_protocol.upper() not in SECURITY_PROTOCOLS:
             raise ConfigError(f"security_protocol must be one of {', '.join(SECURITY_PROTOCOLS)},"
                               f" not {self.security_protocol!r}")
+        if self.max_output_bytes < MIN_OUTPUT_BYTES:
+            raise ConfigError(f"max_output_bytes must be >= {MIN_OUTPUT_BYTES} (room for a "
+                              f"verdict with long ids), not {self.max_output_bytes}")
         if self.commit_interval_s < 0 or self.log_every_s <= 0:
             raise ConfigError("commit_interval_s must be >= 0 and log_every_s > 0")
 

@@ -169,7 +169,8 @@ def _leaders_ready(admin: Any, topic: str, partitions: int) -> bool:
 def kafka_topic_factory(
     kafka_bootstrap: str, request: pytest.FixtureRequest
 ) -> Iterator[Callable[..., str]]:
-    """``make(partitions=1, prefix=None) -> name``: a fresh, uniquely named topic, leaders ready.
+    """``make(partitions=1, prefix=None, configs=None) -> name``: a fresh, uniquely named topic
+    (``configs``: topic-level settings such as ``max.message.bytes``), leaders ready.
 
     Topics are deleted (best effort) when the test ends.
     """
@@ -182,7 +183,8 @@ def kafka_topic_factory(
     created: list[str] = []
     base = re.sub(r"[^a-zA-Z0-9._-]+", "-", request.node.name)[:60].strip("-")
 
-    def make(partitions: int = 1, prefix: str | None = None) -> str:
+    def make(partitions: int = 1, prefix: str | None = None,
+             configs: dict[str, str] | None = None) -> str:
         nonlocal admin
         if admin is None:
             admin = KafkaAdminClient(
@@ -191,7 +193,8 @@ def kafka_topic_factory(
                 request_timeout_ms=15000,
             )
         name = f"{prefix or 'sd-' + base}-{uuid.uuid4().hex[:10]}"
-        admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+        admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1,
+                                      topic_configs=configs or {})])
         created.append(name)
         deadline = time.monotonic() + 30
         while not _leaders_ready(admin, name, partitions):

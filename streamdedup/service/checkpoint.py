@@ -14,6 +14,12 @@ and no document becomes its own duplicate. If any step fails (disk full, broker 
 rebalanced), the checkpoint *rewinds*: it rolls back what the store has not committed, seeks
 the consumer back to the first offset not yet committed, and drops what it had not produced,
 so the same messages are simply processed again once the fault is gone.
+
+One fault is not transient: a record the broker refuses as too large would be refused on every
+retry, and the partition would never move again. Records are built to fit (``records.py``);
+one that is refused all the same is sent again alone (a refused batch may hold records that
+fit), and if it is refused alone, it is replaced by a small ``output_too_large`` dead letter
+(``shrink``), so the message still ends as a dead letter with a reason.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kafka import TopicPartition
+from kafka.errors import MessageSizeTooLargeError, RecordListTooLargeError
 from kafka.structs import OffsetAndMetadata
 
 from streamdedup.errors import StoreError
@@ -32,6 +39,9 @@ from streamdedup.service.records import Outgoing
 from streamdedup.store.base import Store
 
 log = logging.getLogger(__name__)
+
+_SIZE_ERRORS = (MessageSizeTooLargeError, RecordListTooLargeError)
+Shrink = Callable[[Outgoing, str], Outgoing]
 
 
 class CheckpointFailed(Exception):
@@ -52,6 +62,8 @@ class Checkpoint:
         commit_interval_s: float,
         flush_timeout_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        shrink: Shrink | None = None,
+        renew_producer: Callable[[Any], Any] | None = None,
     ) -> None:
         self.store = store
         self.producer = producer
@@ -61,6 +73,8 @@ class Checkpoint:
         self.commit_interval_s = commit_interval_s
         self.flush_timeout_s = flush_timeout_s
         self.clock = clock
+        self.shrink = shrink
+        self.renew_producer = renew_producer
         self._reset()
 
     def _reset(self) -> None:
@@ -111,13 +125,9 @@ class Checkpoint:
                 self.store.commit()
             stage = "produce_flush"
             with self.metrics.stage_seconds.labels(stage).time():
-                futures = [
-                    self.producer.send(o.topic, value=o.value, key=o.key, headers=o.headers)
-                    for o in self.outgoing
-                ]
-                self.producer.flush(timeout=self.flush_timeout_s)
-                for f in futures:
-                    f.get(timeout=0)  # raises if the broker refused a record
+                refused = self._produce(self.outgoing)
+                if refused:
+                    self._produce_alone(refused)
             stage = "offset_commit"
             offsets = {tp: OffsetAndMetadata(off, "", -1) for tp, off in self.next_offsets.items()}
             with self.metrics.stage_seconds.labels(stage).time():
@@ -132,6 +142,45 @@ class Checkpoint:
         done = self.messages
         self._reset()
         return done
+
+    def _produce(self, records: list[Outgoing]) -> list[tuple[Outgoing, str]]:
+        """Send and flush; the records refused for their size. Any other failure raises."""
+        sent: list[tuple[Outgoing, Any]] = []
+        refused: list[tuple[Outgoing, str]] = []
+        for o in records:
+            try:
+                sent.append((o, self.producer.send(o.topic, value=o.value, key=o.key,
+                                                   headers=o.headers)))
+            except _SIZE_ERRORS as exc:  # over the producer's own max_request_size
+                refused.append((o, f"{type(exc).__name__}: {exc}"))
+        self.producer.flush(timeout=self.flush_timeout_s)
+        for o, future in sent:
+            try:
+                future.get(timeout=0)  # raises if the broker refused the record
+            except _SIZE_ERRORS as exc:
+                refused.append((o, f"{type(exc).__name__}: {exc}"))
+        return refused
+
+    def _produce_alone(self, refused: list[tuple[Outgoing, str]]) -> None:
+        for record, why in refused:
+            self._renew()
+            if not self._produce([record]):
+                continue
+            if self.shrink is None:
+                raise MessageSizeTooLargeError(why)
+            log.error("a record of %d bytes for %s was refused as too large; sending an "
+                      "output_too_large dead letter instead: %s", len(record.value),
+                      record.topic, why)
+            self.metrics.dead_letters.labels("output_too_large").inc()
+            self._renew()
+            if self._produce([self.shrink(record, why)]):
+                raise MessageSizeTooLargeError(f"even the small dead letter was refused: {why}")
+
+    def _renew(self) -> None:
+        """kafka-python's idempotent producer treats a refused record as fatal and fails
+        every later send: after a refusal, go on with a new producer."""
+        if self.renew_producer is not None:
+            self.producer = self.renew_producer(self.producer)
 
     def _async_committed(self, offsets: Any, response: Any) -> None:
         if isinstance(response, Exception):

@@ -38,7 +38,13 @@ from streamdedup.service.checkpoint import Checkpoint, CheckpointFailed
 from streamdedup.service.kafka import ensure_topics, kafka_security
 from streamdedup.service.message import decode_message
 from streamdedup.service.metrics import HealthServer, Metrics, is_loopback
-from streamdedup.service.records import Outgoing, Source, dead_letter_record, verdict_record
+from streamdedup.service.records import (
+    Outgoing,
+    Source,
+    dead_letter_record,
+    too_large_letter,
+    verdict_record,
+)
 from streamdedup.settings import Settings
 from streamdedup.store import Store, open_store
 
@@ -47,6 +53,7 @@ log = logging.getLogger(__name__)
 MAX_BACKOFF_S = 30.0
 STATS_EVERY_S = 15.0
 CONSUMER_RETRY_BACKOFF_MS = 10
+STUCK_AFTER = 3  # failures in a row after which /readyz answers 503
 EXIT_FINAL_COMMIT_FAILED = 1
 EXIT_REFUSED = 2
 # The broker's answer to a setting or a permission: retrying cannot change it, and a process
@@ -111,18 +118,25 @@ class Service:
             retry_backoff_ms=CONSUMER_RETRY_BACKOFF_MS,
             **security,
         )
-        producer = KafkaProducer(
+        return consumer, self._producer()
+
+    def _producer(self) -> KafkaProducer:
+        s = self.settings
+        return KafkaProducer(
             bootstrap_servers=s.bootstrap_servers,
             client_id="streamdedup",
             acks="all",
             linger_ms=50,  # the checkpoint's flush() sends at once; until then, batch up
             batch_size=256 * 1024,
             retries=5,
-            max_request_size=max(1 << 20, 2 * s.max_message_bytes + 65536),
+            max_request_size=s.max_output_bytes + 65536,
             reconnect_backoff_max_ms=5000,
-            **security,
+            **kafka_security(s),
         )
-        return consumer, producer
+
+    def _renew_producer(self, old: KafkaProducer) -> KafkaProducer:
+        old.close(timeout=1)
+        return self._producer()
 
     # --- processing (no Kafka calls)
     def process_records(self, records: Iterable[Any]) -> list[tuple[TopicPartition, int,
@@ -160,7 +174,8 @@ class Service:
                 self.metrics.duplicates.inc()
             keep = result.duplicate or not s.only_duplicates
             out.append((tp, rec.offset,
-                        verdict_record(s.output_topic, result, src) if keep else None))
+                        verdict_record(s.output_topic, result, src, s.max_output_bytes)
+                        if keep else None))
         return out
 
     def _detect(self, docs: list[Document]) -> list[Verdict | MessageError]:
@@ -186,7 +201,8 @@ class Service:
     def _dead_letter(self, error: MessageError, src: Source, rec: Any) -> Outgoing:
         self.dead += 1
         self.metrics.dead_letters.labels(error.reason).inc()
-        return dead_letter_record(self.settings.dlq_topic, error, src, rec.key, rec.value)
+        return dead_letter_record(self.settings.dlq_topic, error, src, rec.key, rec.value,
+                                  self.settings.max_output_bytes)
 
     # --- the loop
     def run(self) -> int:
@@ -236,10 +252,13 @@ class Service:
         s = self.settings
         checkpoint = Checkpoint(self.store, producer, consumer, self.metrics,
                                 commit_every=s.commit_every,
-                                commit_interval_s=s.commit_interval_s)
+                                commit_interval_s=s.commit_interval_s,
+                                shrink=lambda o, why: too_large_letter(s.dlq_topic, o, why),
+                                renew_producer=self._renew_producer)
         consumer.subscribe([s.input_topic], listener=_Revoked(self, checkpoint))
         _freeze_startup_objects()
         backoff = 0.0
+        failures = 0  # checkpoints or batches in a row that failed and rewound
         last_log = time.monotonic()
         last_count = 0
         exit_code = 0
@@ -257,7 +276,9 @@ class Service:
                     log.warning("poll failed, retrying in 0.5s: %s", exc)
                     self.stopping.wait(0.5)
                     batches = {}
-                self.metrics.ready = bool(consumer.assignment())
+                # Not ready while assigned nothing, or while failures in a row hold the input
+                # back (a stuck partition must not look healthy to an orchestrator).
+                self.metrics.ready = bool(consumer.assignment()) and failures < STUCK_AFTER
                 records = [r for tp in sorted(batches) for r in batches[tp]]
                 if records:
                     self.metrics.batch_size.observe(len(records))
@@ -265,6 +286,7 @@ class Service:
                         processed = self.process_records(records)
                     except StoreError as exc:
                         checkpoint.rewind(unprocessed=records)
+                        failures += 1
                         backoff = min(max(backoff * 2, 0.5), MAX_BACKOFF_S)
                         log.error("store failed, rewound; retrying in %.1fs: %s", backoff, exc)
                         self.stopping.wait(backoff)
@@ -274,9 +296,10 @@ class Service:
                 if checkpoint.due():
                     try:
                         checkpoint.commit(wait=False)
-                        backoff = 0.0
+                        backoff, failures = 0.0, 0
                         self._observe(consumer)
                     except CheckpointFailed as exc:
+                        failures += 1
                         backoff = min(max(backoff * 2, 0.5), MAX_BACKOFF_S)
                         log.error("checkpoint failed, rewound; retrying in %.1fs: %s",
                                   backoff, exc)
@@ -292,7 +315,7 @@ class Service:
         finally:
             self.metrics.ready = False
             consumer.close(autocommit=False)
-            producer.close(timeout=10)
+            checkpoint.producer.close(timeout=10)  # renewed after a refused record
         log.info("stopped", extra={"documents": self.processed, "duplicates": self.duplicates,
                                    "dead_letters": self.dead})
         return exit_code

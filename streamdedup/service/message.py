@@ -2,7 +2,8 @@
 
 Every way a message can be unusable has a short reason code, because each becomes a dead
 letter that a person will read: ``empty_payload``, ``oversized``, ``not_utf8``,
-``malformed_json``, ``not_an_object``, ``wrong_type``, ``empty_text``, ``reserved_id``.
+``malformed_json``, ``not_an_object``, ``wrong_type``, ``empty_text``, ``reserved_id``,
+``id_too_long`` (over 4,096 bytes: every verdict naming it must fit a Kafka record).
 
 A message without an ``id`` gets ``auto-`` + the xxh3-128 of its canonical JSON (sorted keys),
 so a redelivered message keeps its id while reposts (other link or timestamp) get new ones.
@@ -28,8 +29,9 @@ from streamdedup.errors import MessageError
 
 REASONS = (
     "empty_payload", "oversized", "not_utf8", "malformed_json", "not_an_object",
-    "wrong_type", "empty_text", "reserved_id",
+    "wrong_type", "empty_text", "reserved_id", "id_too_long",
 )
+MAX_ID_BYTES = 4096  # ids are identifiers (a URL at most): a verdict names up to a dozen
 AUTO_PREFIX = "auto-"
 _BOM = b"\xef\xbb\xbf"
 _INT_DIGITS = 4000  # under sys.get_int_max_str_digits() (4,300), sign included
@@ -62,6 +64,9 @@ def document_from_object(obj: Any, text_fields: tuple[str, ...]) -> Document:
                                               f"messages without an id; {raw_id[:80]!r} is not "
                                               f"this message's")
         doc_id = raw_id
+        if len(doc_id) > MAX_ID_BYTES // 4 and len(doc_id.encode("utf-8", "surrogatepass")) \
+                > MAX_ID_BYTES:
+            raise MessageError("id_too_long", f"the id has more than {MAX_ID_BYTES} bytes")
     elif isinstance(raw_id, int | Decimal) and not isinstance(raw_id, bool):
         doc_id = str(raw_id)
     else:

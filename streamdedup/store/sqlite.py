@@ -195,8 +195,10 @@ class SqliteStore(Store):
         try:
             pid_fd = os.open(self.directory / LOCK_NAME, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
                              0o600)
-            os.write(pid_fd, str(os.getpid()).encode())
-            os.close(pid_fd)
+            try:
+                os.write(pid_fd, str(os.getpid()).encode())
+            finally:
+                os.close(pid_fd)
         except BaseException:
             os.close(fd)
             raise
@@ -216,6 +218,7 @@ class SqliteStore(Store):
                 f"{self.path} is empty: the store was truncated; restore it or remove the "
                 f"directory to start a new index"
             )
+        conn: sqlite3.Connection | None = None
         try:
             conn = sqlite3.connect(self.path, timeout=30)
             version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -241,6 +244,8 @@ class SqliteStore(Store):
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.commit()
         except sqlite3.DatabaseError as exc:
+            if conn is not None:
+                conn.close()  # an open handle would keep the file (and its mount) busy
             if isinstance(exc, sqlite3.OperationalError) and _disk_full(self.directory):
                 raise StoreError(_os_problem(self.directory, OSError(errno.ENOSPC, str(exc))))\
                     from exc

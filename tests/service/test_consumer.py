@@ -7,6 +7,7 @@ compares what it emits with the detector run in-process on the same stream.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import random
@@ -350,3 +351,73 @@ def test_a_failed_final_commit_is_reported_with_a_non_zero_exit(tmp_path: Path) 
     checkpoint.consumer = type("Ok", (), {"commit": lambda self, offsets: None,
                                           "assignment": lambda self: set()})()
     assert service._final_commit(checkpoint) == 0
+
+
+# --- issue 17 item 1: output records over the broker's limit never block a partition
+
+
+def _produce_big(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, max_request_size=6_000_000)
+    for value in values:
+        producer.send(topic, value=value)
+    producer.flush()
+    producer.close()
+
+
+def _read_all(bootstrap: str, topic: str, want: int) -> list[dict[str, Any]]:
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             enable_auto_commit=False, consumer_timeout_ms=1000,
+                             max_partition_fetch_bytes=8_000_000, fetch_max_bytes=8_000_000)
+    out: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 120
+    while len(out) < want and time.monotonic() < deadline:
+        out.extend(json.loads(m.value) for m in consumer)
+    consumer.close()
+    return out
+
+
+POISON = [
+    b"\x00" * 150_000,                                   # malformed_json, ~7x once escaped
+    b"{" + b"x" * 600_000,                               # malformed_json, text + base64
+    *(json.dumps({"id": f"{k}-" + "i" * 95_000, "title": "Sviluppatore",
+                  "description": "Cercasi sviluppatore Python a Roma"}).encode()
+      for k in range(12)),                               # 95 KB ids: id_too_long
+    json.dumps({"id": "huge", "description": "parola " * 215_000}).encode(),  # 1.5 MB
+]
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("dlq_limit", [None, "200000"])
+def test_poison_messages_of_the_issue_never_block_the_partition(
+        kafka_bootstrap: str, kafka_topic_factory: Any, consumer_process: Any,
+        dlq_limit: str | None) -> None:
+    """The issue's repros, then one ordinary ad: every message ends as a verdict or a dead
+    letter and the partition moves on. With the default topics every record fits by
+    construction; with a dead-letter topic that takes 200 KB only, the larger dead letters
+    are refused by the broker, and each becomes a small output_too_large letter instead of
+    a retry loop."""
+    src = kafka_topic_factory(1, "in", {"max.message.bytes": "5000000"})
+    out = kafka_topic_factory(1, "out")
+    dlq = kafka_topic_factory(1, "dlq", {"max.message.bytes": dlq_limit} if dlq_limit else None)
+    ordinary = make_ads(1, seed=9)[0]
+    values = [*POISON, json.dumps(ordinary).encode()]
+    _produce_big(kafka_bootstrap, src, values)
+    proc = consumer_process("--input-topic", src, "--output-topic", out, "--dlq-topic", dlq)
+    verdicts = _read_all(kafka_bootstrap, out, 1)
+    dead = _read_all(kafka_bootstrap, dlq, len(POISON))
+    assert proc.poll() is None, "the consumer must keep running"
+    assert [v["id"] for v in verdicts] == [ordinary["id"]]
+    assert len(dead) == len(POISON)
+    reasons = sorted(d["reason"] for d in dead)
+    if dlq_limit is None:
+        assert reasons == sorted(["malformed_json"] * 2 + ["id_too_long"] * 12 + ["oversized"])
+        assert all(len(json.dumps(d)) < 1_000_000 for d in dead)
+        huge = next(d for d in dead if d["reason"] == "oversized")
+        assert huge["payload_truncated"] and huge["payload_bytes"] == len(POISON[-1])
+        assert huge["payload_sha256"] == hashlib.sha256(POISON[-1]).hexdigest()
+    else:
+        big = [d for d in dead if d["reason"] == "output_too_large"]
+        assert big and all(d["refused_bytes"] > 200_000 for d in big)
+        assert all(len(json.dumps(d)) < 200_000 for d in dead)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0

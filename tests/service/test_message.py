@@ -45,6 +45,7 @@ EXAMPLES = {
         b'{"id": "a", "title": "x", "description": {"text": "y"}}',
     ],
     "reserved_id": [b'{"id": "auto-0123456789abcdef0123456789abcdef", "title": "x"}'],
+    "id_too_long": [json.dumps({"id": "i" * 4097, "title": "x"}).encode()],
     "empty_text": [
         b'{"id": "a"}',
         b'{"id": "a", "title": "", "description": " \\n\\t "}',

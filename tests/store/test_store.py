@@ -378,7 +378,11 @@ def _tmpfs(path: Path, size: str, *options: str) -> None:
 
 
 def _umount(path: Path) -> None:
-    subprocess.run(["umount", str(path)], capture_output=True, check=False)
+    """Unmount; a busy mount (a file handle left open) fails the test."""
+    done = subprocess.run(["umount", str(path)], capture_output=True, text=True, check=False)
+    if done.returncode:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+        pytest.fail(f"{path} was still busy (a store left a file open): {done.stderr}")
 
 
 def test_sqlite_read_only_directory_is_one_clear_error(tmp_path: Path) -> None:
