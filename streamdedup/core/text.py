@@ -29,7 +29,9 @@ _DIGITS = re.compile(r"\d")
 _PUNCT_AND_DIGITS = re.compile(r"[^\w\s]|[\d_]")  # both in one pass
 _WORD_MEMO_SIZE = 1 << 18
 _MAX_PARSED_TAGS = 4096
+_MAX_TAG_TOKENS = 1024  # attributes of one element: the parser is quadratic in them
 _ANY_TAG = re.compile(r"<[^<>]*>")
+_TAG_OR_TAIL = re.compile(r"<[^<>]*(?:>|$)")  # a tag, or an unclosed one at the end
 _TAG_HINT = re.compile(r"<[A-Za-z!/?]|&(#\d+|#x[0-9A-Fa-f]+|[A-Za-z]+);")
 
 
@@ -37,12 +39,16 @@ def html_to_text(text: str) -> str:
     """Visible text of an HTML fragment; tolerant of broken markup, decodes entities.
 
     The HTML parser's time grows with the square of the nesting depth (40,000 nested
-    ``<div>`` take seconds), so a text with more than ``_MAX_PARSED_TAGS`` tags, which no
-    real ad has, is stripped by a linear regex instead: tags removed, entities decoded.
+    ``<div>`` take seconds) and of the attributes of one element (40,000 take 2.7 s; one tag
+    of 209,000 attributes took 13 minutes), so a text with more than ``_MAX_PARSED_TAGS``
+    tags or an element of more than ``_MAX_TAG_TOKENS`` words, which no real ad has, is
+    stripped by a linear regex instead: tags removed, entities decoded.
     """
     if not _TAG_HINT.search(text):
         return text  # plain text: skip the parser (most scraped ads)
-    if text.count("<") > _MAX_PARSED_TAGS:
+    if text.count("<") > _MAX_PARSED_TAGS or any(
+            m.end() - m.start() > _MAX_TAG_TOKENS and len(m.group().split()) > _MAX_TAG_TOKENS
+            for m in _TAG_OR_TAIL.finditer(text)):
         return html.unescape(_ANY_TAG.sub(" ", text))
     from selectolax.lexbor import LexborHTMLParser
 

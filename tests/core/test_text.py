@@ -236,3 +236,25 @@ def test_the_stemmer_is_pinned_by_its_behaviour() -> None:
     assert it != Normalizer(Settings(stem_language="english")).describe()["stemmer_sha256"]
     assert it != Normalizer(Settings(stem_language="")).describe()["stemmer_sha256"]
     assert it == Normalizer(Settings()).describe()["stemmer_sha256"]
+
+
+def test_an_element_with_too_many_attributes_never_reaches_the_parser(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 17 item 2: one tag with 209,000 attributes spent 13 minutes in the HTML parser
+    (quadratic in the attributes of one element); such markup is stripped by the linear
+    regex. The parser is replaced by one that fails, so this cannot pass by being fast."""
+    import selectolax.lexbor
+
+    bomb = "<p>Cercasi <div " + " ".join(f"a{i}=x" for i in range(50_000)) + ">sviluppatore</div>"
+    normal = "<p>Cercasi <div " + " ".join(f"a{i}=x" for i in range(100)) + ">sviluppatore</div>"
+    assert html_to_text(normal).split() == ["Cercasi", "sviluppatore"]
+
+    def refuse(*_: object) -> None:
+        raise AssertionError("the HTML parser was called")
+
+    monkeypatch.setattr(selectolax.lexbor, "LexborHTMLParser", refuse)
+    assert html_to_text(bomb).split() == ["Cercasi", "sviluppatore"]
+    unclosed = "<p>Cercasi <div " + " ".join(f"a{i}" for i in range(50_000))
+    assert html_to_text(unclosed).split()[0] == "Cercasi"
+    with pytest.raises(AssertionError, match="parser was called"):
+        html_to_text(normal)
