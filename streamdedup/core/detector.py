@@ -15,7 +15,13 @@ Sets whose size alone rules out the threshold are not candidates: the store leav
 of the probe, so their shingles are never read (in a big index most collisions are those).
 
 Idempotence: a document id seen before with the same text gets back its stored verdict,
-byte for byte, and nothing is written; with a changed text the old version is replaced.
+byte for byte, and nothing is written. Replaced documents (the rule): the same id with a new
+text is a new arrival (a new ``seq``); the old text's set, its edges and its cluster stay, but
+the id leaves the old set's members, so later documents no longer match it by its old text.
+Each (id, text) pair is judged once: an old text of an id seen again (a redelivery after the
+replacement) gets back the verdict it got then, and nothing changes; so replaying any stream
+onto its own store returns every verdict unchanged. ``exact`` means that documents with the
+identical set exist now.
 """
 
 from __future__ import annotations
@@ -67,9 +73,15 @@ class Detector:
                 probed: dict[int, int] | None) -> Verdict:
         store = self.store
         prev = store.get_doc(doc.id)
+        if prev is not None and prev.set_id == sh.set_id:
+            return Verdict.from_json(prev.verdict)  # redelivery or replay: same answer
         if prev is not None:
-            if prev.set_id == sh.set_id:
-                return Verdict.from_json(prev.verdict)  # redelivery or replay: same answer
+            # An (id, text) pair seen before keeps its first answer and changes nothing, even
+            # after the id was given another text: a redelivered old version must not become
+            # a duplicate of documents that arrived after it.
+            old = store.get_version(doc.id, sh.set_id)
+            if old is not None:
+                return Verdict.from_json(old)
             store.delete_doc(doc.id)  # same id, new text: the new version replaces the old
         seq = store.next_seq()
         if not sh.shingles.size:
@@ -108,7 +120,9 @@ class Detector:
             matches=matches,
             cluster_id=cluster,
             candidates=candidates,
-            exact=existing is not None and duplicate_of is not None,
+            # Identical to an earlier document's set, not merely to a set that once existed:
+            # the set's documents may all have been replaced since.
+            exact=existing is not None and bool(store.members(sh.set_id, 1)),
             shingles=int(sh.shingles.size),
             skipped=skipped,
             merged=merged,

@@ -68,10 +68,17 @@ class Store(ABC):
 
     @abstractmethod
     def put_doc(self, doc: DocRecord) -> None:
-        """Insert or replace by id (idempotent)."""
+        """Insert or replace by id (idempotent); the first verdict of each (id, set) pair is
+        also kept as that pair's version, whatever replaces the document later."""
 
     @abstractmethod
-    def delete_doc(self, doc_id: str) -> None: ...
+    def delete_doc(self, doc_id: str) -> None:
+        """The document leaves its set's members; its versions stay."""
+
+    @abstractmethod
+    def get_version(self, doc_id: str, set_id: int) -> str | None:
+        """The verdict JSON the pair (id, set) got when it was first seen, or None: so a
+        redelivered old version of a replaced document gets its old answer again."""
 
     @abstractmethod
     def members(self, set_id: int, limit: int) -> list[tuple[int, str]]:

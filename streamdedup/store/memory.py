@@ -19,6 +19,7 @@ class MemoryStore(Store):
         self._params: dict[str, Any] | None = None
         self._seq = 0
         self._docs: dict[str, DocRecord] = {}
+        self._versions: dict[tuple[str, int], str] = {}
         self._members: dict[int, dict[str, int]] = defaultdict(dict)
         self._sets: dict[int, SetRecord] = {}
         self._shingles: dict[int, np.ndarray] = {}
@@ -45,6 +46,7 @@ class MemoryStore(Store):
         if old is not None:
             self._members[old.set_id].pop(old.doc_id, None)
         self._docs[doc.doc_id] = doc
+        self._versions.setdefault((doc.doc_id, doc.set_id), doc.verdict)
         members = self._members[doc.set_id]
         if members and doc.seq < next(reversed(members.values())):
             self._unordered.add(doc.set_id)
@@ -54,6 +56,9 @@ class MemoryStore(Store):
         old = self._docs.pop(doc_id, None)
         if old is not None:
             self._members[old.set_id].pop(doc_id, None)
+
+    def get_version(self, doc_id: str, set_id: int) -> str | None:
+        return self._versions.get((doc_id, set_id))
 
     def members(self, set_id: int, limit: int) -> list[tuple[int, str]]:
         found = self._members.get(set_id)

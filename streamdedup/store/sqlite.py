@@ -39,7 +39,8 @@ R = TypeVar("R")
 
 DB_NAME = "index.sqlite"
 LOCK_NAME = "store.lock"
-SCHEMA_VERSION = 3  # 2: metadata apart from blobs; 3: sets numbered, bucket log per set
+SCHEMA_VERSION = 4  # 2: metadata apart from blobs; 3: sets numbered, bucket log per set;
+# 4: versions (the first verdict of every (id, set) pair, kept when a document is replaced)
 # Verified candidates are read again while their bucket stays hot. Bounded by bytes: a set
 # of a long ad is ~8 KB, and 65,536 of them (the former bound) were half a GiB of RSS.
 _SHINGLE_CACHE_BYTES = 64 << 20
@@ -63,6 +64,9 @@ CREATE TABLE IF NOT EXISTS docs (
     verdict_row INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS docs_by_set ON docs (set_no, seq);
 CREATE TABLE IF NOT EXISTS verdicts (row INTEGER PRIMARY KEY, verdict TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS versions (
+    doc_id TEXT NOT NULL, set_no INTEGER NOT NULL, verdict_row INTEGER NOT NULL,
+    PRIMARY KEY (doc_id, set_no)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS sets (
     set_no INTEGER PRIMARY KEY, set_id INTEGER NOT NULL, first_seq INTEGER, first_id TEXT,
     parent INTEGER, shingles_row INTEGER);
@@ -363,20 +367,30 @@ class SqliteStore(Store):
         row = self._conn.execute(
             "INSERT INTO verdicts (verdict) VALUES (?)", (doc.verdict,)
         ).lastrowid
+        number = self._number(doc.set_id)
         insert = "INSERT INTO docs (doc_id, seq, set_no, verdict_row) VALUES (?, ?, ?, ?)"
-        values = (doc.doc_id, doc.seq, self._number(doc.set_id), row)
+        values = (doc.doc_id, doc.seq, number, row)
         try:  # a new id, nearly always: one index lookup instead of a delete and an insert
             self._conn.execute(insert, values)
-        except sqlite3.IntegrityError:  # an upsert: the old row and its verdict go first
-            self.delete_doc(doc.doc_id)
+        except sqlite3.IntegrityError:  # an upsert: the old row goes first (its verdict stays
+            self.delete_doc(doc.doc_id)  # as the old version's)
             self._conn.execute(insert, values)
+        self._conn.execute("INSERT OR IGNORE INTO versions (doc_id, set_no, verdict_row) "
+                           "VALUES (?, ?, ?)", (doc.doc_id, number, row))
 
     @_store_errors
     def delete_doc(self, doc_id: str) -> None:
-        for (row,) in self._conn.execute(
-            "DELETE FROM docs WHERE doc_id = ? RETURNING verdict_row", (doc_id,)
-        ).fetchall():
-            self._conn.execute("DELETE FROM verdicts WHERE row = ?", (row,))
+        self._conn.execute("DELETE FROM docs WHERE doc_id = ?", (doc_id,))
+
+    @_store_errors
+    def get_version(self, doc_id: str, set_id: int) -> str | None:
+        number = self._numbers.get(set_id)
+        if number is None:
+            return None
+        row = self._conn.execute(
+            "SELECT v.verdict FROM versions x JOIN verdicts v ON v.row = x.verdict_row "
+            "WHERE x.doc_id = ? AND x.set_no = ?", (doc_id, number)).fetchone()
+        return str(row[0]) if row else None
 
     @_store_errors
     def members(self, set_id: int, limit: int) -> list[tuple[int, str]]:

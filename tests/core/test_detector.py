@@ -8,12 +8,15 @@ detector must agree exactly with the brute-force oracle below.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
@@ -58,6 +61,7 @@ class Oracle:
         self.current: dict[str, tuple[int, int]] = {}  # doc id -> (seq, set id)
         self.sets: dict[int, tuple[int, str, frozenset[int]]] = {}  # id -> first seq, doc, set
         self.verdicts: dict[str, dict[str, Any]] = {}
+        self.versions: dict[tuple[str, int], dict[str, Any]] = {}  # (id, set) -> first verdict
 
     @staticmethod
     def sim(a: frozenset[int], b: frozenset[int]) -> float:
@@ -66,10 +70,12 @@ class Oracle:
     def process(self, d: Document) -> dict[str, Any]:
         sh = self.sketcher.shingle_fields(d.fields)
         key, s = sh.set_id, frozenset(sh.shingles.tolist())
-        cur = self.current.pop(d.id, None)
+        cur = self.current.get(d.id)
         if cur is not None and cur[1] == key:
-            self.current[d.id] = cur
             return self.verdicts[d.id]
+        if (d.id, key) in self.versions:  # an old text of a replaced id: its first answer
+            return self.versions[(d.id, key)]
+        self.current.pop(d.id, None)
         self.seq += 1
         if not s:
             v = {"duplicate": False, "duplicate_of": None, "matches": [], "cluster_id": d.id,
@@ -91,11 +97,12 @@ class Oracle:
                 "duplicate_of": min(found, key=lambda f: f[1])[2] if found else None,
                 "matches": [{"id": i, "jaccard": round(-n, 6)} for n, _, i in found[: self.cap]],
                 "cluster_id": self.cluster(key),
-                "exact": seen and bool(found),
+                "exact": any(k == key for _, k in self.current.values()),
                 "shingles": len(s),
             }
         self.current[d.id] = (self.seq, key)
         self.verdicts[d.id] = v
+        self.versions[(d.id, key)] = v
         return v
 
     def cluster(self, key: int) -> str:
@@ -395,3 +402,74 @@ def test_kijiji_memory_and_sqlite_agree(
     settings, docs, mem = kijiji_reference
     sql = run(Detector(settings, make_store("sqlite")), docs, batch=500)
     assert [v.to_json() for v in sql] == [v.to_json() for v in mem]
+
+
+# --- issue 17 item 4: replaced documents (same id, new text)
+
+_TEXTS = (
+    "Cercasi sviluppatore Python per progetto web a Roma, contratto a tempo indeterminato",
+    "Cercasi sviluppatore Python per progetto web a Roma, contratto a tempo determinato",
+    "Cercasi sviluppatore Python per progetto web a Milano, contratto a tempo indeterminato",
+    "Azienda cerca magazziniere con patente per turni notturni nella zona di Bologna",
+    "Azienda cerca magazziniere con patente per turni diurni nella zona di Bologna",
+    "Studio dentistico assume assistente alla poltrona, anche prima esperienza",
+)
+
+
+def _replace_settings() -> Settings:
+    return build_settings("default", env={}, overrides={
+        "stopwords": "", "stem_language": "", "shingle_size": 5, "threshold": 0.6})
+
+
+def _run(store: Store, stream: Sequence[tuple[str, int]], cuts: Sequence[int]) -> list[Verdict]:
+    detector = Detector(_replace_settings(), store)
+    docs = [Document(i, {"title": "", "description": _TEXTS[t]}) for i, t in stream]
+    out: list[Verdict] = []
+    bounds = sorted({0, len(docs), *(c % (len(docs) + 1) for c in cuts)})
+    for lo, hi in itertools.pairwise(bounds):
+        out.extend(detector.process_many(docs[lo:hi]))
+        store.commit()
+    return out
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_the_issues_replacement_cases(backend: str, make_store: Callable[..., Store],
+                                      tmp_path: Path) -> None:
+    store = make_store(backend, tmp_path / "s")
+    # A:X, C:X, A:Y, then offset 0 redelivered: A:X must not become C's duplicate (a cycle)
+    first = _run(store, [("A", 0), ("C", 0), ("A", 3)], [])
+    again = _run(store, [("A", 0)], [])
+    assert first[1].duplicate_of == "A" and again[0] == first[0]
+    # B:X, A:Z, A:X, A:Z: 'exact' only with an identical set; the same pair, the same answer
+    store2 = make_store(backend, tmp_path / "s2")
+    v = _run(store2, [("B", 0), ("A", 1), ("A", 0), ("A", 1)], [])
+    assert v[3] == v[1]
+    for verdict in v:
+        assert not verdict.exact or any(m.jaccard == 1.0 for m in verdict.matches)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stream=st.lists(st.tuples(st.sampled_from("ABCDE"), st.integers(0, len(_TEXTS) - 1)),
+                       min_size=1, max_size=30),
+       cuts=st.lists(st.integers(0, 40), max_size=4),
+       backend=st.sampled_from(["memory", "sqlite"]))
+def test_replaying_any_stream_onto_its_own_store_changes_no_verdict(
+        stream: list[tuple[str, int]], cuts: list[int], backend: str,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The property the issue asks for, over ids that are re-used with other texts, in
+    batches cut anywhere: the replay's verdicts equal the first run's, no document matches
+    itself, and ``exact`` comes with a match of similarity 1.0."""
+    from streamdedup.store import open_store
+
+    params = Sketcher(_replace_settings()).params()
+    store = open_store(backend, str(tmp_path_factory.mktemp("store")), params)
+    try:
+        first = _run(store, stream, cuts)
+        replayed = _run(store, stream, cuts[::-1])
+    finally:
+        store.close()
+    assert replayed == first
+    for verdict in first:
+        assert verdict.id not in {m.id for m in verdict.matches}
+        assert verdict.duplicate_of != verdict.id
+        assert not verdict.exact or any(m.jaccard == 1.0 for m in verdict.matches)

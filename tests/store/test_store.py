@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import SUPPORTED_STORES
+from shingle_sets import u64
 
 from streamdedup.core.sketch import Sketcher
 from streamdedup.errors import (
@@ -525,8 +526,10 @@ def test_sqlite_store_of_an_earlier_layout_is_refused_with_a_way_out(tmp_path: P
         SqliteStore(d)
 
 
-def test_sqlite_replaced_document_leaves_no_orphan_verdict(tmp_path: Path) -> None:
-    """Verdicts live in their own table: replacing or deleting a document removes its row."""
+def test_sqlite_replaced_document_keeps_its_versions_and_no_orphan_verdict(
+        tmp_path: Path) -> None:
+    """Verdicts live in their own table: each is the first verdict of an (id, set) version,
+    kept when the document is replaced or deleted, and no row is left that nothing names."""
     d = sqlite_dir(tmp_path)
     store = SqliteStore(d)
     store.put_doc(DocRecord("a", 1, 7, '{"v":1}'))
@@ -538,8 +541,26 @@ def test_sqlite_replaced_document_leaves_no_orphan_verdict(tmp_path: Path) -> No
     assert store.get_doc("b") is None
     store.close()
     conn = sqlite3.connect(d / DB_NAME)
-    assert conn.execute("SELECT verdict FROM verdicts").fetchall() == [('{"v":2}',)]
+    assert conn.execute("SELECT verdict FROM verdicts ORDER BY row").fetchall() == [
+        ('{"v":1}',), ('{"v":2}',), ('{"v":3}',)]
+    assert conn.execute("SELECT count(*) FROM verdicts WHERE row NOT IN "
+                        "(SELECT verdict_row FROM versions)").fetchone() == (0,)
     conn.close()
+
+
+def test_versions_keep_the_first_verdict_of_every_id_and_set(store: Store) -> None:
+    """Contract (every backend): replacing a document keeps its old version's verdict."""
+    store.add_set(SetRecord(7, 1, "a", 7), u64(1, 2, 3))
+    store.add_set(SetRecord(8, 2, "a", 8), u64(4, 5, 6))
+    store.put_doc(DocRecord("a", 1, 7, '{"v":1}'))
+    store.put_doc(DocRecord("a", 2, 8, '{"v":2}'))
+    store.put_doc(DocRecord("a", 2, 8, '{"v":2 again}'))  # a version keeps its first verdict
+    store.delete_doc("a")
+    store.commit()
+    assert store.get_doc("a") is None
+    assert store.get_version("a", 7) == '{"v":1}' and store.get_version("a", 8) == '{"v":2}'
+    assert store.get_version("a", 9) is None and store.get_version("b", 7) is None
+    assert store.members(7, 10) == [] and store.members(8, 10) == []
 
 
 def test_store_errors_share_the_root() -> None:
