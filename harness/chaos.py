@@ -681,8 +681,8 @@ def corrupt_store(db: Path, how: str, rng: random.Random) -> str:
     raise ValueError(f"unknown corruption {how!r}")
 
 
-_TABLES = ("counters", "docs", "verdicts", "versions", "sets", "shingles", "edges", "bucket_log",
-           "meta")
+_TABLES = ("counters", "docs", "verdicts", "versions", "positions", "sets", "shingles", "edges",
+           "bucket_log", "meta")
 
 
 def _content(db: Path) -> str:

@@ -2,7 +2,8 @@
 
 Commit order (nothing is lost and nothing is contradicted at any crash point)::
 
-    1. store.commit()        documents, sets, buckets and each document's verdict are durable
+    1. store.commit()        documents, sets, buckets, each document's verdict and the input
+                             positions reached are durable
     2. producer.send(...)    verdicts and dead letters of the checkpoint, in input order
     3. producer.flush()      ... and acknowledged by the broker (acks=all)
     4. consumer.commit(...)  only now the input offsets move past those messages
@@ -122,6 +123,8 @@ class Checkpoint:
         stage = "store_commit"
         try:
             with self.metrics.stage_seconds.labels(stage).time():
+                self.store.put_positions({(tp.topic, tp.partition): off
+                                          for tp, off in self.next_offsets.items()})
                 self.store.commit()
             stage = "produce_flush"
             with self.metrics.stage_seconds.labels(stage).time():

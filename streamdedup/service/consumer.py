@@ -259,6 +259,7 @@ class Service:
         _freeze_startup_objects()
         backoff = 0.0
         failures = 0  # checkpoints or batches in a row that failed and rewound
+        known: set[TopicPartition] = set()  # the assignment already checked against the store
         last_log = time.monotonic()
         last_count = 0
         exit_code = 0
@@ -276,10 +277,13 @@ class Service:
                     log.warning("poll failed, retrying in 0.5s: %s", exc)
                     self.stopping.wait(0.5)
                     batches = {}
+                assigned = consumer.assignment()
+                rewound = self._reconcile(consumer, assigned - known) if assigned - known else set()
+                known = assigned
                 # Not ready while assigned nothing, or while failures in a row hold the input
                 # back (a stuck partition must not look healthy to an orchestrator).
-                self.metrics.ready = bool(consumer.assignment()) and failures < STUCK_AFTER
-                records = [r for tp in sorted(batches) for r in batches[tp]]
+                self.metrics.ready = bool(assigned) and failures < STUCK_AFTER
+                records = [r for tp in sorted(batches) if tp not in rewound for r in batches[tp]]
                 if records:
                     self.metrics.batch_size.observe(len(records))
                     try:
@@ -319,6 +323,28 @@ class Service:
         log.info("stopped", extra={"documents": self.processed, "duplicates": self.duplicates,
                                    "dead_letters": self.dead})
         return exit_code
+
+    def _reconcile(self, consumer: KafkaConsumer, tps: set[TopicPartition]
+                   ) -> set[TopicPartition]:
+        """Partitions newly assigned whose group offset is past what the store holds: the
+        store lost writes that were committed (its WAL deleted, an old copy restored). Offsets
+        only move after the store commits, so this cannot happen otherwise; re-read them from
+        the store's position, which rebuilds exactly what was lost. Returns those partitions
+        (the batch just polled for them is dropped: it starts past the gap)."""
+        stored = self.store.get_positions()
+        rewound: set[TopicPartition] = set()
+        for tp in sorted(tps):
+            have = stored.get((tp.topic, tp.partition))
+            committed = consumer.committed(tp)
+            if have is None or committed is None or have >= committed:
+                continue
+            log.error("the store holds %s/%d up to offset %d but the group committed %d: it "
+                      "lost committed writes (a deleted WAL, an old copy restored?); re-reading "
+                      "%d messages to rebuild them", tp.topic, tp.partition, have, committed,
+                      committed - have)
+            consumer.seek(tp, have)
+            rewound.add(tp)
+        return rewound
 
     def _final_commit(self, checkpoint: Checkpoint) -> int:
         """The last checkpoint; 0 only if it went through. A failed one has rewound, so the

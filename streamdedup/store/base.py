@@ -62,6 +62,16 @@ class Store(ABC):
     def next_seq(self) -> int:
         """A new arrival sequence number, strictly increasing over the store's life."""
 
+    # --- input positions
+    @abstractmethod
+    def put_positions(self, positions: Mapping[tuple[str, int], int]) -> None:
+        """Record, with the next commit, how far each (topic, partition) has been stored: the
+        next offset to read. The consumer compares it with the group's committed offsets at
+        assignment, so a store that lost committed writes is noticed and rebuilt."""
+
+    @abstractmethod
+    def get_positions(self) -> dict[tuple[str, int], int]: ...
+
     # --- documents
     @abstractmethod
     def get_doc(self, doc_id: str) -> DocRecord | None: ...

@@ -20,6 +20,7 @@ class MemoryStore(Store):
         self._seq = 0
         self._docs: dict[str, DocRecord] = {}
         self._versions: dict[tuple[str, int], str] = {}
+        self._positions: dict[tuple[str, int], int] = {}
         self._members: dict[int, dict[str, int]] = defaultdict(dict)
         self._sets: dict[int, SetRecord] = {}
         self._shingles: dict[int, np.ndarray] = {}
@@ -37,6 +38,12 @@ class MemoryStore(Store):
     def next_seq(self) -> int:
         self._seq += 1
         return self._seq
+
+    def put_positions(self, positions: Mapping[tuple[str, int], int]) -> None:
+        self._positions.update(positions)
+
+    def get_positions(self) -> dict[tuple[str, int], int]:
+        return dict(self._positions)
 
     def get_doc(self, doc_id: str) -> DocRecord | None:
         return self._docs.get(doc_id)

@@ -41,6 +41,7 @@ DB_NAME = "index.sqlite"
 LOCK_NAME = "store.lock"
 SCHEMA_VERSION = 4  # 2: metadata apart from blobs; 3: sets numbered, bucket log per set;
 # 4: versions (the first verdict of every (id, set) pair, kept when a document is replaced)
+# and positions (how far each input partition is stored)
 # Verified candidates are read again while their bucket stays hot. Bounded by bytes: a set
 # of a long ad is ~8 KB, and 65,536 of them (the former bound) were half a GiB of RSS.
 _SHINGLE_CACHE_BYTES = 64 << 20
@@ -64,6 +65,9 @@ CREATE TABLE IF NOT EXISTS docs (
     verdict_row INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS docs_by_set ON docs (set_no, seq);
 CREATE TABLE IF NOT EXISTS verdicts (row INTEGER PRIMARY KEY, verdict TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS positions (
+    topic TEXT NOT NULL, partition INTEGER NOT NULL, next_offset INTEGER NOT NULL,
+    PRIMARY KEY (topic, partition)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS versions (
     doc_id TEXT NOT NULL, set_no INTEGER NOT NULL, verdict_row INTEGER NOT NULL,
     PRIMARY KEY (doc_id, set_no)) WITHOUT ROWID;
@@ -351,6 +355,19 @@ class SqliteStore(Store):
     def next_seq(self) -> int:
         self._seq += 1  # written to the counters table once per commit, not per document
         return self._seq
+
+    # --- input positions
+    @_store_errors
+    def put_positions(self, positions: Mapping[tuple[str, int], int]) -> None:
+        self._conn.executemany(
+            "INSERT INTO positions (topic, partition, next_offset) VALUES (?, ?, ?) "
+            "ON CONFLICT (topic, partition) DO UPDATE SET next_offset = excluded.next_offset",
+            [(t, p, off) for (t, p), off in positions.items()])
+
+    @_store_errors
+    def get_positions(self) -> dict[tuple[str, int], int]:
+        rows = self._conn.execute("SELECT topic, partition, next_offset FROM positions")
+        return {(str(t), int(p)): int(off) for t, p, off in rows}
 
     # --- documents
     @_store_errors

@@ -421,3 +421,52 @@ def test_poison_messages_of_the_issue_never_block_the_partition(
         assert all(len(json.dumps(d)) < 200_000 for d in dead)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0
+
+
+# --- issue 17 item 7: a store that lost committed writes is noticed and rebuilt
+
+
+@pytest.mark.broker
+def test_a_store_that_lost_committed_writes_is_rebuilt_from_the_topic(
+        kafka_bootstrap: str, topics: Topics, consumer_process: Any, tmp_path: Path) -> None:
+    """The repro deleted the WAL while the consumer ran, then SIGKILLed it: the restart
+    opened silently with 150 ads missing and their offsets committed. Here an older copy of
+    the store is put back after a second run (the same loss, made deterministically): the
+    next start sees the group's offsets past the store's positions, re-reads the gap, and
+    the store ends with every document and the same verdicts."""
+    import shutil
+
+    from streamdedup.store.sqlite import SqliteStore
+
+    ads = make_ads(60, seed=11)  # originals, then reposts of them
+    n, lost = len(ads), len(ads) - 30
+    store = tmp_path / "store"
+    produce(kafka_bootstrap, topics.input, encode(ads[:30]))
+    proc = consumer_process(store=store)
+    assert len(read_topic(kafka_bootstrap, topics.output, 30)) == 30
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    shutil.copytree(store, tmp_path / "backup")
+
+    produce(kafka_bootstrap, topics.input, encode(ads[30:]))
+    proc = consumer_process(store=store)
+    before = read_topic(kafka_bootstrap, topics.output, n)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    shutil.rmtree(store)
+    shutil.copytree(tmp_path / "backup", store)  # the later documents are gone from it
+
+    proc = consumer_process(store=store)
+    after = read_topic(kafka_bootstrap, topics.output, n + lost)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    log = (tmp_path / "consumer-2.log").read_text(encoding="utf-8", errors="replace")
+    assert "lost committed writes" in log and f"re-reading {lost} messages" in log
+    assert len(after) == n + lost
+    first = {v["id"]: strip_source(v) for v in before}
+    assert all(strip_source(v) == first[v["id"]] for v in after[n:])  # rebuilt, identical
+    s = SqliteStore(store)
+    try:
+        assert all(s.get_doc(a["id"]) is not None for a in ads)
+    finally:
+        s.close()
