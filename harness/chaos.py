@@ -682,7 +682,7 @@ def corrupt_store(db: Path, how: str, rng: random.Random) -> str:
 
 
 _TABLES = ("counters", "docs", "verdicts", "versions", "positions", "sets", "shingles", "edges",
-           "bucket_log", "meta")
+           "crowded", "bucket_log", "meta")
 
 
 def _content(db: Path) -> str:

@@ -8,6 +8,11 @@ write. Buckets therefore hold distinct sets only, and the cost of a document doe
 with the number of identical earlier documents. The verdict is the same as re-probing would
 give, because equal sets have equal band keys and equal similarities to every other set.
 
+Edges are bounded: a set that would hold more than 256 (a cluster of thousands of distinct
+variants made edges quadratic: 2,000 variants, 3,998,000 rows) becomes crowded and keeps
+none; a document whose set is crowded is verified against its candidates again, so its
+verdict is the one a probe gives, as for any new set.
+
 Distinct sets that collide in a bucket are verified most-band-hits first (more shared bands
 means higher estimated similarity), at most ``max_candidates`` per document; the verdict
 reports how many were skipped, which is zero unless a bucket holds that many distinct texts.
@@ -35,11 +40,13 @@ from streamdedup.core.jaccard import jaccard_many, size_bounds
 from streamdedup.core.sketch import Shingled, Sketcher
 from streamdedup.core.verdict import Match, Verdict
 from streamdedup.settings import Settings
-from streamdedup.store.base import DocRecord, SetRecord, Store
+from streamdedup.store.base import DEFAULT_EDGE_CAP, DocRecord, SetRecord, Store
 
 
 class Detector:
     """Turns documents into verdicts against a store. Call ``store.commit()`` to persist."""
+
+    edge_cap = DEFAULT_EDGE_CAP  # edges a set may hold before it is crowded (tests lower it)
 
     def __init__(self, settings: Settings, store: Store, sketcher: Sketcher | None = None):
         self.settings = settings
@@ -93,7 +100,12 @@ class Detector:
         merged: tuple[str, ...] = ()
         existing = store.get_sets([sh.set_id]).get(sh.set_id)
         if existing is not None:
-            matched = [(sh.set_id, 1.0), *store.neighbours(sh.set_id)]
+            near = store.neighbours(sh.set_id)
+            if near is None:  # a crowded set keeps no edges: verify its candidates again
+                keys = self.sketcher.band_keys(sh.shingles)
+                near, candidates, skipped = self._verify(
+                    sh, self.store.probe(keys.tolist(), self._bounds(sh.shingles.size)))
+            matched = [(sh.set_id, 1.0), *near]
             root = self._find(sh.set_id)
         else:
             if keys is None or probed is None:  # not new at the start of the batch: probe now
@@ -108,7 +120,7 @@ class Detector:
             store.add_to_buckets(key_list, sh.set_id, size)
             for k in key_list:
                 self._added.setdefault(k, []).append((sh.set_id, size))
-            store.add_edges(sh.set_id, matched)
+            store.add_edges(sh.set_id, matched, self.edge_cap)
             root, merged = self._join(sh.set_id, {self._find(other) for other, _ in matched})
 
         matches, duplicate_of = self._expand(matched)

@@ -47,6 +47,9 @@ class SetRecord:
     parent: int
 
 
+DEFAULT_EDGE_CAP = 256
+
+
 class Store(ABC):
     """Persistent state of the detector. Not thread-safe; one writer per store."""
 
@@ -109,11 +112,17 @@ class Store(ABC):
     def get_shingles(self, set_ids: Iterable[int]) -> dict[int, np.ndarray]: ...
 
     @abstractmethod
-    def add_edges(self, set_id: int, edges: Sequence[tuple[int, float]]) -> None:
-        """Record verified similarities, both directions (set-add, idempotent)."""
+    def add_edges(self, set_id: int, edges: Sequence[tuple[int, float]],
+                  cap: int = DEFAULT_EDGE_CAP) -> None:
+        """Record verified similarities, both directions (set-add, idempotent). A set that
+        would hold more than ``cap`` edges becomes *crowded*: its edges are dropped and no
+        more are kept for it, so edges grow with sets x cap, not with the square of a cluster
+        of distinct variants (2,000 of them made 3,998,000 rows)."""
 
     @abstractmethod
-    def neighbours(self, set_id: int) -> list[tuple[int, float]]: ...
+    def neighbours(self, set_id: int) -> list[tuple[int, float]] | None:
+        """The set's verified neighbours by set id, or None for a crowded set (whose
+        neighbours the detector then finds by probing again)."""
 
     # --- LSH buckets
     @abstractmethod

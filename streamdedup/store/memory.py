@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from streamdedup.errors import StoreError
-from streamdedup.store.base import DocRecord, SetRecord, Store
+from streamdedup.store.base import DEFAULT_EDGE_CAP, DocRecord, SetRecord, Store
 
 
 class MemoryStore(Store):
@@ -25,6 +25,7 @@ class MemoryStore(Store):
         self._sets: dict[int, SetRecord] = {}
         self._shingles: dict[int, np.ndarray] = {}
         self._edges: dict[int, dict[int, float]] = defaultdict(dict)
+        self._crowded: set[int] = set()
         self._buckets: dict[int, set[int]] = defaultdict(set)
         self._sizes: dict[int, int] = {}  # set id -> shingles, as given to add_to_buckets
         self._unordered: set[int] = set()  # sets whose members were not added in seq order
@@ -94,12 +95,19 @@ class MemoryStore(Store):
     def get_shingles(self, set_ids: Iterable[int]) -> dict[int, np.ndarray]:
         return {i: self._shingles[i] for i in set_ids if i in self._shingles}
 
-    def add_edges(self, set_id: int, edges: Sequence[tuple[int, float]]) -> None:
-        for other, sim in edges:
-            self._edges[set_id][other] = sim
-            self._edges[other][set_id] = sim
+    def add_edges(self, set_id: int, edges: Sequence[tuple[int, float]],
+                  cap: int = DEFAULT_EDGE_CAP) -> None:
+        for a, b, sim in [(set_id, o, s) for o, s in edges] + [(o, set_id, s) for o, s in edges]:
+            if a in self._crowded:
+                continue
+            self._edges[a][b] = sim
+            if len(self._edges[a]) > cap:
+                self._crowded.add(a)
+                del self._edges[a]
 
-    def neighbours(self, set_id: int) -> list[tuple[int, float]]:
+    def neighbours(self, set_id: int) -> list[tuple[int, float]] | None:
+        if set_id in self._crowded:
+            return None
         return sorted(self._edges.get(set_id, {}).items())
 
     def probe(self, keys: Sequence[int], sizes: tuple[int, int] | None = None

@@ -30,7 +30,14 @@ import xxhash
 from sqlitedict import SqliteDict
 
 from streamdedup.errors import StoreCorruptError, StoreError, StoreLockedError
-from streamdedup.store.base import DocRecord, SetRecord, Store, decode_shingles, encode_shingles
+from streamdedup.store.base import (
+    DEFAULT_EDGE_CAP,
+    DocRecord,
+    SetRecord,
+    Store,
+    decode_shingles,
+    encode_shingles,
+)
 from streamdedup.store.bucket_index import BucketIndex, LogRow
 from streamdedup.store.set_numbers import SetNumbers
 
@@ -40,8 +47,8 @@ R = TypeVar("R")
 DB_NAME = "index.sqlite"
 LOCK_NAME = "store.lock"
 SCHEMA_VERSION = 4  # 2: metadata apart from blobs; 3: sets numbered, bucket log per set;
-# 4: versions (the first verdict of every (id, set) pair, kept when a document is replaced)
-# and positions (how far each input partition is stored)
+# 4: versions (the first verdict of every (id, set) pair, kept when a document is replaced),
+# positions (how far each input partition is stored) and crowded sets (edges capped)
 # Verified candidates are read again while their bucket stays hot. Bounded by bytes: a set
 # of a long ad is ~8 KB, and 65,536 of them (the former bound) were half a GiB of RSS.
 _SHINGLE_CACHE_BYTES = 64 << 20
@@ -79,6 +86,7 @@ CREATE TABLE IF NOT EXISTS shingles (
 CREATE TABLE IF NOT EXISTS edges (
     set_id INTEGER NOT NULL, other INTEGER NOT NULL, sim REAL NOT NULL,
     PRIMARY KEY (set_id, other)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS crowded (set_id INTEGER PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS bucket_log (
     row INTEGER PRIMARY KEY, set_ids BLOB NOT NULL, sizes BLOB NOT NULL,
     counts BLOB NOT NULL, keys BLOB NOT NULL, checksum INTEGER NOT NULL);
@@ -506,14 +514,40 @@ class SqliteStore(Store):
         return out
 
     @_store_errors
-    def add_edges(self, set_id: int, edges: Sequence[tuple[int, float]]) -> None:
-        rows = [(set_id, o, s) for o, s in edges] + [(o, set_id, s) for o, s in edges]
+    def add_edges(self, set_id: int, edges: Sequence[tuple[int, float]],
+                  cap: int = DEFAULT_EDGE_CAP) -> None:
+        if not edges:
+            return
+        ends = [set_id, *(o for o, _ in edges)]
+        crowded = self._crowded(ends)
+        rows = [(a, b, sim) for a, b, sim in
+                [(set_id, o, s) for o, s in edges] + [(o, set_id, s) for o, s in edges]
+                if a not in crowded]
         self._conn.executemany(
             "INSERT OR REPLACE INTO edges (set_id, other, sim) VALUES (?, ?, ?)", rows
         )
+        touched = sorted({a for a, _, _ in rows})
+        for chunk in _chunks(touched):
+            marks = ",".join("?" * len(chunk))
+            full = [a for (a,) in self._conn.execute(
+                f"SELECT set_id FROM edges WHERE set_id IN ({marks}) GROUP BY set_id "
+                f"HAVING count(*) > ?", (*chunk, cap))]
+            for a in full:
+                self._conn.execute("INSERT OR IGNORE INTO crowded (set_id) VALUES (?)", (a,))
+                self._conn.execute("DELETE FROM edges WHERE set_id = ?", (a,))
+
+    def _crowded(self, set_ids: Sequence[int]) -> set[int]:
+        out: set[int] = set()
+        for chunk in _chunks(list(dict.fromkeys(set_ids))):
+            marks = ",".join("?" * len(chunk))
+            out.update(a for (a,) in self._conn.execute(
+                f"SELECT set_id FROM crowded WHERE set_id IN ({marks})", chunk))
+        return out
 
     @_store_errors
-    def neighbours(self, set_id: int) -> list[tuple[int, float]]:
+    def neighbours(self, set_id: int) -> list[tuple[int, float]] | None:
+        if self._crowded([set_id]):
+            return None
         rows = self._conn.execute(
             "SELECT other, sim FROM edges WHERE set_id = ? ORDER BY other", (set_id,)
         ).fetchall()

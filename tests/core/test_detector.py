@@ -473,3 +473,35 @@ def test_replaying_any_stream_onto_its_own_store_changes_no_verdict(
         assert verdict.id not in {m.id for m in verdict.matches}
         assert verdict.duplicate_of != verdict.id
         assert not verdict.exact or any(m.jaccard == 1.0 for m in verdict.matches)
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_crowded_sets_give_the_verdicts_of_an_uncapped_store(
+        backend: str, make_store: Callable[..., Store], tmp_path: Path) -> None:
+    """40 distinct variants of one ad and reposts of them: with at most 5 edges per set the
+    verdicts are those of a store that keeps every edge (a crowded set is verified again),
+    and the edges stay under sets x cap instead of growing with the square of the cluster."""
+    rng = random.Random(5)
+    base = [f"w{i}" for i in range(60)]
+    variants = []
+    for k in range(40):
+        words = list(base)
+        for _ in range(3):
+            words[rng.randrange(len(words))] = f"x{k}{rng.randrange(99)}"
+        variants.append(" ".join(words))
+    docs = [doc(f"v{k}", t) for k, t in enumerate(variants)]
+    docs += [doc(f"r{k}", variants[rng.randrange(40)]) for k in range(40)]
+    verdicts = {}
+    for cap in (5, 10_000):
+        store = make_store(backend, tmp_path / f"cap{cap}")
+        det = Detector(WORDS, store)
+        det.edge_cap = cap
+        verdicts[cap] = [observable(v) for v in run(det, docs, batch=9)]
+        edges = sum(len(store.neighbours(s) or []) for s in {det.sketcher.shingle_fields(
+            d.fields).set_id for d in docs})
+        if cap == 5:
+            assert edges <= 40 * 5
+        else:
+            assert edges > 40 * 5  # uncapped, the cluster's edges are quadratic
+    assert verdicts[5] == verdicts[10_000]
+    assert sum(v["duplicate"] for v in verdicts[5]) > 40

@@ -660,3 +660,17 @@ def test_sqlite_flipped_bit_in_a_shingle_set_is_detected(tmp_path: Path) -> None
             store.get_shingles([7])
     finally:
         store.close()
+
+
+def test_a_set_over_the_edge_cap_is_crowded_and_keeps_no_edges(store: Store) -> None:
+    """Contract (every backend), issue 17 item 9: edges grow with sets x cap, not with the
+    square of a cluster of distinct variants."""
+    store.add_edges(1, [(i, 0.9) for i in range(2, 6)], cap=4)
+    assert store.neighbours(1) == [(i, 0.9) for i in range(2, 6)]
+    store.add_edges(6, [(1, 0.85)], cap=4)  # the fifth edge of set 1
+    assert store.neighbours(1) is None and store.neighbours(6) == [(1, 0.85)]
+    store.add_edges(7, [(1, 0.8), (2, 0.8)], cap=4)  # a crowded set gains no edge
+    store.commit()
+    assert store.neighbours(1) is None and store.neighbours(2) == [(1, 0.9), (7, 0.8)]
+    store.add_edges(8, [(i, 0.9) for i in range(100, 110)], cap=4)  # crowded at birth
+    assert store.neighbours(8) is None and store.neighbours(100) == [(8, 0.9)]
