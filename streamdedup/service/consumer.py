@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 MAX_BACKOFF_S = 30.0
 STATS_EVERY_S = 15.0
 CONSUMER_RETRY_BACKOFF_MS = 10
+REVOKE_WAIT_S = 5.0  # the listener waits this long for the loop to park, then skips
 STUCK_AFTER = 3  # failures in a row after which /readyz answers 503
 EXIT_FINAL_COMMIT_FAILED = 1
 EXIT_REFUSED = 2
@@ -80,6 +81,10 @@ class Service:
         self.detector = Detector(settings, self.store, self.sketcher)
         self.metrics = Metrics()
         self.stopping = threading.Event()
+        # Held by the loop except while it is parked in poll() or close(): the only moments
+        # kafka-python 3 runs rebalance listeners (on its IO thread), so the store is used
+        # by one thread at a time, and the pre-rebalance commit can still be made.
+        self.store_in_use = threading.Lock()
         self.processed = 0
         self.duplicates = 0
         self.dead = 0
@@ -263,13 +268,18 @@ class Service:
         last_log = time.monotonic()
         last_count = 0
         exit_code = 0
+        self.store_in_use.acquire()
         try:
             while not self.stopping.is_set():
                 self.metrics.beat()
                 wait_s = min(0.5, checkpoint.seconds_until_due())  # held verdicts can't wait
                 try:
-                    batches = consumer.poll(timeout_ms=int(wait_s * 1000),
-                                            max_records=s.poll_max_records)
+                    self.store_in_use.release()
+                    try:
+                        batches = consumer.poll(timeout_ms=int(wait_s * 1000),
+                                                max_records=s.poll_max_records)
+                    finally:
+                        self.store_in_use.acquire()
                 except FATAL_KAFKA_ERRORS as exc:
                     raise BrokerRefused(f"joining the group: {type(exc).__name__}: {exc}") \
                         from exc
@@ -318,7 +328,8 @@ class Service:
             exit_code = self._final_commit(checkpoint)
         finally:
             self.metrics.ready = False
-            consumer.close(autocommit=False)
+            self.store_in_use.release()
+            consumer.close(autocommit=False)  # leaving the group revokes (the listener runs)
             checkpoint.producer.close(timeout=10)  # renewed after a refused record
         log.info("stopped", extra={"documents": self.processed, "duplicates": self.duplicates,
                                    "dead_letters": self.dead})
@@ -387,17 +398,34 @@ class _StoppedWhileConnecting(Exception):
 
 
 class _Revoked(ConsumerRebalanceListener):
-    """Before partitions move to another consumer, commit what was done with them."""
+    """Before partitions move to another consumer, commit what was done with them.
+
+    kafka-python 3 calls this on its IO thread while the loop is parked in ``poll()`` or
+    ``close()``. The store belongs to the loop's thread, so the listener takes it only through
+    ``Service.store_in_use``, which the loop lets go of exactly then (the pre-rebalance commit
+    used to fail every time: the SQLite connection refused a second thread). The offsets go
+    with ``commit_async``: a blocking commit is refused on the IO thread, and the request is
+    queued ahead of the group's rejoin.
+    """
 
     def __init__(self, service: Service, checkpoint: Checkpoint) -> None:
         self.service = service
         self.checkpoint = checkpoint
 
     def on_partitions_revoked(self, revoked: Any) -> None:
+        if self.checkpoint.empty:
+            return
+        if not self.service.store_in_use.acquire(timeout=REVOKE_WAIT_S):
+            log.warning("commit before rebalance skipped (the loop holds the store); %d "
+                        "messages will be redelivered", self.checkpoint.messages)
+            return
         try:
-            self.checkpoint.commit()
+            done = self.checkpoint.commit(wait=False)
+            log.info("committed %d messages before the rebalance", done)
         except CheckpointFailed as exc:
             log.warning("commit before rebalance failed; messages will be redelivered: %s", exc)
+        finally:
+            self.service.store_in_use.release()
 
     def on_partitions_assigned(self, assigned: Any) -> None:
         log.info("assigned %s", sorted(f"{tp.topic}/{tp.partition}" for tp in assigned))

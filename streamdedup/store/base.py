@@ -51,7 +51,8 @@ DEFAULT_EDGE_CAP = 256
 
 
 class Store(ABC):
-    """Persistent state of the detector. Not thread-safe; one writer per store."""
+    """Persistent state of the detector. One writer per store, used by one thread at a time
+    (not necessarily always the same one)."""
 
     # --- metadata
     @abstractmethod

@@ -236,7 +236,9 @@ class SqliteStore(Store):
             )
         conn: sqlite3.Connection | None = None
         try:
-            conn = sqlite3.connect(self.path, timeout=30)
+            # One thread at a time, not always the same one: the consumer lends the store to
+            # kafka-python's IO thread for the pre-rebalance commit (service/consumer.py).
+            conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
             if tables and version != SCHEMA_VERSION:
