@@ -693,8 +693,8 @@ def _content(db: Path) -> str:
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         for table in _TABLES:
-            for row in conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2"):
-                digest.update(repr(row).encode())
+            for row in sorted(repr(r) for r in conn.execute(f"SELECT * FROM {table}")):
+                digest.update(row.encode())
     finally:
         conn.close()
     return digest.hexdigest()

@@ -6,16 +6,12 @@ sqlite3 module directly, because sqlitedict's model does not fit it: appending a
 bucket would rewrite an ever-growing value, and probes must read many keys in one query.
 
 Durability: WAL journal with ``synchronous=FULL``, so ``commit()`` returns only once the
-batch is on disk. A second process is refused by an exclusive ``flock`` on the store
-*directory* itself, which no file deletion inside it can release (``store.lock`` only holds
-the writer's pid, for the message); a damaged file is refused at open by ``PRAGMA
-quick_check``. A read-only directory or a full disk is said as such, not as damage.
+batch is on disk. The file's own concerns (schema, the one-writer lock,
+opening, damage and file-system errors) are in ``sqlite_file.py``.
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import functools
 import json
 import os
@@ -29,7 +25,7 @@ import numpy as np
 import xxhash
 from sqlitedict import SqliteDict
 
-from streamdedup.errors import StoreCorruptError, StoreError, StoreLockedError
+from streamdedup.errors import StoreCorruptError, StoreError
 from streamdedup.store.base import (
     DEFAULT_EDGE_CAP,
     DocRecord,
@@ -40,20 +36,18 @@ from streamdedup.store.base import (
 )
 from streamdedup.store.bucket_index import BucketIndex, LogRow
 from streamdedup.store.set_numbers import SetNumbers
+from streamdedup.store.sqlite_file import (
+    DB_NAME,
+    acquire_lock,
+    open_db,
+    os_problem,
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-DB_NAME = "index.sqlite"
-LOCK_NAME = "store.lock"
-SCHEMA_VERSION = 4  # 2: metadata apart from blobs; 3: sets numbered, bucket log per set;
-# 4: versions (the first verdict of every (id, set) pair, kept when a document is replaced),
-# positions (how far each input partition is stored) and crowded sets (edges capped)
-# Verified candidates are read again while their bucket stays hot. Bounded by bytes: a set
-# of a long ad is ~8 KB, and 65,536 of them (the former bound) were half a GiB of RSS.
 _SHINGLE_CACHE_BYTES = 64 << 20
 _SET_CACHE_SIZE = 200_000
-_PAGE_CACHE_KIB = 128 * 1024
 _MAX_VARS = 900  # stay under SQLite's bound on host parameters per statement
 _LOAD_CHUNK = 1 << 21  # bucket entries handed to the index at a time when a store opens
 
@@ -107,29 +101,6 @@ def _store_errors(method: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-_FULL_BELOW_BYTES = 1 << 20
-
-
-def _disk_full(directory: Path) -> bool:
-    """Whether the file system of ``directory`` has (almost) no space left for SQLite."""
-    try:
-        st = os.statvfs(directory)
-    except OSError:
-        return False
-    return st.f_bavail * st.f_frsize < _FULL_BELOW_BYTES
-
-
-def _os_problem(directory: Path, exc: OSError) -> str:
-    """One line an operator can act on: what is wrong with the place, not a raw errno."""
-    if exc.errno == errno.ENOSPC or (exc.errno == errno.EIO and _disk_full(directory)):
-        return (f"no space left on the device of store {directory}: the store itself is "
-                f"intact; free some space and start again ({exc.strerror or exc})")
-    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        return (f"store directory {directory} is not writable ({exc.strerror or exc}); a store "
-                f"needs a directory its writer may write to")
-    return f"store {directory} cannot be opened: {exc}"
-
-
 def _checksum(blob: bytes) -> int:
     digest = xxhash.xxh3_64_intdigest(blob)
     return digest - (1 << 64) if digest >= 1 << 63 else digest
@@ -174,15 +145,15 @@ class SqliteStore(Store):
         conn: sqlite3.Connection | None = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self._lock_fd = self._acquire_lock()
-            conn = self._conn = self._open()
+            self._lock_fd = acquire_lock(self.directory)
+            conn = self._conn = open_db(self.directory)
             self._load_numbers()
             self._load_buckets()
         except OSError as exc:
             if conn is not None:
                 conn.close()
             self._release_lock()
-            raise StoreError(_os_problem(self.directory, exc)) from exc
+            raise StoreError(os_problem(self.directory, exc)) from exc
         except BaseException:
             if conn is not None:
                 conn.close()
@@ -192,106 +163,10 @@ class SqliteStore(Store):
         self._seq = int(row[0]) if row else 0
 
     # --- opening
-    def _acquire_lock(self) -> int:
-        """Lock the directory (its inode stays while files inside come and go), then note our
-        pid in ``store.lock`` for the message another process gets."""
-        fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            try:
-                holder = (self.directory / LOCK_NAME).read_text("ascii").strip() or "unknown"
-            except (OSError, UnicodeDecodeError):
-                holder = "unknown"
-            raise StoreLockedError(
-                f"store {self.directory} is open for writing by another process "
-                f"(pid {holder}); one writer per store"
-            ) from None
-        try:
-            pid_fd = os.open(self.directory / LOCK_NAME, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-                             0o600)
-            try:
-                os.write(pid_fd, str(os.getpid()).encode())
-            finally:
-                os.close(pid_fd)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
-
     def _release_lock(self) -> None:
         if self._lock_fd >= 0:
             os.close(self._lock_fd)  # closing drops the flock
             self._lock_fd = -1
-
-    def _open(self) -> sqlite3.Connection:
-        if not self.path.exists():
-            self._create()
-        elif self.path.stat().st_size == 0:
-            # We never leave an empty file (see _create), so this one was truncated.
-            raise StoreCorruptError(
-                f"{self.path} is empty: the store was truncated; restore it or remove the "
-                f"directory to start a new index"
-            )
-        conn: sqlite3.Connection | None = None
-        try:
-            # One thread at a time, not always the same one: the consumer lends the store to
-            # kafka-python's IO thread for the pre-rebalance commit (service/consumer.py).
-            conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-            if tables and version != SCHEMA_VERSION:
-                conn.close()
-                hint = (" (an earlier streamdedup's layout: replay into a new store directory)"
-                        if 0 < version < SCHEMA_VERSION else "")
-                raise StoreCorruptError(
-                    f"{self.path} is not a streamdedup store of schema {SCHEMA_VERSION} "
-                    f"(user_version {version}){hint}"
-                )
-            check = conn.execute("PRAGMA quick_check").fetchone()[0]
-            if check != "ok":
-                conn.close()
-                raise StoreCorruptError(f"{self.path} is damaged: {check}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = FULL")
-            # SQLite's default page cache is 2 MiB; the bucket and docs B-trees outgrow it
-            # early and every probe then pays page reads (cost per document grew with size).
-            conn.execute(f"PRAGMA cache_size = -{_PAGE_CACHE_KIB}")
-            conn.executescript(_SCHEMA)
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            conn.commit()
-        except sqlite3.DatabaseError as exc:
-            if conn is not None:
-                conn.close()  # an open handle would keep the file (and its mount) busy
-            if isinstance(exc, sqlite3.OperationalError) and _disk_full(self.directory):
-                raise StoreError(_os_problem(self.directory, OSError(errno.ENOSPC, str(exc))))\
-                    from exc
-            if isinstance(exc, sqlite3.OperationalError) and "readonly" in str(exc):
-                raise StoreError(_os_problem(self.directory, OSError(errno.EROFS, str(exc))))\
-                    from exc
-            raise StoreCorruptError(f"{self.path} cannot be read as a store: {exc}") from exc
-        return conn
-
-    def _create(self) -> None:
-        """Build the schema in a side file, then rename it into place: an ``index.sqlite``
-        that exists is always a complete store, so an empty one means damage."""
-        tmp = self.path.with_name(DB_NAME + ".new")
-        tmp.unlink(missing_ok=True)
-        os.close(os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
-        conn = sqlite3.connect(tmp)
-        try:
-            conn.executescript(_SCHEMA)
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            conn.commit()
-        finally:
-            conn.close()
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
 
     def _load_numbers(self) -> None:
         try:

@@ -11,7 +11,8 @@ import pytest
 
 from streamdedup.errors import StoreCorruptError
 from streamdedup.store.bucket_index import BucketIndex
-from streamdedup.store.sqlite import DB_NAME, SqliteStore
+from streamdedup.store.sqlite import SqliteStore
+from streamdedup.store.sqlite_file import DB_NAME
 
 
 def model_probe(model: dict[int, set[int]], keys: list[int]) -> dict[int, int]:

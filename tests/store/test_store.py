@@ -32,7 +32,8 @@ from streamdedup.errors import (
 from streamdedup.settings import Settings
 from streamdedup.store import open_store
 from streamdedup.store.base import DocRecord, SetRecord, Store, check_params
-from streamdedup.store.sqlite import DB_NAME, LOCK_NAME, SqliteStore
+from streamdedup.store.sqlite import SqliteStore
+from streamdedup.store.sqlite_file import DB_NAME, LOCK_NAME
 
 PARAMS = Sketcher(Settings()).params()
 HIGH = np.array([0, 1, 2**63 - 1, 2**63, 2**63 + 1, 2**64 - 1], dtype=np.uint64)

@@ -1,0 +1,188 @@
+"""The SQLite store's file: schema, the writer's lock, opening and creating, and the one-line
+messages for what the file system refuses.
+
+Apart from ``sqlite.py`` (the ``Store`` on top of it) because these are the file's concerns, not
+the index's: one writer per directory (a ``flock`` on the directory itself, which no file
+deletion inside it releases; ``store.lock`` only holds the writer's pid, for the message), a
+file that exists is always a complete store (built aside, renamed into place), a damaged or
+foreign file is refused at open (``PRAGMA quick_check``), and a read-only directory or a full
+disk is said as such, never as damage.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import sqlite3
+from pathlib import Path
+
+from streamdedup.errors import StoreCorruptError, StoreError, StoreLockedError
+
+DB_NAME = "index.sqlite"
+LOCK_NAME = "store.lock"
+SCHEMA_VERSION = 4  # 2: metadata apart from blobs; 3: sets numbered, bucket log per set;
+# 4: versions (the first verdict of every (id, set) pair, kept when a document is replaced),
+# positions (how far each input partition is stored) and crowded sets (edges capped)
+# Verified candidates are read again while their bucket stays hot. Bounded by bytes: a set
+# of a long ad is ~8 KB, and 65,536 of them (the former bound) were half a GiB of RSS.
+_PAGE_CACHE_KIB = 128 * 1024
+
+# Layout for a growing index: nothing on disk is keyed by a set id (a random fingerprint).
+# Sets are numbered in arrival order (``set_no``; the map from id to number is held in memory,
+# see set_numbers.py), and the sets table and the documents-by-set index are keyed by that
+# number, so new sets and their documents append to the last pages. The bulky payloads (a
+# verdict per document, a shingle blob per distinct set) go to tables keyed by a rowid SQLite
+# assigns in increasing order, appended too. Bucket entries are appended one row per commit
+# and indexed in memory (see bucket_index.py). A sets row without ``first_seq`` only numbers
+# a set that documents name but that holds no shingles (the set of an empty text).
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS docs (
+    doc_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, set_no INTEGER NOT NULL,
+    verdict_row INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS docs_by_set ON docs (set_no, seq);
+CREATE TABLE IF NOT EXISTS verdicts (row INTEGER PRIMARY KEY, verdict TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS positions (
+    topic TEXT NOT NULL, partition INTEGER NOT NULL, next_offset INTEGER NOT NULL,
+    PRIMARY KEY (topic, partition)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS versions (
+    doc_id TEXT NOT NULL, set_no INTEGER NOT NULL, verdict_row INTEGER NOT NULL,
+    PRIMARY KEY (doc_id, set_no)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sets (
+    set_no INTEGER PRIMARY KEY, set_id INTEGER NOT NULL, first_seq INTEGER, first_id TEXT,
+    parent INTEGER, shingles_row INTEGER);
+CREATE TABLE IF NOT EXISTS shingles (
+    row INTEGER PRIMARY KEY, data BLOB NOT NULL, checksum INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS edges (
+    set_id INTEGER NOT NULL, other INTEGER NOT NULL, sim REAL NOT NULL,
+    PRIMARY KEY (set_id, other)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS crowded (set_id INTEGER PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS bucket_log (
+    row INTEGER PRIMARY KEY, set_ids BLOB NOT NULL, sizes BLOB NOT NULL,
+    counts BLOB NOT NULL, keys BLOB NOT NULL, checksum INTEGER NOT NULL);
+"""
+
+
+_FULL_BELOW_BYTES = 1 << 20
+
+
+def disk_full(directory: Path) -> bool:
+    """Whether the file system of ``directory`` has (almost) no space left for SQLite."""
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < _FULL_BELOW_BYTES
+
+
+def os_problem(directory: Path, exc: OSError) -> str:
+    """One line an operator can act on: what is wrong with the place, not a raw errno."""
+    if exc.errno == errno.ENOSPC or (exc.errno == errno.EIO and disk_full(directory)):
+        return (f"no space left on the device of store {directory}: the store itself is "
+                f"intact; free some space and start again ({exc.strerror or exc})")
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return (f"store directory {directory} is not writable ({exc.strerror or exc}); a store "
+                f"needs a directory its writer may write to")
+    return f"store {directory} cannot be opened: {exc}"
+
+
+def acquire_lock(directory: Path) -> int:
+    """Lock the directory (its inode stays while files inside come and go), then note our
+    pid in ``store.lock`` for the message another process gets."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        try:
+            holder = (directory / LOCK_NAME).read_text("ascii").strip() or "unknown"
+        except (OSError, UnicodeDecodeError):
+            holder = "unknown"
+        raise StoreLockedError(
+            f"store {directory} is open for writing by another process "
+            f"(pid {holder}); one writer per store"
+        ) from None
+    try:
+        pid_fd = os.open(directory / LOCK_NAME, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                         0o600)
+        try:
+            os.write(pid_fd, str(os.getpid()).encode())
+        finally:
+            os.close(pid_fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_db(directory: Path) -> sqlite3.Connection:
+    """The store's connection, made ready (schema, WAL, FULL sync), or one clear error."""
+    path = directory / DB_NAME
+    if not path.exists():
+        _create(directory)
+    elif path.stat().st_size == 0:
+        # We never leave an empty file (see _create), so this one was truncated.
+        raise StoreCorruptError(
+            f"{path} is empty: the store was truncated; restore it or remove the "
+            f"directory to start a new index"
+        )
+    conn: sqlite3.Connection | None = None
+    try:
+        # One thread at a time, not always the same one: the consumer lends the store to
+        # kafka-python's IO thread for the pre-rebalance commit (service/consumer.py).
+        conn = sqlite3.connect(path, timeout=30, check_same_thread=False)
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if tables and version != SCHEMA_VERSION:
+            conn.close()
+            hint = (" (an earlier streamdedup's layout: replay into a new store directory)"
+                    if 0 < version < SCHEMA_VERSION else "")
+            raise StoreCorruptError(
+                f"{path} is not a streamdedup store of schema {SCHEMA_VERSION} "
+                f"(user_version {version}){hint}"
+            )
+        check = conn.execute("PRAGMA quick_check").fetchone()[0]
+        if check != "ok":
+            conn.close()
+            raise StoreCorruptError(f"{path} is damaged: {check}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        # SQLite's default page cache is 2 MiB; the bucket and docs B-trees outgrow it
+        # early and every probe then pays page reads (cost per document grew with size).
+        conn.execute(f"PRAGMA cache_size = -{_PAGE_CACHE_KIB}")
+        conn.executescript(SCHEMA)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.commit()
+    except sqlite3.DatabaseError as exc:
+        if conn is not None:
+            conn.close()  # an open handle would keep the file (and its mount) busy
+        if isinstance(exc, sqlite3.OperationalError) and disk_full(directory):
+            raise StoreError(os_problem(directory, OSError(errno.ENOSPC, str(exc))))\
+                from exc
+        if isinstance(exc, sqlite3.OperationalError) and "readonly" in str(exc):
+            raise StoreError(os_problem(directory, OSError(errno.EROFS, str(exc))))\
+                from exc
+        raise StoreCorruptError(f"{path} cannot be read as a store: {exc}") from exc
+    return conn
+
+def _create(directory: Path) -> None:
+    path = directory / DB_NAME
+    """Build the schema in a side file, then rename it into place: an ``index.sqlite``
+    that exists is always a complete store, so an empty one means damage."""
+    tmp = path.with_name(DB_NAME + ".new")
+    tmp.unlink(missing_ok=True)
+    os.close(os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+    conn = sqlite3.connect(tmp)
+    try:
+        conn.executescript(SCHEMA)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.commit()
+    finally:
+        conn.close()
+    os.replace(tmp, path)
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
