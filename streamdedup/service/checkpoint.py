@@ -45,6 +45,11 @@ _SIZE_ERRORS = (MessageSizeTooLargeError, RecordListTooLargeError)
 Shrink = Callable[[Outgoing, str], Outgoing]
 
 
+def offset_tag(store: Store) -> str:
+    """The metadata of the offsets this store's commits allow: which store holds them."""
+    return f"streamdedup-store:{store.store_id()}"
+
+
 class CheckpointFailed(Exception):
     """A step of the commit order failed; the checkpoint was rewound."""
 
@@ -76,6 +81,7 @@ class Checkpoint:
         self.clock = clock
         self.shrink = shrink
         self.renew_producer = renew_producer
+        self.offset_tag = offset_tag(store)
         self._reset()
 
     def _reset(self) -> None:
@@ -132,7 +138,8 @@ class Checkpoint:
                 if refused:
                     self._produce_alone(refused)
             stage = "offset_commit"
-            offsets = {tp: OffsetAndMetadata(off, "", -1) for tp, off in self.next_offsets.items()}
+            offsets = {tp: OffsetAndMetadata(off, self.offset_tag, -1)
+                       for tp, off in self.next_offsets.items()}
             with self.metrics.stage_seconds.labels(stage).time():
                 if wait:
                     self.consumer.commit(offsets)

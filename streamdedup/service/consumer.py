@@ -34,7 +34,7 @@ from streamdedup.core.document import Document
 from streamdedup.core.sketch import Sketcher
 from streamdedup.core.verdict import Verdict
 from streamdedup.errors import MessageError, StoreError
-from streamdedup.service.checkpoint import Checkpoint, CheckpointFailed
+from streamdedup.service.checkpoint import Checkpoint, CheckpointFailed, offset_tag
 from streamdedup.service.kafka import ensure_topics, kafka_security
 from streamdedup.service.message import decode_message
 from streamdedup.service.metrics import HealthServer, Metrics, is_loopback
@@ -337,17 +337,23 @@ class Service:
 
     def _reconcile(self, consumer: KafkaConsumer, tps: set[TopicPartition]
                    ) -> set[TopicPartition]:
-        """Partitions newly assigned whose group offset is past what the store holds: the
-        store lost writes that were committed (its WAL deleted, an old copy restored). Offsets
-        only move after the store commits, so this cannot happen otherwise; re-read them from
-        the store's position, which rebuilds exactly what was lost. Returns those partitions
-        (the batch just polled for them is dropped: it starts past the gap)."""
+        """Partitions newly assigned whose group offset, committed after *this* store's
+        writes (its metadata names the store), is past what the store holds: the store lost
+        writes that were committed (its WAL deleted, an old copy restored). Offsets only move
+        after the store commits, so this cannot happen otherwise; re-read them from the
+        store's position, which rebuilds exactly what was lost. An offset another member
+        committed (with its own store) is left alone. Returns the partitions rewound (the
+        batch just polled for them is dropped: it starts past the gap)."""
         stored = self.store.get_positions()
+        ours = offset_tag(self.store)
         rewound: set[TopicPartition] = set()
         for tp in sorted(tps):
             have = stored.get((tp.topic, tp.partition))
-            committed = consumer.committed(tp)
-            if have is None or committed is None or have >= committed:
+            meta = consumer.committed(tp, metadata=True)
+            if have is None or meta is None or meta.metadata != ours:
+                continue  # not committed after this store's writes (another member's store)
+            committed = meta.offset
+            if have >= committed:
                 continue
             log.error("the store holds %s/%d up to offset %d but the group committed %d: it "
                       "lost committed writes (a deleted WAL, an old copy restored?); re-reading "

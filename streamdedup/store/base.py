@@ -76,6 +76,12 @@ class Store(ABC):
     @abstractmethod
     def get_positions(self) -> dict[tuple[str, int], int]: ...
 
+    @abstractmethod
+    def store_id(self) -> str:
+        """A random identity made with the store, kept for its life: offsets committed after
+        this store's commits name it, so a consumer can tell its own store's lost writes
+        from partitions another member (with another store) has processed."""
+
     # --- documents
     @abstractmethod
     def get_doc(self, doc_id: str) -> DocRecord | None: ...

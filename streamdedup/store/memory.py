@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -21,6 +22,7 @@ class MemoryStore(Store):
         self._docs: dict[str, DocRecord] = {}
         self._versions: dict[tuple[str, int], str] = {}
         self._positions: dict[tuple[str, int], int] = {}
+        self._store_id = uuid.uuid4().hex
         self._members: dict[int, dict[str, int]] = defaultdict(dict)
         self._sets: dict[int, SetRecord] = {}
         self._shingles: dict[int, np.ndarray] = {}
@@ -45,6 +47,9 @@ class MemoryStore(Store):
 
     def get_positions(self) -> dict[tuple[str, int], int]:
         return dict(self._positions)
+
+    def store_id(self) -> str:
+        return self._store_id
 
     def get_doc(self, doc_id: str) -> DocRecord | None:
         return self._docs.get(doc_id)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import secrets
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -161,6 +162,7 @@ class SqliteStore(Store):
             raise
         row = self._conn.execute("SELECT value FROM counters WHERE name = 'seq'").fetchone()
         self._seq = int(row[0]) if row else 0
+        self._store_id = self._load_store_id()
 
     # --- opening
     def _release_lock(self) -> None:
@@ -253,6 +255,19 @@ class SqliteStore(Store):
     def get_positions(self) -> dict[tuple[str, int], int]:
         rows = self._conn.execute("SELECT topic, partition, next_offset FROM positions")
         return {(str(t), int(p)): int(off) for t, p, off in rows}
+
+    def store_id(self) -> str:
+        return self._store_id
+
+    def _load_store_id(self) -> str:
+        """Made with the store and committed at once (at open, nothing else is pending), so
+        no rollback can take it back."""
+        row = self._conn.execute("SELECT value FROM counters WHERE name = 'store_id'").fetchone()
+        if row is None:
+            row = (secrets.randbits(62),)
+            self._conn.execute("INSERT INTO counters (name, value) VALUES ('store_id', ?)", row)
+            self._conn.commit()
+        return f"{int(row[0]):016x}"
 
     # --- documents
     @_store_errors

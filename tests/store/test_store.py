@@ -675,3 +675,17 @@ def test_a_set_over_the_edge_cap_is_crowded_and_keeps_no_edges(store: Store) -> 
     assert store.neighbours(1) is None and store.neighbours(2) == [(1, 0.9), (7, 0.8)]
     store.add_edges(8, [(i, 0.9) for i in range(100, 110)], cap=4)  # crowded at birth
     assert store.neighbours(8) is None and store.neighbours(100) == [(8, 0.9)]
+
+
+def test_a_store_keeps_one_identity_for_its_life(make_store: Callable[..., Store],
+                                                 tmp_path: Path) -> None:
+    """Offsets committed after a store's writes name it (the consumer's rebuild check)."""
+    a = make_store("sqlite", tmp_path / "a")
+    ident = a.store_id()
+    a.rollback()
+    assert a.store_id() == ident
+    a.close()
+    again = make_store("sqlite", tmp_path / "a")
+    assert again.store_id() == ident
+    assert make_store("sqlite", tmp_path / "b").store_id() != ident
+    assert make_store("memory").store_id() != make_store("memory").store_id()
