@@ -52,42 +52,6 @@ _SET_CACHE_SIZE = 200_000
 _MAX_VARS = 900  # stay under SQLite's bound on host parameters per statement
 _LOAD_CHUNK = 1 << 21  # bucket entries handed to the index at a time when a store opens
 
-# Layout for a growing index: nothing on disk is keyed by a set id (a random fingerprint).
-# Sets are numbered in arrival order (``set_no``; the map from id to number is held in memory,
-# see set_numbers.py), and the sets table and the documents-by-set index are keyed by that
-# number, so new sets and their documents append to the last pages. The bulky payloads (a
-# verdict per document, a shingle blob per distinct set) go to tables keyed by a rowid SQLite
-# assigns in increasing order, appended too. Bucket entries are appended one row per commit
-# and indexed in memory (see bucket_index.py). A sets row without ``first_seq`` only numbers
-# a set that documents name but that holds no shingles (the set of an empty text).
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS docs (
-    doc_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, set_no INTEGER NOT NULL,
-    verdict_row INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS docs_by_set ON docs (set_no, seq);
-CREATE TABLE IF NOT EXISTS verdicts (row INTEGER PRIMARY KEY, verdict TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS positions (
-    topic TEXT NOT NULL, partition INTEGER NOT NULL, next_offset INTEGER NOT NULL,
-    PRIMARY KEY (topic, partition)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS versions (
-    doc_id TEXT NOT NULL, set_no INTEGER NOT NULL, verdict_row INTEGER NOT NULL,
-    PRIMARY KEY (doc_id, set_no)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS sets (
-    set_no INTEGER PRIMARY KEY, set_id INTEGER NOT NULL, first_seq INTEGER, first_id TEXT,
-    parent INTEGER, shingles_row INTEGER);
-CREATE TABLE IF NOT EXISTS shingles (
-    row INTEGER PRIMARY KEY, data BLOB NOT NULL, checksum INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS edges (
-    set_id INTEGER NOT NULL, other INTEGER NOT NULL, sim REAL NOT NULL,
-    PRIMARY KEY (set_id, other)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS crowded (set_id INTEGER PRIMARY KEY);
-CREATE TABLE IF NOT EXISTS bucket_log (
-    row INTEGER PRIMARY KEY, set_ids BLOB NOT NULL, sizes BLOB NOT NULL,
-    counts BLOB NOT NULL, keys BLOB NOT NULL, checksum INTEGER NOT NULL);
-"""
-
-
 def _store_errors(method: Callable[P, R]) -> Callable[P, R]:
     """SQLite failures (disk full, I/O error, damaged pages) become StoreError, so callers
     can tell a store fault (retry later, lose nothing) from a bad document."""
