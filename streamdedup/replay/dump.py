@@ -110,9 +110,8 @@ def _read_jsonl(path: Path, text_fields: tuple[str, ...], max_bytes: int) -> Ite
             if not line:
                 return
             index += 1
-            if len(line) > max_bytes + 1 or (len(line) == max_bytes + 2 and
-                                             not line.endswith(b"\n")):
-                size = len(line) + _skip_line(fh)
+            if len(line.rstrip(b"\r\n")) > max_bytes:
+                size = len(line) + (0 if line.endswith(b"\n") else _skip_line(fh))
                 yield index, MessageError("oversized", f"{size} bytes > limit {max_bytes}")
                 continue
             line = line.strip()

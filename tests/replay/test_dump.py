@@ -143,6 +143,13 @@ def test_rows_over_the_message_limit_are_oversized_errors_not_read_whole(
     kinds = [r.reason if isinstance(r, MessageError) else r.id for _, r in rows]
     assert kinds == ["0", "oversized", "2", "3"]
     assert [i for i, _ in rows] == [0, 1, 2, 3]
+    # a row just over the limit, newline included in what was read: the next row is kept
+    edge = json.dumps({"id": "e", "description": "y" * 1000})[:1001].encode()
+    jsonl.write_bytes(edge + b"\n" + json.dumps({"id": "n", "description": "ok"}).encode()
+                      + b"\n")
+    kinds = [r.reason if isinstance(r, MessageError) else r.id
+             for _, r in read_dump(jsonl, None, ("description",), max_bytes=1000)]
+    assert kinds == ["oversized", "n"]
 
     tsv = tmp_path / "d.tsv"
     tsv.write_text("title\tdescription\n" + "a\tbreve\n" + f"b\t{'y' * 5000}\n"
