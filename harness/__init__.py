@@ -5,6 +5,7 @@ Not packaged (the wheel holds ``streamdedup`` only); imported from a checkout, w
 the product never imports it (tests/test_layout.py checks both).
 
     broker.py     a single-node KRaft broker from Maven Central jars (scripts/kafka-local)
+    redis.py      a local redis-server from Debian's package (scripts/redis-local)
     chaos.py      fault injection against real consumer processes (scripts/chaos.py)
     generator.py  seeded Italian job ads with a controlled share of reposts
     edits.py      the near-duplicate edits the generator and the chaos stream share

@@ -76,7 +76,14 @@ class Settings:
     )
     # --- store
     store: str = _opt("streamdedup-store", "store directory (SQLite backend)", group="store")
-    store_backend: str = _opt("sqlite", "'sqlite' (persistent) or 'memory'", group="store")
+    store_backend: str = _opt(
+        "sqlite", "'sqlite' (a directory), 'redis' (a server: --redis-url) or 'memory'",
+        group="store")
+    redis_url: str = _opt(
+        "", "redis://host:port/db of the Redis store (rediss:// for TLS; a password in it is "
+        "never logged: pass it by the environment)", group="store", secret=True)
+    redis_namespace: str = _opt("streamdedup", "prefix of the Redis store's keys",
+                                group="store")
     # --- Kafka service
     bootstrap_servers: str = _opt("127.0.0.1:9092", "Kafka bootstrap servers", group="kafka")
     group_id: str = _opt("streamdedup", "consumer group id", group="kafka")
@@ -135,9 +142,11 @@ class Settings:
             raise ConfigError(
                 f"bands x rows = {self.bands * self.rows} exceeds num_perm = {self.num_perm}"
             )
-        if self.store_backend not in ("sqlite", "memory"):
-            raise ConfigError(f"store_backend must be 'sqlite' or 'memory', not "
+        if self.store_backend not in ("sqlite", "memory", "redis"):
+            raise ConfigError(f"store_backend must be 'sqlite', 'redis' or 'memory', not "
                               f"{self.store_backend!r}")
+        if self.store_backend == "redis" and not self.redis_url:
+            raise ConfigError("store_backend 'redis' needs redis_url (redis://host:port/db)")
         if not self.text_fields:
             raise ConfigError("text_fields must name at least one field")
         if not MIN_SESSION_TIMEOUT_MS <= self.session_timeout_ms <= MAX_SESSION_TIMEOUT_MS:

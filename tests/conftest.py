@@ -234,16 +234,40 @@ from pathlib import Path  # noqa: E402
 
 from streamdedup.store.base import Store  # noqa: E402
 
-SUPPORTED_STORES = ("memory", "sqlite")
+SUPPORTED_STORES = ("memory", "sqlite", "redis")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real redis-server for the session: $STREAMDEDUP_TEST_REDIS if set, else Debian's
+    redis-server started on loopback (harness/redis.py). Missing: fails under CI=true, skips
+    elsewhere, with the reason."""
+    env = os.environ.get("STREAMDEDUP_TEST_REDIS", "").strip()
+    if env:
+        yield env
+        return
+    from harness.redis import RedisError, RedisServer
+
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    try:
+        url = server.run()
+    except RedisError as exc:
+        if _in_ci():
+            pytest.fail(f"no redis-server for the Redis store tests under CI: {exc}",
+                        pytrace=False)
+        pytest.skip(f"no redis-server: {exc}")
+    yield url
+    server.stop()
+
+
 @pytest.fixture
-def make_store(tmp_path: Path) -> Iterator[Callable[..., Store]]:
+def make_store(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., Store]]:
     """``make(backend, location=None) -> Store``; every store made is closed at teardown.
 
-    ``location`` defaults to ``tmp_path / "store-<backend>"``, so making the same backend twice
-    reopens the same SQLite store (close the first one before).
+    ``location`` defaults to ``tmp_path / "store-<backend>"`` (a directory for SQLite, a key
+    namespace for Redis), so making the same backend twice reopens the same store (close the
+    first one before). Redis namespaces are unique per test.
     """
     from streamdedup.store.memory import MemoryStore
     from streamdedup.store.sqlite import SqliteStore
@@ -256,6 +280,12 @@ def make_store(tmp_path: Path) -> Iterator[Callable[..., Store]]:
             store = MemoryStore()
         elif backend == "sqlite":
             store = SqliteStore(location or tmp_path / f"store-{backend}")
+        elif backend == "redis":
+            from streamdedup.store.redis import RedisStore
+
+            place = str(location or tmp_path / "store-redis")
+            namespace = "t" + uuid.uuid5(uuid.NAMESPACE_URL, place).hex
+            store = RedisStore(request.getfixturevalue("redis_url"), namespace)
         else:
             raise ValueError(f"no such store backend in the tests: {backend!r}")
         opened.append(store)
@@ -263,7 +293,7 @@ def make_store(tmp_path: Path) -> Iterator[Callable[..., Store]]:
 
     yield make
     for store in opened:
-        store.close()  # closing twice is allowed by both backends
+        store.close()  # closing twice is allowed by every backend
 
 
 @pytest.fixture(params=SUPPORTED_STORES)

@@ -60,13 +60,13 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
     from streamdedup.core.detector import Detector
     from streamdedup.core.sketch import Sketcher
     from streamdedup.replay.dump import read_dump
-    from streamdedup.store import open_store
+    from streamdedup.store import open_configured
 
     settings = make_settings(preset, options)
     try:
         rows = read_dump(path, fmt, settings.text_fields, max_bytes=settings.max_message_bytes)
         sketcher = Sketcher(settings)
-        store = open_store(settings.store_backend, settings.store, sketcher.params())
+        store = open_configured(settings, sketcher.params())
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
     detector = Detector(settings, store, sketcher)

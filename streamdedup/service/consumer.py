@@ -46,7 +46,7 @@ from streamdedup.service.records import (
     verdict_record,
 )
 from streamdedup.settings import Settings
-from streamdedup.store import Store, open_store
+from streamdedup.store import Store, open_configured
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +75,7 @@ class Service:
     def __init__(self, settings: Settings, store: Store | None = None) -> None:
         self.settings = settings
         self.sketcher = Sketcher(settings)
-        self.store = store or open_store(
-            settings.store_backend, settings.store, self.sketcher.params()
-        )
+        self.store = store or open_configured(settings, self.sketcher.params())
         self.detector = Detector(settings, self.store, self.sketcher)
         self.metrics = Metrics()
         self.stopping = threading.Event()

@@ -6,13 +6,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from streamdedup.errors import ConfigError
+from streamdedup.settings import Settings
 from streamdedup.store.base import DocRecord, SetRecord, Store, check_params
 
-__all__ = ["DocRecord", "SetRecord", "Store", "open_store"]
+__all__ = ["DocRecord", "SetRecord", "Store", "open_configured", "open_store"]
 
 
-def open_store(backend: str, location: str, params: Mapping[str, Any]) -> Store:
-    """Open (or create) a store and make sure it was built with ``params``."""
+def open_configured(settings: Settings, params: Mapping[str, Any]) -> Store:
+    """The store the settings name: a directory, a Redis URL, or memory."""
+    location = settings.redis_url if settings.store_backend == "redis" else settings.store
+    return open_store(settings.store_backend, location, params, settings.redis_namespace)
+
+
+def open_store(backend: str, location: str, params: Mapping[str, Any],
+               namespace: str = "streamdedup") -> Store:
+    """Open (or create) a store and make sure it was built with ``params``. ``location`` is
+    a directory (sqlite) or a URL (redis, whose keys live under ``namespace``)."""
     store: Store
     if backend == "memory":
         from streamdedup.store.memory import MemoryStore
@@ -22,6 +31,10 @@ def open_store(backend: str, location: str, params: Mapping[str, Any]) -> Store:
         from streamdedup.store.sqlite import SqliteStore
 
         store = SqliteStore(location)
+    elif backend == "redis":
+        from streamdedup.store.redis import RedisStore
+
+        store = RedisStore(location, namespace)
     else:
         raise ConfigError(f"unknown store backend {backend!r}")
     try:

@@ -13,6 +13,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -255,10 +256,11 @@ class TestStoreContract:
 
 @pytest.mark.parametrize("backend", SUPPORTED_STORES)
 def test_open_store_records_params_then_refuses_others_naming_each(
-    backend: str, tmp_path: Path
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    location = str(tmp_path / "st")
-    store = open_store(backend, location, PARAMS)
+    location = (request.getfixturevalue("redis_url") if backend == "redis"
+                else str(tmp_path / "st"))
+    store = open_store(backend, location, PARAMS, namespace=f"t{uuid.uuid4().hex}")
     assert store.get_params() == PARAMS
     other = Sketcher(Settings(num_perm=64, seed=2)).params()
     with pytest.raises(StoreParamsError) as err:

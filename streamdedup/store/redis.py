@@ -1,0 +1,348 @@
+"""The Redis store: the index in a Redis server, so it outlives any one machine's disk.
+
+Layout (every key under ``<namespace>:``; values are explicit bytes or JSON, never pickle):
+
+    meta        hash    params (JSON), store_id
+    seq         string  INCR: arrival numbers, never reused (a rolled-back number is skipped)
+    docs        hash    doc id -> "seq set_id" + "\\n" + verdict JSON (HLEN counts documents)
+    ver         hash    "doc id\\0set id" -> the first verdict of that pair
+    pos         hash    "topic\\0partition" -> next offset stored
+    set:<id>    hash    first_seq, first_id, parent
+    sh:<id>     string  the sorted shingle hashes, big-endian uint64 (SET NX)
+    mem:<id>    zset    the set's documents scored by seq
+    edges:<id>  hash    other set id -> similarity;  crowded  set: sets over the edge cap
+    b:<key>     zset    set ids under a band key, scored by set size, so a probe asks for
+                        ZRANGEBYSCORE lo hi and sets of impossible sizes never cross the wire
+    bsize       hash    set id -> size, for the sets already in buckets
+    counts      hash    sets, bucket_entries (kept in the same transactions, for stats)
+
+Batched: the writes of a checkpoint are kept in this process (and read back from there, so
+the detector sees its own batch) and sent at ``commit()`` as one MULTI/EXEC; ``rollback()``
+forgets them. A probe of a whole batch is one pipelined round trip. One writer per
+namespace for now: the protocol that lets a consumer group share one index (insert, then
+probe, decided by arrival number) is not built yet (issue 12), so nothing here stops two
+writers, and two would give inconsistent verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from streamdedup.errors import ConfigError, StoreError
+from streamdedup.extras import require
+from streamdedup.store.base import (
+    DEFAULT_EDGE_CAP,
+    DocRecord,
+    SetRecord,
+    Store,
+    decode_shingles,
+    encode_shingles,
+)
+
+_redis = require("redis", "the Redis store")
+
+
+class RedisStore(Store):
+    def __init__(self, url: str, namespace: str = "streamdedup") -> None:
+        if not url.startswith(("redis://", "rediss://", "unix://")):
+            raise ConfigError(f"redis_url must be redis://host:port/db (or rediss://), not "
+                              f"{url!r}")
+        self.namespace = namespace
+        try:
+            self.r = _redis.Redis.from_url(url, socket_timeout=30, socket_connect_timeout=10)
+            self.r.ping()
+            meta = self.r.hgetall(self._k("meta"))
+            store_id = meta.get(b"store_id")
+            if store_id is None:
+                self.r.hsetnx(self._k("meta"), "store_id", uuid.uuid4().hex)
+                store_id = self.r.hget(self._k("meta"), "store_id")
+        except _redis.RedisError as exc:
+            raise StoreError(f"Redis at {_safe(url)} cannot be used: {exc}") from exc
+        self._store_id = store_id.decode()
+        self._reset()
+
+    def _k(self, *parts: object) -> str:
+        return ":".join((self.namespace, *map(str, parts)))
+
+    def _reset(self) -> None:
+        """The checkpoint's writes not yet sent, and what reads must see of them."""
+        self._ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self._docs: dict[str, DocRecord | None] = {}  # None: deleted in this checkpoint
+        self._doc_delta = 0  # documents added minus removed in this checkpoint
+        self._versions: dict[tuple[str, int], str] = {}
+        self._positions: dict[tuple[str, int], int] = {}
+        self._members_add: dict[int, dict[str, int]] = defaultdict(dict)
+        self._members_del: dict[int, set[str]] = defaultdict(set)
+        self._sets: dict[int, SetRecord] = {}
+        self._shingles: dict[int, np.ndarray] = {}
+        self._edges: dict[int, dict[int, float]] = defaultdict(dict)
+        self._crowded: set[int] = set()
+        self._uncrowded_cleared: set[int] = set()
+        self._buckets: dict[int, dict[int, int]] = defaultdict(dict)  # key -> set -> size
+        self._bucketed: set[int] = set()
+        self._counted = {"sets": 0, "bucket_entries": 0}
+
+    def _do(self, method: str, *args: Any, **kwargs: Any) -> None:
+        """Queue one write of this checkpoint (a redis-py pipeline method and its args)."""
+        self._ops.append((method, args, kwargs))
+
+    def _call(self, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except _redis.RedisError as exc:
+            raise StoreError(f"Redis: {type(exc).__name__}: {exc}") from exc
+
+    # --- metadata
+    def get_params(self) -> dict[str, Any] | None:
+        raw = self._call(self.r.hget, self._k("meta"), "params")
+        return None if raw is None else dict(json.loads(raw))
+
+    def put_params(self, params: Mapping[str, Any]) -> None:
+        self._call(self.r.hset, self._k("meta"), "params", json.dumps(dict(params)))
+
+    def next_seq(self) -> int:
+        return int(self._call(self.r.incr, self._k("seq")))
+
+    def store_id(self) -> str:
+        return self._store_id
+
+    # --- input positions
+    def put_positions(self, positions: Mapping[tuple[str, int], int]) -> None:
+        for (topic, partition), offset in positions.items():
+            self._positions[(topic, partition)] = offset
+            self._do("hset", self._k("pos"), f"{topic}\0{partition}", offset)
+
+    def get_positions(self) -> dict[tuple[str, int], int]:
+        out: dict[tuple[str, int], int] = {}
+        for field, value in self._call(self.r.hgetall, self._k("pos")).items():
+            topic, _, partition = field.decode().rpartition("\0")
+            out[(topic, int(partition))] = int(value)
+        out.update(self._positions)
+        return out
+
+    # --- documents
+    def get_doc(self, doc_id: str) -> DocRecord | None:
+        if doc_id in self._docs:
+            return self._docs[doc_id]
+        raw = self._call(self.r.hget, self._k("docs"), doc_id)
+        if raw is None:
+            return None
+        head, _, verdict = raw.decode().partition("\n")
+        seq, set_id = head.split()
+        return DocRecord(doc_id, int(seq), int(set_id), verdict)
+
+    def put_doc(self, doc: DocRecord) -> None:
+        old = self.get_doc(doc.doc_id)
+        if old is not None:
+            self._leave(old)
+        else:
+            self._doc_delta += 1
+        self._docs[doc.doc_id] = doc
+        self._do("hset", self._k("docs"), doc.doc_id, f"{doc.seq} {doc.set_id}\n{doc.verdict}")
+        self._members_del[doc.set_id].discard(doc.doc_id)
+        self._members_add[doc.set_id][doc.doc_id] = doc.seq
+        self._do("zadd", self._k("mem", doc.set_id), {doc.doc_id: doc.seq})
+        if self.get_version(doc.doc_id, doc.set_id) is None:
+            self._versions[(doc.doc_id, doc.set_id)] = doc.verdict
+            self._do("hsetnx", self._k("ver"), f"{doc.doc_id}\0{doc.set_id}", doc.verdict)
+
+    def _leave(self, old: DocRecord) -> None:
+        self._members_add[old.set_id].pop(old.doc_id, None)
+        self._members_del[old.set_id].add(old.doc_id)
+        self._do("zrem", self._k("mem", old.set_id), old.doc_id)
+
+    def delete_doc(self, doc_id: str) -> None:
+        old = self.get_doc(doc_id)
+        if old is None:
+            return
+        self._leave(old)
+        self._doc_delta -= 1
+        self._docs[doc_id] = None
+        self._do("hdel", self._k("docs"), doc_id)
+
+    def get_version(self, doc_id: str, set_id: int) -> str | None:
+        if (doc_id, set_id) in self._versions:
+            return self._versions[(doc_id, set_id)]
+        raw = self._call(self.r.hget, self._k("ver"), f"{doc_id}\0{set_id}")
+        return None if raw is None else raw.decode()
+
+    def members(self, set_id: int, limit: int) -> list[tuple[int, str]]:
+        removed = self._members_del.get(set_id, set())
+        stored = self._call(self.r.zrange, self._k("mem", set_id), 0,
+                            limit + len(removed) - 1, False, True)
+        found = {m.decode(): int(score) for m, score in stored}
+        for doc_id in removed:
+            found.pop(doc_id, None)
+        found.update(self._members_add.get(set_id, {}))
+        return sorted((seq, doc_id) for doc_id, seq in found.items())[:limit]
+
+    # --- shingle sets and clusters
+    def get_sets(self, set_ids: Iterable[int]) -> dict[int, SetRecord]:
+        out: dict[int, SetRecord] = {}
+        missing = []
+        for set_id in set_ids:
+            if set_id in self._sets:
+                out[set_id] = self._sets[set_id]
+            else:
+                missing.append(set_id)
+        if missing:
+            pipe = self.r.pipeline(transaction=False)
+            for set_id in missing:
+                pipe.hgetall(self._k("set", set_id))
+            for set_id, raw in zip(missing, self._call(pipe.execute), strict=True):
+                if raw:
+                    out[set_id] = SetRecord(set_id, int(raw[b"first_seq"]),
+                                            raw[b"first_id"].decode(), int(raw[b"parent"]))
+        return out
+
+    def add_set(self, record: SetRecord, shingles: np.ndarray) -> None:
+        if self.get_sets([record.set_id]):
+            return
+        self._sets[record.set_id] = record
+        self._shingles[record.set_id] = shingles.copy()
+        self._count("sets", 1)
+        self._do("hset", self._k("set", record.set_id), mapping={
+            "first_seq": record.first_seq, "first_id": record.first_id,
+            "parent": record.parent})
+        self._do("set", self._k("sh", record.set_id), encode_shingles(shingles), nx=True)
+
+    def set_parent(self, set_id: int, parent: int) -> None:
+        rec = self.get_sets([set_id]).get(set_id)
+        if rec is None:
+            return
+        self._sets[set_id] = SetRecord(rec.set_id, rec.first_seq, rec.first_id, parent)
+        self._do("hset", self._k("set", set_id), "parent", parent)
+
+    def get_shingles(self, set_ids: Iterable[int]) -> dict[int, np.ndarray]:
+        out: dict[int, np.ndarray] = {}
+        missing = []
+        for set_id in set_ids:
+            if set_id in self._shingles:
+                out[set_id] = self._shingles[set_id]
+            else:
+                missing.append(set_id)
+        if missing:
+            blobs = self._call(self.r.mget, [self._k("sh", s) for s in missing])
+            out.update({s: decode_shingles(b) for s, b in zip(missing, blobs, strict=True)
+                        if b is not None})
+        return out
+
+    def add_edges(self, set_id: int, edges: Sequence[tuple[int, float]],
+                  cap: int = DEFAULT_EDGE_CAP) -> None:
+        if not edges:
+            return
+        ends = list(dict.fromkeys([set_id, *(o for o, _ in edges)]))
+        pipe = self.r.pipeline(transaction=False)
+        for a in ends:
+            pipe.sismember(self._k("crowded"), a)
+            pipe.hlen(self._k("edges", a))
+        flags = self._call(pipe.execute)
+        stored = {a: (bool(flags[2 * i]), int(flags[2 * i + 1])) for i, a in enumerate(ends)}
+        for a, b, sim in [(set_id, o, s) for o, s in edges] + [(o, set_id, s) for o, s in edges]:
+            crowded, count = stored[a]
+            if crowded or a in self._crowded:
+                continue
+            self._edges[a][b] = sim
+            self._do("hset", self._k("edges", a), b, repr(sim))
+            if count + len(self._edges[a]) > cap:  # an upper bound: re-adds count twice
+                self._crowded.add(a)
+                self._edges.pop(a, None)
+                self._do("sadd", self._k("crowded"), a)
+                self._do("delete", self._k("edges", a))
+
+    def neighbours(self, set_id: int) -> list[tuple[int, float]] | None:
+        if set_id in self._crowded or self._call(self.r.sismember, self._k("crowded"), set_id):
+            return None
+        found = {int(o): float(s) for o, s in
+                 self._call(self.r.hgetall, self._k("edges", set_id)).items()}
+        found.update(self._edges.get(set_id, {}))
+        return sorted(found.items())
+
+    # --- buckets
+    def probe(self, keys: Sequence[int], sizes: tuple[int, int] | None = None
+              ) -> dict[int, int]:
+        return self.probe_many([keys], [sizes or (0, 1 << 62)])[0]
+
+    def probe_many(self, queries: Sequence[Sequence[int]],
+                   sizes: Sequence[tuple[int, int]]) -> list[dict[int, int]]:
+        """All queries in one pipelined round trip; sets outside each query's sizes stay on
+        the server."""
+        pipe = self.r.pipeline(transaction=False)
+        plan = []
+        for keys, (lo, hi) in zip(queries, sizes, strict=True):
+            distinct = list(dict.fromkeys(int(k) for k in keys))
+            plan.append((distinct, lo, hi))
+            for key in distinct:
+                pipe.zrangebyscore(self._k("b", key), lo, hi)
+        replies = iter(self._call(pipe.execute))
+        out = []
+        for distinct, lo, hi in plan:
+            hits: dict[int, int] = defaultdict(int)
+            for key in distinct:
+                found = {int(m) for m in next(replies)}
+                found.update(s for s, size in self._buckets.get(key, {}).items()
+                             if lo <= size <= hi)
+                for set_id in found:
+                    hits[set_id] += 1
+            out.append(dict(hits))
+        return out
+
+    def add_to_buckets(self, keys: Sequence[int], set_id: int, size: int) -> None:
+        distinct = list(dict.fromkeys(int(k) for k in keys))
+        new = set_id not in self._bucketed and not self._call(
+            self.r.hexists, self._k("bsize"), set_id)
+        for key in distinct:
+            self._buckets[key][set_id] = size
+            self._do("zadd", self._k("b", key), {set_id: size})
+        if new:  # a set has one list of band keys: counted once, however often it is added
+            self._bucketed.add(set_id)
+            self._do("hset", self._k("bsize"), set_id, size)
+            self._count("bucket_entries", len(distinct))
+
+    def _count(self, name: str, n: int) -> None:
+        self._counted[name] += n
+        self._do("hincrby", self._k("counts"), name, n)
+
+    # --- durability
+    def commit(self) -> None:
+        """Everything since the last commit in one MULTI/EXEC: all of it or none of it."""
+        if not self._ops:
+            return
+        pipe = self.r.pipeline(transaction=True)
+        for method, args, kwargs in self._ops:
+            getattr(pipe, method)(*args, **kwargs)
+        self._call(pipe.execute)
+        self._reset()
+
+    def rollback(self) -> None:
+        self._reset()
+
+    def close(self) -> None:
+        self._reset()
+        self.r.close()
+
+    def stats(self) -> dict[str, int]:
+        """Counts of this namespace. ``bytes`` is 0: the server's memory is shared by every
+        namespace in it (``INFO memory`` has the whole figure)."""
+        pipe = self.r.pipeline(transaction=False)
+        pipe.hlen(self._k("docs"))
+        pipe.hgetall(self._k("counts"))
+        docs, counts = self._call(pipe.execute)
+        stored = {k.decode(): int(v) for k, v in counts.items()}
+        return {"documents": int(docs) + self._doc_delta,
+                **{name: stored.get(name, 0) + n for name, n in self._counted.items()},
+                "bytes": 0}
+
+
+def _safe(url: str) -> str:
+    """The URL without a password, for messages and logs."""
+    if "@" not in url:
+        return url
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://***@{rest.rpartition('@')[2]}"
