@@ -102,7 +102,6 @@ class Service:
     # --- clients
     def _clients(self) -> tuple[KafkaConsumer, KafkaProducer]:
         s = self.settings
-        security = kafka_security(s)
         consumer = KafkaConsumer(
             bootstrap_servers=s.bootstrap_servers,
             group_id=s.group_id,
@@ -119,7 +118,7 @@ class Service:
             # happens between one fetch's completion and the next request: with the default
             # 100 ms, about one message in a hundred waited an extra 100 ms (measured).
             retry_backoff_ms=CONSUMER_RETRY_BACKOFF_MS,
-            **security,
+            **kafka_security(s),
         )
         return consumer, self._producer()
 
