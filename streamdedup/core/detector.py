@@ -102,15 +102,12 @@ class Detector:
         if existing is not None:
             near = store.neighbours(sh.set_id)
             if near is None:  # a crowded set keeps no edges: verify its candidates again
-                keys = self.sketcher.band_keys(sh.shingles)
-                near, candidates, skipped = self._verify(
-                    sh, self.store.probe(keys.tolist(), self._bounds(sh.shingles.size)))
+                near, candidates, skipped = self._verify(sh, self._probe_now(sh)[1])
             matched = [(sh.set_id, 1.0), *near]
             root = self._find(sh.set_id)
         else:
             if keys is None or probed is None:  # not new at the start of the batch: probe now
-                keys = self.sketcher.band_keys(sh.shingles)  # (the store has the batch's adds)
-                hits = self.store.probe(keys.tolist(), self._bounds(sh.shingles.size))
+                keys, hits = self._probe_now(sh)  # (the store has the batch's adds)
             else:
                 hits = self._with_added(probed, sh, keys)
             matched, candidates, skipped = self._verify(sh, hits)
@@ -123,7 +120,7 @@ class Detector:
             store.add_edges(sh.set_id, matched, self.edge_cap)
             root, merged = self._join(sh.set_id, {self._find(other) for other, _ in matched})
 
-        matches, duplicate_of = self._expand(matched)
+        matches, duplicate_of, populated = self._expand(matched)
         cluster = store.get_sets([root])[root].first_id
         verdict = Verdict(
             id=doc.id,
@@ -134,13 +131,18 @@ class Detector:
             candidates=candidates,
             # Identical to an earlier document's set, not merely to a set that once existed:
             # the set's documents may all have been replaced since.
-            exact=existing is not None and bool(store.members(sh.set_id, 1)),
+            exact=existing is not None and sh.set_id in populated,
             shingles=int(sh.shingles.size),
             skipped=skipped,
             merged=merged,
         )
         store.put_doc(DocRecord(doc.id, seq, sh.set_id, verdict.to_json()))
         return verdict
+
+    def _probe_now(self, sh: Shingled) -> tuple[np.ndarray, dict[int, int]]:
+        """One set's band keys and its hits in the store as it is now, batch adds included."""
+        keys = self.sketcher.band_keys(sh.shingles)
+        return keys, self.store.probe(keys.tolist(), self._bounds(sh.shingles.size))
 
     def _bounds(self, size: int) -> tuple[int, int]:
         """Set sizes that can still reach the threshold with a set of ``size`` shingles."""
@@ -170,17 +172,24 @@ class Detector:
         matched = [(c, float(s)) for c, s in zip(chosen, sims, strict=True) if s >= t]
         return matched, len(ranked), len(ranked) - len(chosen)
 
-    def _expand(self, matched: Iterable[tuple[int, float]]) -> tuple[tuple[Match, ...], str | None]:
-        """Documents of the matched sets: best first, then earliest; and the earliest one."""
+    def _expand(self, matched: Iterable[tuple[int, float]]
+                ) -> tuple[tuple[Match, ...], str | None, set[int]]:
+        """Documents of the matched sets: best first, then earliest; the earliest one; and the
+        sets that have documents now."""
         limit = self.settings.max_matches
         found: list[tuple[float, int, str]] = []
+        populated: set[int] = set()
         for set_id, sim in matched:
-            found.extend((-sim, seq, doc_id) for seq, doc_id in self.store.members(set_id, limit))
+            members = self.store.members(set_id, limit)
+            if members:
+                populated.add(set_id)
+            found.extend((-sim, seq, doc_id) for seq, doc_id in members)
         if not found:
-            return (), None
+            return (), None, populated
         earliest = min(found, key=lambda f: f[1])[2]
         found.sort()
-        return tuple(Match(doc_id, round(-neg, 6)) for neg, _, doc_id in found[:limit]), earliest
+        return (tuple(Match(doc_id, round(-neg, 6)) for neg, _, doc_id in found[:limit]),
+                earliest, populated)
 
     def _find(self, set_id: int) -> int:
         """Cluster root of a set, compressing the path behind it."""
