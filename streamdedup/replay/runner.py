@@ -317,16 +317,14 @@ def replay(config: ReplayConfig, say: Callable[[str], None] = lambda _m: None) -
                                 config.report_dir / "consumer.log",
                                 env=consumer_env(settings, os.environ))
         try:
+            _ensure_broker(settings)
             if config.run_consumer:
-                _ensure_broker(settings)
                 ensure_topics(settings)
                 consumer.start()
                 consumer.wait_ready(
                     f"http://{settings.metrics_host}:{settings.metrics_port}/readyz",
                     READY_TIMEOUT_S)
                 say("consumer ready")
-            if not config.run_consumer:
-                _ensure_broker(settings)
             reader = VerdictReader(settings)
             try:
                 produce_start = time.monotonic()

@@ -30,7 +30,7 @@ import json
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -46,6 +46,7 @@ from streamdedup.store.base import (
 )
 
 _redis = require("redis", "the Redis store")
+V = TypeVar("V")
 
 
 class RedisStore(Store):
@@ -83,7 +84,6 @@ class RedisStore(Store):
         self._shingles: dict[int, np.ndarray] = {}
         self._edges: dict[int, dict[int, float]] = defaultdict(dict)
         self._crowded: set[int] = set()
-        self._uncrowded_cleared: set[int] = set()
         self._buckets: dict[int, dict[int, int]] = defaultdict(dict)  # key -> set -> size
         self._bucketed: set[int] = set()
         self._counted = {"sets": 0, "bucket_entries": 0}
@@ -184,13 +184,7 @@ class RedisStore(Store):
 
     # --- shingle sets and clusters
     def get_sets(self, set_ids: Iterable[int]) -> dict[int, SetRecord]:
-        out: dict[int, SetRecord] = {}
-        missing = []
-        for set_id in set_ids:
-            if set_id in self._sets:
-                out[set_id] = self._sets[set_id]
-            else:
-                missing.append(set_id)
+        out, missing = _split(set_ids, self._sets)
         if missing:
             pipe = self.r.pipeline(transaction=False)
             for set_id in missing:
@@ -220,13 +214,7 @@ class RedisStore(Store):
         self._do("hset", self._k("set", set_id), "parent", parent)
 
     def get_shingles(self, set_ids: Iterable[int]) -> dict[int, np.ndarray]:
-        out: dict[int, np.ndarray] = {}
-        missing = []
-        for set_id in set_ids:
-            if set_id in self._shingles:
-                out[set_id] = self._shingles[set_id]
-            else:
-                missing.append(set_id)
+        out, missing = _split(set_ids, self._shingles)
         if missing:
             blobs = self._call(self.r.mget, [self._k("sh", s) for s in missing])
             out.update({s: decode_shingles(b) for s, b in zip(missing, blobs, strict=True)
@@ -338,6 +326,18 @@ class RedisStore(Store):
         return {"documents": int(docs) + self._doc_delta,
                 **{name: stored.get(name, 0) + n for name, n in self._counted.items()},
                 "bytes": 0}
+
+
+def _split(ids: Iterable[int], local: Mapping[int, V]) -> tuple[dict[int, V], list[int]]:
+    """What this checkpoint already holds of ``ids``, and the ids to fetch from the server."""
+    found: dict[int, V] = {}
+    missing: list[int] = []
+    for i in ids:
+        if i in local:
+            found[i] = local[i]
+        else:
+            missing.append(i)
+    return found, missing
 
 
 def _safe(url: str) -> str:
