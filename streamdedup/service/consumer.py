@@ -285,7 +285,8 @@ class Service:
                     self.stopping.wait(0.5)
                     batches = {}
                 assigned = consumer.assignment()
-                rewound = self._reconcile(consumer, assigned - known) if assigned - known else set()
+                new = assigned - known
+                rewound = self._reconcile(consumer, new) if new else set()
                 known = assigned
                 # Not ready while assigned nothing, or while failures in a row hold the input
                 # back (a stuck partition must not look healthy to an orchestrator).

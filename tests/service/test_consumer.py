@@ -71,19 +71,19 @@ def strip_source(verdict: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in verdict.items() if k != "source"}
 
 
-def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+def produce(bootstrap: str, topic: str, values: list[bytes], **config: Any) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, **config)
     for value in values:
         producer.send(topic, value=value)
     producer.flush()
     producer.close()
 
 
-def read_topic(bootstrap: str, topic: str, want: int, timeout_s: float = 90.0
+def read_topic(bootstrap: str, topic: str, want: int, timeout_s: float = 90.0, **config: Any
                ) -> list[dict[str, Any]]:
     """Read until ``want`` records arrived (or the timeout), from the beginning."""
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                             enable_auto_commit=False, consumer_timeout_ms=1000)
+                             enable_auto_commit=False, consumer_timeout_ms=1000, **config)
     out: list[dict[str, Any]] = []
     deadline = time.monotonic() + timeout_s
     while len(out) < want and time.monotonic() < deadline:
@@ -356,24 +356,7 @@ def test_a_failed_final_commit_is_reported_with_a_non_zero_exit(tmp_path: Path) 
 # --- issue 17 item 1: output records over the broker's limit never block a partition
 
 
-def _produce_big(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, max_request_size=6_000_000)
-    for value in values:
-        producer.send(topic, value=value)
-    producer.flush()
-    producer.close()
-
-
-def _read_all(bootstrap: str, topic: str, want: int) -> list[dict[str, Any]]:
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                             enable_auto_commit=False, consumer_timeout_ms=1000,
-                             max_partition_fetch_bytes=8_000_000, fetch_max_bytes=8_000_000)
-    out: list[dict[str, Any]] = []
-    deadline = time.monotonic() + 120
-    while len(out) < want and time.monotonic() < deadline:
-        out.extend(json.loads(m.value) for m in consumer)
-    consumer.close()
-    return out
+BIG_FETCH = {"max_partition_fetch_bytes": 8_000_000, "fetch_max_bytes": 8_000_000}
 
 
 POISON = [
@@ -401,10 +384,10 @@ def test_poison_messages_of_the_issue_never_block_the_partition(
     dlq = kafka_topic_factory(1, "dlq", {"max.message.bytes": dlq_limit} if dlq_limit else None)
     ordinary = make_ads(1, seed=9)[0]
     values = [*POISON, json.dumps(ordinary).encode()]
-    _produce_big(kafka_bootstrap, src, values)
+    produce(kafka_bootstrap, src, values, max_request_size=6_000_000)
     proc = consumer_process("--input-topic", src, "--output-topic", out, "--dlq-topic", dlq)
-    verdicts = _read_all(kafka_bootstrap, out, 1)
-    dead = _read_all(kafka_bootstrap, dlq, len(POISON))
+    verdicts = read_topic(kafka_bootstrap, out, 1, 120, **BIG_FETCH)
+    dead = read_topic(kafka_bootstrap, dlq, len(POISON), 120, **BIG_FETCH)
     assert proc.poll() is None, "the consumer must keep running"
     assert [v["id"] for v in verdicts] == [ordinary["id"]]
     assert len(dead) == len(POISON)
