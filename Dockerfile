@@ -3,7 +3,7 @@ FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY streamdedup ./streamdedup
-RUN pip install --no-cache-dir . \
+RUN pip install --no-cache-dir ".[redis]" \
     && useradd --system --uid 10001 streamdedup \
     && mkdir -p /data && chown streamdedup /data
 USER streamdedup

@@ -3,9 +3,12 @@
 
     python scripts/chaos.py [--messages M] [--kills N] [--faults LIST] [--dump PATH]
                             [--soak N] [--bootstrap HOST:PORT] --report FILE.json
+    python scripts/chaos.py --group [--redis-cluster N] [--messages M] --report FILE.json
 
 Without ``--bootstrap`` a LocalBroker is started in a temporary state dir (and can then be
-stopped and started as a fault). See ``harness/chaos.py`` for what is checked and
+stopped and started as a fault). ``--group`` runs the consumer-group mode instead: three
+members sharing a Redis index (a redis-server, or a cluster of N masters, started here),
+``harness/group.py``. See ``harness/chaos.py`` for what is checked and
 RELIABILITY.md for the figures of a full run. Exit status 0 only if nothing was lost,
 duplicated onto itself, contradicted or different from the uninterrupted reference run, and
 every fault behaved as expected.
@@ -20,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the harness is not installed: it lives in the checkout
@@ -74,7 +78,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="size of the tmpfs holding the store for disk-full (root only)")
     p.add_argument("--workdir", type=Path, default=None,
                    help="keep stores and consumer logs here (default: a temporary dir)")
+    p.add_argument("--group", action="store_true",
+                   help="the consumer-group mode: 3 members sharing one Redis index")
+    p.add_argument("--redis-cluster", type=int, default=0, metavar="N",
+                   help="with --group: a Redis Cluster of N masters (N >= 3) instead of one "
+                   "server")
     args = p.parse_args(argv)
+    if args.redis_cluster and (args.redis_cluster < 3 or not args.group):
+        p.error("--redis-cluster N needs --group and N >= 3")
     if not args.dump.is_file():
         p.error(f"no dump at {args.dump}; pass --dump PATH")
 
@@ -100,12 +111,36 @@ def main(argv: list[str] | None = None) -> int:
             survey_trials=args.survey_trials,
             commit_interval_s=args.commit_interval_s, tmpfs_mb=args.tmpfs_mb, say=say,
         )
-        report = run(config, soak=args.soak, soak_variant_share=args.soak_variant_share)
+        if args.group:
+            report, text = _group(config, workdir, args.redis_cluster)
+        else:
+            report = run(config, soak=args.soak, soak_variant_share=args.soak_variant_share)
+            text = table(report)
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text(json.dumps(report, indent=2, default=str) + "\n")
-    print(table(report))
+    print(text)
     print(f"\nreport: {args.report}")
     return 0 if report["ok"] else 1
+
+
+def _group(config: ChaosConfig, workdir: Path, cluster: int) -> tuple[dict[str, Any], str]:
+    from harness import group
+    from harness.chaos import build_stream, read_rows
+    from harness.redis import RedisServer
+
+    redis = RedisServer(workdir / "redis", cluster=cluster)
+    redis.run()
+    run_ = group.GroupRun(config, redis)
+    started = time.monotonic()
+    try:
+        result = run_.run(build_stream(read_rows(config.dump), config.messages, config.seed))
+    finally:
+        run_.close()
+        redis.stop()
+    report = {**result, "events": run_.events, "elapsed_s": round(time.monotonic() - started, 1),
+              "ok": group.ok(result, run_.events)}
+    return report, (group.table(result) + f"\nelapsed (s)  {report['elapsed_s']}\n\n"
+                    + ("OK" if report["ok"] else "PROBLEMS FOUND"))
 
 
 if __name__ == "__main__":

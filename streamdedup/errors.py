@@ -4,6 +4,7 @@
     ├── ConfigError            bad settings or flags; the process should not start
     │   └── MissingExtraError      an optional dependency is not installed (names the extra)
     ├── StoreError             the store cannot be used
+    │   ├── StoreUnavailableError  a store server cannot be reached now (retrying may help)
     │   ├── StoreLockedError       another process has the store open for writing
     │   ├── StoreParamsError       the store was built with other sketch parameters
     │   └── StoreCorruptError      the store file is damaged or not a streamdedup store
@@ -31,6 +32,10 @@ class MissingExtraError(ConfigError):
 
 class StoreError(StreamdedupError):
     """The store cannot be opened or written."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store's server does not answer; a consumer retries, a one-off command stops."""
 
 
 class StoreLockedError(StoreError):

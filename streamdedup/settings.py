@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -84,6 +85,8 @@ class Settings:
         "never logged: pass it by the environment)", group="store", secret=True)
     redis_namespace: str = _opt("streamdedup", "prefix of the Redis store's keys",
                                 group="store")
+    redis_cluster: bool = _opt(False, "--redis-url names a node of a Redis Cluster",
+                               group="store")
     # --- Kafka service
     bootstrap_servers: str = _opt("127.0.0.1:9092", "Kafka bootstrap servers", group="kafka")
     group_id: str = _opt("streamdedup", "consumer group id", group="kafka")
@@ -147,6 +150,10 @@ class Settings:
                               f"{self.store_backend!r}")
         if self.store_backend == "redis" and not self.redis_url:
             raise ConfigError("store_backend 'redis' needs redis_url (redis://host:port/db)")
+        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", self.redis_namespace):
+            raise ConfigError(f"redis_namespace must be 1-64 letters, digits, '_', '.' or '-' "
+                              f"(it becomes a Redis Cluster hash tag), not "
+                              f"{self.redis_namespace!r}")
         if not self.text_fields:
             raise ConfigError("text_fields must name at least one field")
         if not MIN_SESSION_TIMEOUT_MS <= self.session_timeout_ms <= MAX_SESSION_TIMEOUT_MS:

@@ -238,27 +238,65 @@ SUPPORTED_STORES = ("memory", "sqlite", "redis")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real redis-server for the session: $STREAMDEDUP_TEST_REDIS if set, else Debian's
-    redis-server started on loopback (harness/redis.py). Missing: fails under CI=true, skips
+def _local_redis(tmp_path_factory: pytest.TempPathFactory, variable: str, cluster: int
+                 ) -> Iterator[str]:
+    """$variable if set, else Debian's redis-server (``cluster`` > 0: that many cluster
+    masters) started on loopback by harness/redis.py. Missing: fails under CI=true, skips
     elsewhere, with the reason."""
-    env = os.environ.get("STREAMDEDUP_TEST_REDIS", "").strip()
+    env = os.environ.get(variable, "").strip()
     if env:
         yield env
         return
     from harness.redis import RedisError, RedisServer
 
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    what = f"Redis Cluster of {cluster}" if cluster else "redis-server"
+    server = RedisServer(tmp_path_factory.mktemp("redis"), cluster=cluster)
     try:
         url = server.run()
     except RedisError as exc:
+        server.stop()
         if _in_ci():
-            pytest.fail(f"no redis-server for the Redis store tests under CI: {exc}",
-                        pytrace=False)
-        pytest.skip(f"no redis-server: {exc}")
+            pytest.fail(f"no {what} for the Redis store tests under CI: {exc}", pytrace=False)
+        pytest.skip(f"no {what}: {exc}")
     yield url
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real redis-server for the session ($STREAMDEDUP_TEST_REDIS to use another)."""
+    yield from _local_redis(tmp_path_factory, "STREAMDEDUP_TEST_REDIS", 0)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real 3-master Redis Cluster ($STREAMDEDUP_TEST_REDIS_CLUSTER to use another)."""
+    yield from _local_redis(tmp_path_factory, "STREAMDEDUP_TEST_REDIS_CLUSTER", 3)
+
+
+SHARED_STORES = ("redis", "redis-cluster")
+
+
+@pytest.fixture
+def make_shared(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
+    """``make(kind, namespace=None) -> SharedRedisStore`` on a real server ("redis") or a
+    real 3-master cluster ("redis-cluster"); a new namespace per call unless given (give one
+    to have several consumers share an index). Closed at teardown."""
+    from streamdedup.store.redis import SharedRedisStore
+
+    opened: list[Any] = []
+
+    def make(kind: str, namespace: str | None = None) -> Any:
+        url = request.getfixturevalue("redis_cluster_url" if kind == "redis-cluster"
+                                      else "redis_url")
+        store = SharedRedisStore(url, namespace or f"t{uuid.uuid4().hex}",
+                                 cluster=kind == "redis-cluster")
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ def load() -> dict:
 
 def test_services_and_build() -> None:
     spec = load()
-    assert set(spec["services"]) == {"kafka", "streamdedup"}
+    assert set(spec["services"]) == {"kafka", "streamdedup", "redis", "streamdedup-group"}
     assert spec["services"]["kafka"]["image"].startswith("apache/kafka:")
     assert spec["services"]["streamdedup"]["build"] == "."
     assert (ROOT / "Dockerfile").is_file()
@@ -38,6 +38,24 @@ def test_streamdedup_environment_names_real_settings() -> None:
     settings = build_settings(env={k: str(v) for k, v in env.items()})
     assert settings.bootstrap_servers == "kafka:9092"
     assert settings.metrics_port == 9464
+
+
+def test_the_group_profile_shares_one_durable_redis() -> None:
+    services = load()["services"]
+    group, redis = services["streamdedup-group"], services["redis"]
+    assert group["profiles"] == redis["profiles"] == ["group"]
+    assert group["deploy"]["replicas"] == 2
+    assert {"--appendonly", "yes", "--appendfsync", "always"} <= set(redis["command"])
+    env = {k: str(v) for k, v in group["environment"].items()}
+    known = {ENV_PREFIX + f.name.upper() for f in fields(Settings)} | {ENV_PREFIX + "PRESET"}
+    assert set(env) <= known
+    settings = build_settings(env=env)
+    assert settings.store_backend == "redis" and settings.redis_url == "redis://redis:6379/0"
+    single = build_settings(env={k: str(v) for k, v in
+                                 services["streamdedup"]["environment"].items()})
+    # its own group and outputs: the two deployments can read the same topic side by side
+    assert (settings.group_id, settings.output_topic) != (single.group_id, single.output_topic)
+    assert "redis" in (ROOT / "Dockerfile").read_text()
 
 
 def test_kraft_listeners_are_consistent() -> None:

@@ -31,15 +31,15 @@ def main() -> None:
 @settings_options
 def run(preset: str | None, **options: Any) -> None:
     """Consume announcements from Kafka and emit a verdict (or dead letter) for each."""
-    from streamdedup.service.consumer import Service
+    from streamdedup.service.consumer import Service, StoppedWhileConnecting
     from streamdedup.service.logs import setup_logging
 
     settings = make_settings(preset, options)
     setup_logging(settings.log_level, settings.log_json)
     try:
-        service = Service(settings)
-        service.install_signal_handlers()
-        code = service.run()
+        code = Service(settings, handle_signals=True).run()
+    except StoppedWhileConnecting:
+        code = 0  # stopped while the store was still unreachable: nothing was consumed
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
     sys.exit(code)
@@ -57,7 +57,7 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
     """Run a dump through the detector in file order; one verdict per line (JSONL)."""
     from tqdm import tqdm
 
-    from streamdedup.core.detector import Detector
+    from streamdedup.core.shared import detector_for
     from streamdedup.core.sketch import Sketcher
     from streamdedup.replay.dump import read_dump
     from streamdedup.store import open_configured
@@ -69,7 +69,7 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
         store = open_configured(settings, sketcher.params())
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
-    detector = Detector(settings, store, sketcher)
+    detector = detector_for(settings, store, sketcher)
     sink: TextIO = out.open("w", encoding="utf-8") if out else sys.stdout
     docs = dups = errors = 0
     start = time.perf_counter()

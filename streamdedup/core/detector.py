@@ -32,6 +32,7 @@ identical set exist now.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -81,18 +82,18 @@ class Detector:
         store = self.store
         prev = store.get_doc(doc.id)
         if prev is not None and prev.set_id == sh.set_id:
-            return Verdict.from_json(prev.verdict)  # redelivery or replay: same answer
+            return _stored(prev.verdict, prev.seq)  # redelivery or replay: same answer
         if prev is not None:
             # An (id, text) pair seen before keeps its first answer and changes nothing, even
             # after the id was given another text: a redelivered old version must not become
             # a duplicate of documents that arrived after it.
             old = store.get_version(doc.id, sh.set_id)
             if old is not None:
-                return Verdict.from_json(old)
+                return _stored(old, None)
             store.delete_doc(doc.id)  # same id, new text: the new version replaces the old
         seq = store.next_seq()
         if not sh.shingles.size:
-            verdict = Verdict(doc.id, False, None, (), doc.id, 0, shingles=0)
+            verdict = Verdict(doc.id, False, None, (), doc.id, 0, shingles=0, seq=seq)
             store.put_doc(DocRecord(doc.id, seq, sh.set_id, verdict.to_json()))
             return verdict
 
@@ -135,6 +136,7 @@ class Detector:
             shingles=int(sh.shingles.size),
             skipped=skipped,
             merged=merged,
+            seq=seq,
         )
         store.put_doc(DocRecord(doc.id, seq, sh.set_id, verdict.to_json()))
         return verdict
@@ -183,13 +185,8 @@ class Detector:
             members = self.store.members(set_id, limit)
             if members:
                 populated.add(set_id)
-            found.extend((-sim, seq, doc_id) for seq, doc_id in members)
-        if not found:
-            return (), None, populated
-        earliest = min(found, key=lambda f: f[1])[2]
-        found.sort()
-        return (tuple(Match(doc_id, round(-neg, 6)) for neg, _, doc_id in found[:limit]),
-                earliest, populated)
+            found.extend((sim, seq, doc_id) for seq, doc_id in members)
+        return (*rank_matches(found, limit), populated)
 
     def _find(self, set_id: int) -> int:
         """Cluster root of a set, compressing the path behind it."""
@@ -217,3 +214,21 @@ class Detector:
         for r in roots - {root}:
             self.store.set_parent(r, root)
         return root, tuple(sorted(recs[r].first_id for r in roots if r != root))
+
+
+def _stored(verdict_json: str, seq: int | None) -> Verdict:
+    """A stored verdict as it was emitted; one stored before verdicts had ``seq`` gets the
+    document's arrival number from its record."""
+    verdict = Verdict.from_json(verdict_json)
+    return verdict if verdict.seq is not None or seq is None else replace(verdict, seq=seq)
+
+
+def rank_matches(found: Iterable[tuple[float, int, str]], limit: int
+                 ) -> tuple[tuple[Match, ...], str | None]:
+    """(similarity, seq, doc id) of matched documents -> the ``limit`` best (ties: earliest
+    first) and the earliest of all."""
+    ordered = sorted((-sim, seq, doc_id) for sim, seq, doc_id in found)
+    if not ordered:
+        return (), None
+    earliest = min(ordered, key=lambda f: f[1])[2]
+    return tuple(Match(doc_id, round(-neg, 6)) for neg, _, doc_id in ordered[:limit]), earliest

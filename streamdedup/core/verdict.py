@@ -26,6 +26,9 @@ class Verdict:
     ``max_candidates`` that were not verified. ``merged`` names the other clusters (by
     their earlier ``cluster_id``) that this document joined into ``cluster_id``: a dashboard
     can relabel them, and cluster membership stays exact even when ``matches`` is capped.
+    ``seq`` is the document's arrival number in its store (unique; in a shared store, the
+    order that defines "earlier": only documents with a smaller ``seq`` are matched). It is
+    None only in verdicts stored before it existed.
     """
 
     id: str
@@ -38,12 +41,14 @@ class Verdict:
     shingles: int = 0
     skipped: int = 0
     merged: tuple[str, ...] = ()
+    seq: int | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """Written out by hand: ``dataclasses.asdict`` deep-copies and was the hot spot."""
         return {
             "id": self.id,
+            "seq": self.seq,
             "duplicate": self.duplicate,
             "duplicate_of": self.duplicate_of,
             "matches": [{"id": m.id, "jaccard": m.jaccard} for m in self.matches],
@@ -63,7 +68,7 @@ class Verdict:
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
         known = {
             "id", "duplicate", "duplicate_of", "matches", "cluster_id", "candidates",
-            "exact", "shingles", "skipped", "merged",
+            "exact", "shingles", "skipped", "merged", "seq",
         }
         return cls(
             id=data["id"],
@@ -76,6 +81,7 @@ class Verdict:
             shingles=data.get("shingles", 0),
             skipped=data.get("skipped", 0),
             merged=tuple(data.get("merged", ())),
+            seq=data.get("seq"),
             extra={k: v for k, v in data.items() if k not in known},
         )
 

@@ -332,3 +332,58 @@ def all_pairs(sets: Sequence[np.ndarray], threshold: float) -> list[tuple[int, i
             for b in groups[gj]:
                 pairs.append((min(a, b), max(a, b), similarity))
     return sorted(pairs)
+
+
+# --------------------------------------------------------------------------------------------
+# truth in arrival order (consumer groups sharing one store)
+
+
+def seq_truth(sets: Mapping[str, np.ndarray], seqs: Mapping[str, int], threshold: float
+              ) -> dict[str, bool]:
+    """Is each document a duplicate by the shared store's definition: does a document with a
+    smaller seq have exact Jaccard >= threshold? ``sets``: doc id -> sorted shingles (one
+    text per id); ``seqs``: doc id -> seq. Distinct sets and a sparse product, so thousands
+    of documents take a second."""
+    by_set: dict[int, list[str]] = {}
+    for doc_id, sh in sets.items():
+        if sh.size:
+            by_set.setdefault(set_fingerprint(sh), []).append(doc_id)
+    keys = list(by_set)
+    first = np.array([min(seqs[d] for d in by_set[k]) for k in keys])
+    neighbour_first = first.copy()  # earliest seq among the set and its similar sets
+    if len(keys) > 1:
+        pairs = set_similarities([sets[by_set[k][0]] for k in keys], threshold)
+        np.minimum.at(neighbour_first, pairs.i, first[pairs.j])
+        np.minimum.at(neighbour_first, pairs.j, first[pairs.i])
+    truth = {doc_id: False for doc_id in sets}
+    for n, k in enumerate(keys):
+        for doc_id in by_set[k]:
+            s = seqs[doc_id]
+            truth[doc_id] = bool(neighbour_first[n] < s)  # an earlier copy or neighbour
+    return truth
+
+
+def check_seq_order(verdicts: Mapping[str, Mapping[str, Any]], sets: Mapping[str, np.ndarray],
+                    threshold: float) -> dict[str, Any]:
+    """Verdicts (by id) against ``seq_truth``: seqs unique integers, duplicate flags equal to
+    the truth (precision and recall), and no match with the document itself or a later seq."""
+    seqs = {i: v.get("seq") for i, v in verdicts.items()}
+    bad_seq = sorted(i for i, s in seqs.items() if not isinstance(s, int) or isinstance(s, bool))
+    good = {i: int(s) for i, s in seqs.items() if i not in bad_seq}  # type: ignore[arg-type]
+    truth = seq_truth({i: sets[i] for i in good}, good, threshold)
+    flagged = {i for i in good if verdicts[i]["duplicate"]}
+    true = {i for i, t in truth.items() if t}
+    later = sorted(i for i in good for m in verdicts[i].get("matches", ())
+                   if m["id"] == i or m["id"] not in good or good[m["id"]] >= good[i])
+    return {
+        "verdicts": len(verdicts), "bad_seq": len(bad_seq),
+        "repeated_seqs": len(good) - len(set(good.values())),
+        "duplicates": len(flagged), "true_duplicates": len(true),
+        "false_positives": len(flagged - true), "false_negatives": len(true - flagged),
+        "precision": round(len(flagged & true) / len(flagged), 6) if flagged else 1.0,
+        "recall": round(len(flagged & true) / len(true), 6) if true else 1.0,
+        "self_or_later_matches": len(later),
+        "examples": {"false_positives": sorted(flagged - true)[:5],
+                     "false_negatives": sorted(true - flagged)[:5],
+                     "self_or_later_matches": later[:5], "bad_seq": bad_seq[:5]},
+    }

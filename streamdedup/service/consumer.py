@@ -29,11 +29,11 @@ from kafka.errors import (
     TopicAuthorizationFailedError,
 )
 
-from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
+from streamdedup.core.shared import detector_for
 from streamdedup.core.sketch import Sketcher
 from streamdedup.core.verdict import Verdict
-from streamdedup.errors import MessageError, StoreError
+from streamdedup.errors import MessageError, StoreError, StoreUnavailableError
 from streamdedup.service.checkpoint import Checkpoint, CheckpointFailed, offset_tag
 from streamdedup.service.kafka import ensure_topics, kafka_security
 from streamdedup.service.message import decode_message
@@ -65,6 +65,9 @@ FATAL_KAFKA_ERRORS = (
 )
 
 
+PING_EVERY_S = 1.0  # an idle consumer checks the store this often (readiness)
+
+
 class BrokerRefused(Exception):
     """The broker refused our settings or credentials; see ``FATAL_KAFKA_ERRORS``."""
 
@@ -72,13 +75,16 @@ class BrokerRefused(Exception):
 class Service:
     """One consumer process: owns the clients, the store, the detector and the metrics."""
 
-    def __init__(self, settings: Settings, store: Store | None = None) -> None:
+    def __init__(self, settings: Settings, store: Store | None = None, *,
+                 handle_signals: bool = False) -> None:
         self.settings = settings
-        self.sketcher = Sketcher(settings)
-        self.store = store or open_configured(settings, self.sketcher.params())
-        self.detector = Detector(settings, self.store, self.sketcher)
-        self.metrics = Metrics()
         self.stopping = threading.Event()
+        if handle_signals:
+            self.install_signal_handlers()
+        self.sketcher = Sketcher(settings)
+        self.store = store or self._open_store()
+        self.detector = detector_for(settings, self.store, self.sketcher)
+        self.metrics = Metrics()
         # Held by the loop except while it is parked in poll() or close(): the only moments
         # kafka-python 3 runs rebalance listeners (on its IO thread), so the store is used
         # by one thread at a time, and the pre-rebalance commit can still be made.
@@ -87,6 +93,20 @@ class Service:
         self.duplicates = 0
         self.dead = 0
         self._stats_at = float("-inf")
+
+    def _open_store(self) -> Store:
+        """A store server that does not answer yet (Redis still starting, a network blip) is
+        waited for, as the broker is; SIGTERM meanwhile ends the process cleanly."""
+        delay = 0.5
+        while True:
+            try:
+                return open_configured(self.settings, self.sketcher.params())
+            except StoreUnavailableError as exc:
+                if self.stopping.is_set():
+                    raise StoppedWhileConnecting from exc
+                log.warning("store unavailable (%s); retrying in %.1fs", exc, delay)
+                self.stopping.wait(delay)
+                delay = min(delay * 2, MAX_BACKOFF_S)
 
     # --- signals
     def request_stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:
@@ -224,7 +244,7 @@ class Service:
                 self._retry(lambda: ensure_topics(s), "topic creation")
             consumer, producer = self._retry(self._clients, "connect")
             return self._loop(consumer, producer)
-        except _StoppedWhileConnecting:
+        except StoppedWhileConnecting:
             log.info("stopped before the broker could be reached; nothing was consumed")
             return 0
         except BrokerRefused as exc:
@@ -245,7 +265,7 @@ class Service:
                 raise BrokerRefused(f"{what}: {type(exc).__name__}: {exc}") from exc
             except KafkaError as exc:
                 if self.stopping.is_set():
-                    raise _StoppedWhileConnecting from exc
+                    raise StoppedWhileConnecting from exc
                 log.warning("%s failed (%s); retrying in %.1fs", what, exc, delay)
                 self.stopping.wait(delay)
                 delay = min(delay * 2, MAX_BACKOFF_S)
@@ -262,6 +282,8 @@ class Service:
         backoff = 0.0
         failures = 0  # checkpoints or batches in a row that failed and rewound
         known: set[TopicPartition] = set()  # the assignment already checked against the store
+        store_down = False
+        pinged = time.monotonic()
         last_log = time.monotonic()
         last_count = 0
         exit_code = 0
@@ -285,20 +307,32 @@ class Service:
                     self.stopping.wait(0.5)
                     batches = {}
                 assigned = consumer.assignment()
+                if not batches and time.monotonic() - pinged >= PING_EVERY_S:
+                    pinged = time.monotonic()
+                    store_down = not self._store_answers()
                 new = assigned - known
-                rewound = self._reconcile(consumer, new) if new else set()
-                known = assigned
-                # Not ready while assigned nothing, or while failures in a row hold the input
-                # back (a stuck partition must not look healthy to an orchestrator).
-                self.metrics.ready = bool(assigned) and failures < STUCK_AFTER
+                rewound = (self._reconcile(consumer, new)
+                           if new and not store_down else set())
+                known = assigned if not store_down else set()
+                # Not ready while assigned nothing, while the store does not answer, or while
+                # failures in a row hold the input back (a stuck partition must not look
+                # healthy to an orchestrator).
+                self.metrics.ready = (bool(assigned) and failures < STUCK_AFTER
+                                      and not store_down)
                 records = [r for tp in sorted(batches) if tp not in rewound for r in batches[tp]]
                 if records:
                     self.metrics.batch_size.observe(len(records))
                     try:
                         processed = self.process_records(records)
+                        store_down = False
                     except StoreError as exc:
+                        # Rewound and retried until the store answers: the messages wait
+                        # in Kafka. Once back, every partition is checked against the store
+                        # again (``known`` emptied), in case the server lost writes.
                         checkpoint.rewind(unprocessed=records)
                         failures += 1
+                        store_down, known = True, set()
+                        self.metrics.ready = False
                         backoff = min(max(backoff * 2, 0.5), MAX_BACKOFF_S)
                         log.error("store failed, rewound; retrying in %.1fs: %s", backoff, exc)
                         self.stopping.wait(backoff)
@@ -332,6 +366,14 @@ class Service:
         log.info("stopped", extra={"documents": self.processed, "duplicates": self.duplicates,
                                    "dead_letters": self.dead})
         return exit_code
+
+    def _store_answers(self) -> bool:
+        try:
+            self.store.ping()
+        except StoreError as exc:
+            log.warning("the store does not answer: %s", exc)
+            return False
+        return True
 
     def _reconcile(self, consumer: KafkaConsumer, tps: set[TopicPartition]
                    ) -> set[TopicPartition]:
@@ -397,8 +439,9 @@ def _freeze_startup_objects() -> None:
     gc.freeze()
 
 
-class _StoppedWhileConnecting(Exception):
-    """SIGTERM arrived while the broker was still unreachable: a clean exit, not an error."""
+class StoppedWhileConnecting(Exception):
+    """SIGTERM arrived while the broker or the store was still unreachable: a clean exit,
+    not an error."""
 
 
 class _Revoked(ConsumerRebalanceListener):

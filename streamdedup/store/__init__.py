@@ -15,13 +15,16 @@ __all__ = ["DocRecord", "SetRecord", "Store", "open_configured", "open_store"]
 def open_configured(settings: Settings, params: Mapping[str, Any]) -> Store:
     """The store the settings name: a directory, a Redis URL, or memory."""
     location = settings.redis_url if settings.store_backend == "redis" else settings.store
-    return open_store(settings.store_backend, location, params, settings.redis_namespace)
+    return open_store(settings.store_backend, location, params, settings.redis_namespace,
+                      settings.redis_cluster)
 
 
 def open_store(backend: str, location: str, params: Mapping[str, Any],
-               namespace: str = "streamdedup") -> Store:
+               namespace: str = "streamdedup", cluster: bool = False) -> Store:
     """Open (or create) a store and make sure it was built with ``params``. ``location`` is
-    a directory (sqlite) or a URL (redis, whose keys live under ``namespace``)."""
+    a directory (sqlite) or a URL (redis, whose keys live under ``namespace``; ``cluster``:
+    a Redis Cluster). Redis is opened as a shared store, which any number of consumers use
+    at once."""
     store: Store
     if backend == "memory":
         from streamdedup.store.memory import MemoryStore
@@ -32,9 +35,9 @@ def open_store(backend: str, location: str, params: Mapping[str, Any],
 
         store = SqliteStore(location)
     elif backend == "redis":
-        from streamdedup.store.redis import RedisStore
+        from streamdedup.store.redis import SharedRedisStore
 
-        store = RedisStore(location, namespace)
+        store = SharedRedisStore(location, namespace, cluster)
     else:
         raise ConfigError(f"unknown store backend {backend!r}")
     try:

@@ -455,7 +455,10 @@ class SqliteStore(Store):
         self._shingle_cache.clear()
         self._shingle_cache_bytes = 0
         row = self._conn.execute("SELECT value FROM counters WHERE name = 'seq'").fetchone()
-        self._seq = max(self._seq, int(row[0]) if row else 0)  # never reuse a number
+        # The numbers handed out since the commit come again: nothing carrying them was
+        # emitted (verdicts leave after the commit), so ``seq`` stays the arrival number, the
+        # same after a fault as in a run without one.
+        self._seq = int(row[0]) if row else 0
 
     def close(self) -> None:
         if self._lock_fd < 0:

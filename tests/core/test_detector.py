@@ -78,8 +78,8 @@ class Oracle:
         self.current.pop(d.id, None)
         self.seq += 1
         if not s:
-            v = {"duplicate": False, "duplicate_of": None, "matches": [], "cluster_id": d.id,
-                 "exact": False, "shingles": 0}
+            v = {"seq": self.seq, "duplicate": False, "duplicate_of": None, "matches": [],
+                 "cluster_id": d.id, "exact": False, "shingles": 0}
         else:
             seen = key in self.sets
             if not seen:
@@ -93,6 +93,7 @@ class Oracle:
                     found.append((-sim, seq, other_id))
             found.sort()
             v = {
+                "seq": self.seq,
                 "duplicate": bool(found),
                 "duplicate_of": min(found, key=lambda f: f[1])[2] if found else None,
                 "matches": [{"id": i, "jaccard": round(-n, 6)} for n, _, i in found[: self.cap]],

@@ -1,35 +1,41 @@
-"""The brute-force ground truth ``all_pairs`` against a plain Python loop."""
+"""Truth in arrival order (``seq_truth``, ``check_seq_order``) on hand-made sets."""
 
 from __future__ import annotations
 
-import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from shingle_sets import SET, py_jaccard, u64
+from shingle_sets import u64
 
-from streamdedup.replay.truth import all_pairs
+from streamdedup.replay.truth import check_seq_order, seq_truth
 
-
-def naive_all_pairs(sets: list[np.ndarray], threshold: float) -> list[tuple[int, int, float]]:
-    out = []
-    for i in range(len(sets)):
-        for j in range(i + 1, len(sets)):
-            s = py_jaccard(sets[i], sets[j])
-            if sets[i].size and sets[j].size and s >= threshold:
-                out.append((i, j, s))
-    return out
+SETS = {
+    "a": u64(1, 2, 3, 4, 5),
+    "b": u64(1, 2, 3, 4, 6),      # J(a, b) = 4/6
+    "c": u64(1, 2, 3, 4, 5),      # a copy of a
+    "d": u64(90, 91),
+    "e": u64(),                   # empty: never a duplicate
+}
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(SET, max_size=12), st.sampled_from([0.01, 0.25, 0.5, 2 / 3, 0.8, 1.0]))
-def test_all_pairs_equals_the_naive_loop(sets: list[np.ndarray], threshold: float) -> None:
-    assert all_pairs(sets, threshold) == naive_all_pairs(sets, threshold)
+def test_a_document_is_a_duplicate_only_of_smaller_seqs() -> None:
+    seqs = {"a": 3, "b": 1, "c": 2, "d": 4, "e": 5}
+    assert seq_truth(SETS, seqs, 0.6) == {"a": True, "b": False, "c": True, "d": False,
+                                          "e": False}
+    assert seq_truth(SETS, seqs, 0.7) == {"a": True, "b": False, "c": False, "d": False,
+                                          "e": False}
 
 
-def test_all_pairs_with_exact_copies_and_empties() -> None:
-    a, b = u64(1, 2, 3, 4, 5), u64(1, 2, 3, 4)
-    sets = [a, u64(), a.copy(), b, u64(), a.copy(), u64(9)]
-    assert all_pairs(sets, 0.8) == [
-        (0, 2, 1.0), (0, 3, 0.8), (0, 5, 1.0), (2, 3, 0.8), (2, 5, 1.0), (3, 5, 0.8),
-    ]
-    assert all_pairs([], 0.5) == [] and all_pairs([a], 0.5) == []
+def verdict(seq: int, dup: bool, matches: tuple[str, ...] = ()) -> dict[str, object]:
+    return {"seq": seq, "duplicate": dup, "matches": [{"id": m, "jaccard": 1.0} for m in matches]}
+
+
+def test_the_check_counts_every_kind_of_wrong_answer() -> None:
+    right = {"a": verdict(1, False), "b": verdict(2, True, ("a",)), "c": verdict(3, True, ("a",)),
+             "d": verdict(4, False), "e": verdict(5, False)}
+    report = check_seq_order(right, SETS, 0.6)
+    assert (report["false_positives"], report["false_negatives"], report["precision"],
+            report["recall"], report["self_or_later_matches"]) == (0, 0, 1.0, 1.0, 0)
+    wrong = {**right, "b": verdict(2, False), "d": verdict(4, True, ("d",)),
+             "e": verdict(4, False), "a": verdict(1, True, ("c",))}
+    report = check_seq_order(wrong, SETS, 0.6)
+    assert report["false_negatives"] == 1 and report["false_positives"] == 2
+    assert report["self_or_later_matches"] == 2 and report["repeated_seqs"] == 1
+    assert check_seq_order({"a": {"seq": "1", "duplicate": False}}, SETS, 0.6)["bad_seq"] == 1

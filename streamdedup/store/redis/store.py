@@ -1,10 +1,10 @@
-"""The Redis store: the index in a Redis server, so it outlives any one machine's disk.
+"""The Redis store's single-writer operations: the Store contract on a Redis server.
 
-Layout (every key under ``<namespace>:``; values are explicit bytes or JSON, never pickle):
+Layout (keys in ``client.py``; values are explicit bytes or JSON, never pickle):
 
     meta        hash    params (JSON), store_id
     seq         string  INCR: arrival numbers, never reused (a rolled-back number is skipped)
-    docs        hash    doc id -> "seq set_id" + "\\n" + verdict JSON (HLEN counts documents)
+    docs        hash    doc id -> "seq set_id" + "\\n" + verdict JSON ("" while being judged)
     ver         hash    "doc id\\0set id" -> the first verdict of that pair
     pos         hash    "topic\\0partition" -> next offset stored
     set:<id>    hash    first_seq, first_id, parent
@@ -16,26 +16,23 @@ Layout (every key under ``<namespace>:``; values are explicit bytes or JSON, nev
     bsize       hash    set id -> size, for the sets already in buckets
     counts      hash    sets, bucket_entries (kept in the same transactions, for stats)
 
-Batched: the writes of a checkpoint are kept in this process (and read back from there, so
-the detector sees its own batch) and sent at ``commit()`` as one MULTI/EXEC; ``rollback()``
-forgets them. A probe of a whole batch is one pipelined round trip. One writer per
-namespace for now: the protocol that lets a consumer group share one index (insert, then
-probe, decided by arrival number) is not built yet (issue 12), so nothing here stops two
-writers, and two would give inconsistent verdicts.
+Here the writes of a checkpoint are kept in this process (and read back from there, so the
+detector sees its own batch) and sent at ``commit()`` as one MULTI/EXEC; ``rollback()``
+forgets them; a probe of a whole batch is one pipelined round trip. These operations assume
+one writer and one server; the consumers of a group use the shared protocol built on the same
+layout (``shared.py``), which is also what runs on a Redis Cluster.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
 
-from streamdedup.errors import ConfigError, StoreError
-from streamdedup.extras import require
 from streamdedup.store.base import (
     DEFAULT_EDGE_CAP,
     DocRecord,
@@ -44,32 +41,25 @@ from streamdedup.store.base import (
     decode_shingles,
     encode_shingles,
 )
+from streamdedup.store.redis.client import Keys, call, connect
 
-_redis = require("redis", "the Redis store")
 V = TypeVar("V")
+SHINGLE_CACHE_BYTES = 64 << 20
 
 
 class RedisStore(Store):
-    def __init__(self, url: str, namespace: str = "streamdedup") -> None:
-        if not url.startswith(("redis://", "rediss://", "unix://")):
-            raise ConfigError(f"redis_url must be redis://host:port/db (or rediss://), not "
-                              f"{url!r}")
+    def __init__(self, url: str, namespace: str = "streamdedup", cluster: bool = False
+                 ) -> None:
         self.namespace = namespace
-        try:
-            self.r = _redis.Redis.from_url(url, socket_timeout=30, socket_connect_timeout=10)
-            self.r.ping()
-            meta = self.r.hgetall(self._k("meta"))
-            store_id = meta.get(b"store_id")
-            if store_id is None:
-                self.r.hsetnx(self._k("meta"), "store_id", uuid.uuid4().hex)
-                store_id = self.r.hget(self._k("meta"), "store_id")
-        except _redis.RedisError as exc:
-            raise StoreError(f"Redis at {_safe(url)} cannot be used: {exc}") from exc
-        self._store_id = store_id.decode()
+        self.k = Keys(namespace)
+        self.r = connect(url, cluster)
+        meta = call(self.r.hgetall, self.k("meta"))
+        if b"store_id" not in meta:
+            call(self.r.hsetnx, self.k("meta"), "store_id", uuid.uuid4().hex)
+        self._store_id = call(self.r.hget, self.k("meta"), "store_id").decode()
+        self._shingle_cache: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._cached_bytes = 0
         self._reset()
-
-    def _k(self, *parts: object) -> str:
-        return ":".join((self.namespace, *map(str, parts)))
 
     def _reset(self) -> None:
         """The checkpoint's writes not yet sent, and what reads must see of them."""
@@ -93,21 +83,21 @@ class RedisStore(Store):
         self._ops.append((method, args, kwargs))
 
     def _call(self, fn: Any, *args: Any) -> Any:
-        try:
-            return fn(*args)
-        except _redis.RedisError as exc:
-            raise StoreError(f"Redis: {type(exc).__name__}: {exc}") from exc
+        return call(fn, *args)
+
+    def ping(self) -> None:
+        call(self.r.ping)
 
     # --- metadata
     def get_params(self) -> dict[str, Any] | None:
-        raw = self._call(self.r.hget, self._k("meta"), "params")
+        raw = self._call(self.r.hget, self.k("meta"), "params")
         return None if raw is None else dict(json.loads(raw))
 
     def put_params(self, params: Mapping[str, Any]) -> None:
-        self._call(self.r.hset, self._k("meta"), "params", json.dumps(dict(params)))
+        self._call(self.r.hset, self.k("meta"), "params", json.dumps(dict(params)))
 
     def next_seq(self) -> int:
-        return int(self._call(self.r.incr, self._k("seq")))
+        return int(self._call(self.r.incr, self.k("seq")))
 
     def store_id(self) -> str:
         return self._store_id
@@ -116,11 +106,11 @@ class RedisStore(Store):
     def put_positions(self, positions: Mapping[tuple[str, int], int]) -> None:
         for (topic, partition), offset in positions.items():
             self._positions[(topic, partition)] = offset
-            self._do("hset", self._k("pos"), f"{topic}\0{partition}", offset)
+            self._do("hset", self.k("pos"), f"{topic}\0{partition}", offset)
 
     def get_positions(self) -> dict[tuple[str, int], int]:
         out: dict[tuple[str, int], int] = {}
-        for field, value in self._call(self.r.hgetall, self._k("pos")).items():
+        for field, value in self._call(self.r.hgetall, self.k("pos")).items():
             topic, _, partition = field.decode().rpartition("\0")
             out[(topic, int(partition))] = int(value)
         out.update(self._positions)
@@ -130,7 +120,7 @@ class RedisStore(Store):
     def get_doc(self, doc_id: str) -> DocRecord | None:
         if doc_id in self._docs:
             return self._docs[doc_id]
-        raw = self._call(self.r.hget, self._k("docs"), doc_id)
+        raw = self._call(self.r.hget, self.k("docs"), doc_id)
         if raw is None:
             return None
         head, _, verdict = raw.decode().partition("\n")
@@ -144,18 +134,18 @@ class RedisStore(Store):
         else:
             self._doc_delta += 1
         self._docs[doc.doc_id] = doc
-        self._do("hset", self._k("docs"), doc.doc_id, f"{doc.seq} {doc.set_id}\n{doc.verdict}")
+        self._do("hset", self.k("docs"), doc.doc_id, f"{doc.seq} {doc.set_id}\n{doc.verdict}")
         self._members_del[doc.set_id].discard(doc.doc_id)
         self._members_add[doc.set_id][doc.doc_id] = doc.seq
-        self._do("zadd", self._k("mem", doc.set_id), {doc.doc_id: doc.seq})
+        self._do("zadd", self.k("mem", doc.set_id), {doc.doc_id: doc.seq})
         if self.get_version(doc.doc_id, doc.set_id) is None:
             self._versions[(doc.doc_id, doc.set_id)] = doc.verdict
-            self._do("hsetnx", self._k("ver"), f"{doc.doc_id}\0{doc.set_id}", doc.verdict)
+            self._do("hsetnx", self.k("ver"), f"{doc.doc_id}\0{doc.set_id}", doc.verdict)
 
     def _leave(self, old: DocRecord) -> None:
         self._members_add[old.set_id].pop(old.doc_id, None)
         self._members_del[old.set_id].add(old.doc_id)
-        self._do("zrem", self._k("mem", old.set_id), old.doc_id)
+        self._do("zrem", self.k("mem", old.set_id), old.doc_id)
 
     def delete_doc(self, doc_id: str) -> None:
         old = self.get_doc(doc_id)
@@ -164,17 +154,17 @@ class RedisStore(Store):
         self._leave(old)
         self._doc_delta -= 1
         self._docs[doc_id] = None
-        self._do("hdel", self._k("docs"), doc_id)
+        self._do("hdel", self.k("docs"), doc_id)
 
     def get_version(self, doc_id: str, set_id: int) -> str | None:
         if (doc_id, set_id) in self._versions:
             return self._versions[(doc_id, set_id)]
-        raw = self._call(self.r.hget, self._k("ver"), f"{doc_id}\0{set_id}")
+        raw = self._call(self.r.hget, self.k("ver"), f"{doc_id}\0{set_id}")
         return None if raw is None else raw.decode()
 
     def members(self, set_id: int, limit: int) -> list[tuple[int, str]]:
         removed = self._members_del.get(set_id, set())
-        stored = self._call(self.r.zrange, self._k("mem", set_id), 0,
+        stored = self._call(self.r.zrange, self.k("mem", set_id), 0,
                             limit + len(removed) - 1, False, True)
         found = {m.decode(): int(score) for m, score in stored}
         for doc_id in removed:
@@ -188,7 +178,7 @@ class RedisStore(Store):
         if missing:
             pipe = self.r.pipeline(transaction=False)
             for set_id in missing:
-                pipe.hgetall(self._k("set", set_id))
+                pipe.hgetall(self.k("set", set_id))
             for set_id, raw in zip(missing, self._call(pipe.execute), strict=True):
                 if raw:
                     out[set_id] = SetRecord(set_id, int(raw[b"first_seq"]),
@@ -201,24 +191,38 @@ class RedisStore(Store):
         self._sets[record.set_id] = record
         self._shingles[record.set_id] = shingles.copy()
         self._count("sets", 1)
-        self._do("hset", self._k("set", record.set_id), mapping={
+        self._do("hset", self.k("set", record.set_id), mapping={
             "first_seq": record.first_seq, "first_id": record.first_id,
             "parent": record.parent})
-        self._do("set", self._k("sh", record.set_id), encode_shingles(shingles), nx=True)
+        self._do("set", self.k.shingles(record.set_id), encode_shingles(shingles), nx=True)
 
     def set_parent(self, set_id: int, parent: int) -> None:
         rec = self.get_sets([set_id]).get(set_id)
         if rec is None:
             return
         self._sets[set_id] = SetRecord(rec.set_id, rec.first_seq, rec.first_id, parent)
-        self._do("hset", self._k("set", set_id), "parent", parent)
+        self._do("hset", self.k("set", set_id), "parent", parent)
 
     def get_shingles(self, set_ids: Iterable[int]) -> dict[int, np.ndarray]:
+        """Pipelined GETs (an MGET cannot span a cluster's slots). A set id is the
+        fingerprint of its shingles, so a blob never changes: fetched ones are kept, up to
+        ``SHINGLE_CACHE_BYTES``, and a hot set is read from Redis once per process."""
         out, missing = _split(set_ids, self._shingles)
+        cache = self._shingle_cache
+        for s in [s for s in missing if s in cache]:
+            out[s] = cache[s]
+            cache.move_to_end(s)
+        missing = [s for s in missing if s not in out]
         if missing:
-            blobs = self._call(self.r.mget, [self._k("sh", s) for s in missing])
-            out.update({s: decode_shingles(b) for s, b in zip(missing, blobs, strict=True)
-                        if b is not None})
+            pipe = self.r.pipeline(transaction=False)
+            for s in missing:
+                pipe.get(self.k.shingles(s))
+            for s, blob in zip(missing, self._call(pipe.execute), strict=True):
+                if blob is not None:
+                    out[s] = cache[s] = decode_shingles(blob)
+                    self._cached_bytes += len(blob)
+            while self._cached_bytes > SHINGLE_CACHE_BYTES:
+                self._cached_bytes -= cache.popitem(last=False)[1].nbytes
         return out
 
     def add_edges(self, set_id: int, edges: Sequence[tuple[int, float]],
@@ -228,8 +232,8 @@ class RedisStore(Store):
         ends = list(dict.fromkeys([set_id, *(o for o, _ in edges)]))
         pipe = self.r.pipeline(transaction=False)
         for a in ends:
-            pipe.sismember(self._k("crowded"), a)
-            pipe.hlen(self._k("edges", a))
+            pipe.sismember(self.k("crowded"), a)
+            pipe.hlen(self.k("edges", a))
         flags = self._call(pipe.execute)
         stored = {a: (bool(flags[2 * i]), int(flags[2 * i + 1])) for i, a in enumerate(ends)}
         for a, b, sim in [(set_id, o, s) for o, s in edges] + [(o, set_id, s) for o, s in edges]:
@@ -237,18 +241,18 @@ class RedisStore(Store):
             if crowded or a in self._crowded:
                 continue
             self._edges[a][b] = sim
-            self._do("hset", self._k("edges", a), b, repr(sim))
+            self._do("hset", self.k("edges", a), b, repr(sim))
             if count + len(self._edges[a]) > cap:  # an upper bound: re-adds count twice
                 self._crowded.add(a)
                 self._edges.pop(a, None)
-                self._do("sadd", self._k("crowded"), a)
-                self._do("delete", self._k("edges", a))
+                self._do("sadd", self.k("crowded"), a)
+                self._do("delete", self.k("edges", a))
 
     def neighbours(self, set_id: int) -> list[tuple[int, float]] | None:
-        if set_id in self._crowded or self._call(self.r.sismember, self._k("crowded"), set_id):
+        if set_id in self._crowded or self._call(self.r.sismember, self.k("crowded"), set_id):
             return None
         found = {int(o): float(s) for o, s in
-                 self._call(self.r.hgetall, self._k("edges", set_id)).items()}
+                 self._call(self.r.hgetall, self.k("edges", set_id)).items()}
         found.update(self._edges.get(set_id, {}))
         return sorted(found.items())
 
@@ -267,7 +271,7 @@ class RedisStore(Store):
             distinct = list(dict.fromkeys(int(k) for k in keys))
             plan.append((distinct, lo, hi))
             for key in distinct:
-                pipe.zrangebyscore(self._k("b", key), lo, hi)
+                pipe.zrangebyscore(self.k.bucket(key), lo, hi)
         replies = iter(self._call(pipe.execute))
         out = []
         for distinct, lo, hi in plan:
@@ -284,18 +288,18 @@ class RedisStore(Store):
     def add_to_buckets(self, keys: Sequence[int], set_id: int, size: int) -> None:
         distinct = list(dict.fromkeys(int(k) for k in keys))
         new = set_id not in self._bucketed and not self._call(
-            self.r.hexists, self._k("bsize"), set_id)
+            self.r.hexists, self.k("bsize"), set_id)
         for key in distinct:
             self._buckets[key][set_id] = size
-            self._do("zadd", self._k("b", key), {set_id: size})
+            self._do("zadd", self.k.bucket(key), {set_id: size})
         if new:  # a set has one list of band keys: counted once, however often it is added
             self._bucketed.add(set_id)
-            self._do("hset", self._k("bsize"), set_id, size)
+            self._do("hset", self.k("bsize"), set_id, size)
             self._count("bucket_entries", len(distinct))
 
     def _count(self, name: str, n: int) -> None:
         self._counted[name] += n
-        self._do("hincrby", self._k("counts"), name, n)
+        self._do("hincrby", self.k("counts"), name, n)
 
     # --- durability
     def commit(self) -> None:
@@ -319,8 +323,8 @@ class RedisStore(Store):
         """Counts of this namespace. ``bytes`` is 0: the server's memory is shared by every
         namespace in it (``INFO memory`` has the whole figure)."""
         pipe = self.r.pipeline(transaction=False)
-        pipe.hlen(self._k("docs"))
-        pipe.hgetall(self._k("counts"))
+        pipe.hlen(self.k("docs"))
+        pipe.hgetall(self.k("counts"))
         docs, counts = self._call(pipe.execute)
         stored = {k.decode(): int(v) for k, v in counts.items()}
         return {"documents": int(docs) + self._doc_delta,
@@ -339,10 +343,3 @@ def _split(ids: Iterable[int], local: Mapping[int, V]) -> tuple[dict[int, V], li
             missing.append(i)
     return found, missing
 
-
-def _safe(url: str) -> str:
-    """The URL without a password, for messages and logs."""
-    if "@" not in url:
-        return url
-    scheme, _, rest = url.partition("://")
-    return f"{scheme}://***@{rest.rpartition('@')[2]}"

@@ -1,5 +1,6 @@
-"""The Redis store beyond the contract suite: durability across connections, rollback, the
-same verdicts as SQLite, and errors that never show a password. Real redis-server only."""
+"""The Redis store's single-writer operations beyond the contract suite: durability across
+connections, rollback, the same verdicts as SQLite, and errors that never show a password.
+Real redis-server only; the shared protocol is in test_redis_shared.py."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
-from streamdedup.errors import ConfigError, StoreError
+from streamdedup.errors import ConfigError, StoreUnavailableError
 from streamdedup.replay.dump import read_dump
 from streamdedup.settings import build_settings
 from streamdedup.store.base import DocRecord, SetRecord
@@ -65,9 +66,11 @@ def test_the_same_verdicts_as_sqlite(redis_url: str, kijiji_path: Path,
 def test_bad_urls_and_unreachable_servers_are_one_clear_line() -> None:
     with pytest.raises(ConfigError, match="redis_url must be"):
         RedisStore("http://127.0.0.1:1")
-    with pytest.raises(StoreError, match=r"redis://\*\*\*@127\.0\.0\.1:9/0") as info:
+    with pytest.raises(StoreUnavailableError, match=r"redis://\*\*\*@127\.0\.0\.1:9/0") as info:
         RedisStore("redis://user:s3cret@127.0.0.1:9/0")
     assert "s3cret" not in str(info.value)
+    with pytest.raises(ConfigError, match="not a unix socket"):
+        RedisStore("unix:///tmp/r.sock", cluster=True)
 
 
 def test_settings_need_a_url_for_the_redis_backend() -> None:
@@ -76,3 +79,6 @@ def test_settings_need_a_url_for_the_redis_backend() -> None:
     s = build_settings(env={}, overrides={"store_backend": "redis",
                                           "redis_url": "redis://u:pw@h:1/0"})
     assert s.public()["redis_url"] == "***"
+    with pytest.raises(ConfigError, match="redis_namespace must be"):
+        build_settings(env={}, overrides={"store_backend": "redis", "redis_url": "redis://h:1",
+                                          "redis_namespace": "a{b}"})

@@ -1,0 +1,7 @@
+"""The Redis store: ``client.py`` (connections, key layout, errors), ``store.py`` (the Store
+contract, single writer), ``shared.py`` (the protocol a consumer group shares)."""
+
+from streamdedup.store.redis.shared import SharedRedisStore
+from streamdedup.store.redis.store import RedisStore
+
+__all__ = ["RedisStore", "SharedRedisStore"]

@@ -1,0 +1,104 @@
+"""Connecting to Redis (one server or a Redis Cluster), where the store's keys live, and
+Redis errors turned into the store's.
+
+Keys of namespace ``ns`` fall in two groups::
+
+    {ns}:...   the ledger: meta, seq, docs, ver, pos, set:<id>, mem:<id>, edges:<id>,
+               crowded, counts, bsize. The hash tag puts them all in one slot, so the Lua
+               scripts that hand out arrival numbers and merge clusters run atomically on
+               one node.
+    ns:b:<key> and ns:sh:<id>
+               the index: band buckets and shingle blobs, spread over a cluster's masters by
+               key. They are most of the memory (a distinct set of ~300 shingles is 2.4 KB of
+               blob and ~24 buckets entries), and what a probe fans out to.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from streamdedup.errors import ConfigError, StoreError, StoreUnavailableError
+from streamdedup.extras import require
+
+redis = require("redis", "the Redis store")
+log = logging.getLogger(__name__)
+
+TIMEOUT_S = 30
+CONNECT_TIMEOUT_S = 10
+
+
+class Keys:
+    """Key names of one namespace."""
+
+    def __init__(self, namespace: str) -> None:
+        self.ledger = f"{{{namespace}}}:"
+        self.index = f"{namespace}:"
+
+    def __call__(self, *parts: object) -> str:
+        """A ledger key."""
+        return self.ledger + ":".join(map(str, parts))
+
+    def bucket(self, key: int) -> str:
+        return f"{self.index}b:{key}"
+
+    def shingles(self, set_id: int) -> str:
+        return f"{self.index}sh:{set_id}"
+
+
+def connect(url: str, cluster: bool = False) -> Any:
+    """A client that answered PING; ConfigError for a URL that cannot work, and
+    StoreUnavailableError (password hidden) when nothing answers."""
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(f"redis_url must be redis://host:port/db (or rediss://), not "
+                          f"{safe_url(url)!r}")
+    if cluster and url.startswith("unix://"):
+        raise ConfigError("a Redis Cluster is reached by redis://host:port, not a unix socket")
+    options = {"socket_timeout": TIMEOUT_S, "socket_connect_timeout": CONNECT_TIMEOUT_S}
+    try:
+        if cluster:
+            client = redis.cluster.RedisCluster.from_url(url, **options)
+        else:
+            client = redis.Redis.from_url(url, **options)
+        client.ping()
+    except redis.RedisError as exc:
+        raise StoreUnavailableError(f"Redis at {safe_url(url)} cannot be used: "
+                                    f"{type(exc).__name__}: {exc}") from exc
+    _warn_if_not_durable(client, url)
+    return client
+
+
+def _warn_if_not_durable(client: Any, url: str) -> None:
+    """Offsets are committed once Redis has answered; only with AOF and ``appendfsync
+    always`` has it also written the answer to disk (see the README on what a crash loses)."""
+    try:
+        conf = client.config_get("append*")
+    except redis.RedisError:
+        return  # CONFIG may be renamed or forbidden on managed servers: nothing to check
+    if isinstance(conf, dict) and conf and not all(isinstance(v, str) for v in conf.values()):
+        conf = next(iter(conf.values()))  # a cluster answers per node
+    if conf.get("appendonly") != "yes" or conf.get("appendfsync") != "always":
+        log.warning("Redis at %s runs with appendonly=%s appendfsync=%s: a Redis crash can "
+                    "lose writes whose offsets are committed; use appendonly yes, "
+                    "appendfsync always", safe_url(url), conf.get("appendonly"),
+                    conf.get("appendfsync"))
+
+
+def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """One Redis call; a failure becomes StoreUnavailableError (connection) or StoreError."""
+    try:
+        return fn(*args, **kwargs)
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise StoreUnavailableError(f"Redis: {type(exc).__name__}: {exc}") from exc
+    except redis.RedisError as exc:
+        if "LOADING" in str(exc) or "CLUSTERDOWN" in str(exc) or "TRYAGAIN" in str(exc):
+            raise StoreUnavailableError(f"Redis: {type(exc).__name__}: {exc}") from exc
+        raise StoreError(f"Redis: {type(exc).__name__}: {exc}") from exc
+
+
+def safe_url(url: str) -> str:
+    """The URL without a password, for messages and logs."""
+    if "@" not in url:
+        return url
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://***@{rest.rpartition('@')[2]}"

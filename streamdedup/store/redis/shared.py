@@ -1,0 +1,248 @@
+"""The shared protocol (``store/shared.py``) on Redis: what lets a consumer group share one
+index, on one server or a Redis Cluster.
+
+Round trips per batch, whatever its size: ``known`` 1, ``publish`` 1 (pipelined, per node on
+a cluster), ``claim`` 1 Lua call, ``probe_many`` 1 (per node), ``firsts`` 1,
+``get_shingles`` 0-1 (blobs are cached), ``members_before`` 1 Lua call, ``join`` 1 Lua
+call, ``finish`` 1 Lua call. The scripts touch only ledger keys, which share one hash slot
+(``client.py``), so each runs atomically on one node: ``claim`` hands out seqs and
+memberships together (a member that gets a newer text is marked as having left at that seq,
+``left``, not removed, so that a verdict depends only on what came before it, even when it
+is judged again later), ``join`` finds and links roots without another writer in between.
+Lua sees set ids as strings (they are 64-bit; Lua numbers are doubles) and seqs as numbers
+(exact below 2^53).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from streamdedup.store.base import encode_shingles
+from streamdedup.store.redis.client import call
+from streamdedup.store.redis.store import RedisStore
+from streamdedup.store.shared import Claim, SharedStore
+
+# ARGV: ledger prefix, then (doc id, set id, "1" if it has shingles) per document.
+_CLAIM = """
+local p = ARGV[1]
+local out = {}
+for i = 2, #ARGV, 3 do
+  local id, set, joins = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local judged = redis.call('HGET', p .. 'ver', id .. '\\0' .. set)
+  if judged then
+    out[#out + 1] = {0, judged}
+  else
+    local rec = redis.call('HGET', p .. 'docs', id)
+    local seq, old
+    if rec then
+      local s, o = string.match(rec, '^(%d+) (%-?%d+)')
+      seq, old = tonumber(s), o
+    end
+    if not (rec and old == set) then
+      seq = redis.call('INCR', p .. 'seq')
+      if rec and old ~= set then
+        redis.call('HSET', p .. 'left', id .. '\0' .. old, seq)
+      end
+      redis.call('HSET', p .. 'docs', id, seq .. ' ' .. set .. '\\n')
+      if joins == '1' then
+        redis.call('ZADD', p .. 'mem:' .. set, seq, id)
+        if redis.call('HSETNX', p .. 'set:' .. set, 'first_seq', seq) == 1 then
+          redis.call('HSET', p .. 'set:' .. set, 'first_id', id, 'parent', set)
+          redis.call('HINCRBY', p .. 'counts', 'sets', 1)
+        end
+      end
+    end
+    out[#out + 1] = {seq, false}
+  end
+end
+return out
+"""
+
+# ARGV: ledger prefix, limit, then (set id, seq) per query. A member counts if it joined
+# before seq and had not left (for a newer text of its id) by then.
+_MEMBERS = """
+local p, limit = ARGV[1], tonumber(ARGV[2])
+local out = {}
+for i = 3, #ARGV, 2 do
+  local set, seq = ARGV[i], ARGV[i + 1]
+  local found, offset = {}, 0
+  while #found < 2 * limit do
+    local page = redis.call('ZRANGEBYSCORE', p .. 'mem:' .. set, '-inf', '(' .. seq,
+                            'WITHSCORES', 'LIMIT', offset, limit)
+    if #page == 0 then break end
+    for j = 1, #page, 2 do
+      local left = redis.call('HGET', p .. 'left', page[j] .. '\0' .. set)
+      if (not left) or tonumber(left) > tonumber(seq) then
+        found[#found + 1] = page[j]
+        found[#found + 1] = page[j + 1]
+        if #found >= 2 * limit then break end
+      end
+    end
+    offset = offset + limit
+  end
+  out[#out + 1] = found
+end
+return out
+"""
+
+# ARGV: ledger prefix, then (doc id, own set, n, n matched sets) per document.
+_JOIN = """
+local p = ARGV[1]
+local function find(s)
+  local path, node = {}, s
+  while true do
+    local parent = redis.call('HGET', p .. 'set:' .. node, 'parent')
+    if (not parent) or parent == node then break end
+    path[#path + 1] = node
+    node = parent
+  end
+  for j = 1, #path - 1 do
+    redis.call('HSET', p .. 'set:' .. path[j], 'parent', node)
+  end
+  return node
+end
+local out = {}
+local i = 2
+while i <= #ARGV do
+  local doc, n = ARGV[i], tonumber(ARGV[i + 2])
+  local roots, seen = {}, {}
+  for j = i + 1, i + 3 + n - 1 do
+    if j ~= i + 2 then
+      local r = find(ARGV[j])
+      if not seen[r] then
+        seen[r] = true
+        roots[#roots + 1] = r
+      end
+    end
+  end
+  i = i + 3 + n
+  local win, best, firsts = nil, nil, {}
+  for _, r in ipairs(roots) do
+    local f = redis.call('HMGET', p .. 'set:' .. r, 'first_seq', 'first_id')
+    firsts[r] = f[2] or doc
+    local s = tonumber(f[1]) or math.huge
+    if best == nil or s < best then
+      best, win = s, r
+    end
+  end
+  local reply = {firsts[win]}
+  for _, r in ipairs(roots) do
+    if r ~= win then
+      redis.call('HSET', p .. 'set:' .. r, 'parent', win)
+      if firsts[r] ~= doc then
+        reply[#reply + 1] = firsts[r]
+      end
+    end
+  end
+  out[#out + 1] = reply
+end
+return out
+"""
+
+# ARGV: ledger prefix, then (doc id, seq, set id, verdict) per document.
+_FINISH = """
+local p = ARGV[1]
+local out = {}
+for i = 2, #ARGV, 4 do
+  local id, seq, set, verdict = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local pair = id .. '\\0' .. set
+  local stored = redis.call('HGET', p .. 'ver', pair)
+  if stored then
+    out[#out + 1] = stored
+  else
+    redis.call('HSET', p .. 'ver', pair, verdict)
+    local pending = seq .. ' ' .. set .. '\\n'
+    if redis.call('HGET', p .. 'docs', id) == pending then
+      redis.call('HSET', p .. 'docs', id, pending .. verdict)
+    end
+    out[#out + 1] = verdict
+  end
+end
+return out
+"""
+
+
+class SharedRedisStore(RedisStore, SharedStore):
+    """The Redis store as consumer groups use it: the shared protocol on top of the layout
+    and single-writer operations of ``RedisStore``. The protocol's writes are in Redis when
+    each call returns; ``commit()`` sends what is left, the input positions."""
+
+    def __init__(self, url: str, namespace: str = "streamdedup", cluster: bool = False
+                 ) -> None:
+        super().__init__(url, namespace, cluster)
+        self._scripts = {name: self.r.register_script(src) for name, src in
+                         (("claim", _CLAIM), ("members", _MEMBERS), ("join", _JOIN),
+                          ("finish", _FINISH))}
+
+    def _script(self, name: str, args: list[Any]) -> Any:
+        # The first key only routes the call (to the ledger's node); the scripts build the
+        # rest of their ledger keys from the prefix, all in that slot.
+        return call(self._scripts[name], keys=[self.k("seq")], args=[self.k.ledger, *args])
+
+    def _per_set(self, command: str, set_ids: Iterable[int], *args: Any) -> dict[int, Any]:
+        """One command on each set's record, in one pipeline (the ledger's node)."""
+        ids = list(set_ids)
+        if not ids:
+            return {}
+        pipe = self.r.pipeline(transaction=False)
+        for s in ids:
+            getattr(pipe, command)(self.k("set", s), *args)
+        return dict(zip(ids, call(pipe.execute), strict=True))
+
+    def known(self, set_ids: Iterable[int]) -> set[int]:
+        return {s for s, found in self._per_set("exists", set_ids).items() if found}
+
+    def publish(self, sets: Sequence[tuple[int, np.ndarray, Sequence[int]]]) -> None:
+        if not sets:
+            return
+        pipe = self.r.pipeline(transaction=False)
+        for set_id, shingles, keys in sets:
+            pipe.set(self.k.shingles(set_id), encode_shingles(shingles), nx=True)
+            for key in dict.fromkeys(int(k) for k in keys):
+                pipe.zadd(self.k.bucket(key), {set_id: int(shingles.size)})
+        call(pipe.execute)
+
+    def claim(self, docs: Sequence[tuple[str, int, bool]]) -> list[Claim]:
+        if not docs:
+            return []
+        args: list[Any] = []
+        for doc_id, set_id, joins in docs:
+            args += [doc_id, set_id, "1" if joins else "0"]
+        return [Claim(int(seq), None if verdict is None else verdict.decode())
+                for seq, verdict in self._script("claim", args)]
+
+    def firsts(self, set_ids: Iterable[int]) -> dict[int, int]:
+        return {s: int(first) for s, first in self._per_set("hget", set_ids, "first_seq").items()
+                if first is not None}
+
+    def members_before(self, queries: Sequence[tuple[int, int]], limit: int
+                       ) -> list[list[tuple[int, str]]]:
+        if not queries:
+            return []
+        args: list[Any] = [limit]
+        for set_id, seq in queries:
+            args += [set_id, seq]
+        return [[(int(found[j + 1]), found[j].decode()) for j in range(0, len(found), 2)]
+                for found in self._script("members", args)]
+
+    def join(self, joins: Sequence[tuple[str, int, Sequence[int]]]
+             ) -> list[tuple[str, tuple[str, ...]]]:
+        if not joins:
+            return []
+        args: list[Any] = []
+        for doc_id, set_id, matched in joins:
+            args += [doc_id, set_id, len(matched), *matched]
+        return [(reply[0].decode(), tuple(sorted(m.decode() for m in reply[1:])))
+                for reply in self._script("join", args)]
+
+    def finish(self, verdicts: Sequence[tuple[str, int, int, str]]) -> list[str]:
+        if not verdicts:
+            return []
+        args: list[Any] = []
+        for doc_id, seq, set_id, verdict in verdicts:
+            args += [doc_id, seq, set_id, verdict]
+        return [v.decode() for v in self._script("finish", args)]
+
