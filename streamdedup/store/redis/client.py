@@ -7,10 +7,11 @@ Keys of namespace ``ns`` fall in two groups::
                crowded, counts, bsize. The hash tag puts them all in one slot, so the Lua
                scripts that hand out arrival numbers and merge clusters run atomically on
                one node.
-    ns:b:<key> and ns:sh:<id>
-               the index: band buckets and shingle blobs, spread over a cluster's masters by
-               key. They are most of the memory (a distinct set of ~300 shingles is 2.4 KB of
-               blob and ~24 buckets entries), and what a probe fans out to.
+    {ns:b<shard>}:<key> and ns:sh:<id>
+               the index: band buckets (in 32 shards, hashed from the key) and shingle
+               blobs, spread over a cluster's masters. They are most of the memory (a
+               distinct set of ~300 shingles is 2.4 KB of blob and ~24 bucket entries), and
+               what a probe fans out to: one Lua call per shard, one pipeline per node.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ redis = require("redis", "the Redis store")
 log = logging.getLogger(__name__)
 
 TIMEOUT_S = 30
+BUCKET_SHARDS = 32  # bucket slots: spread over a cluster's masters, few calls per batch
 CONNECT_TIMEOUT_S = 10
 
 
@@ -39,8 +41,13 @@ class Keys:
         """A ledger key."""
         return self.ledger + ":".join(map(str, parts))
 
+    def shard(self, key: int) -> int:
+        return key % BUCKET_SHARDS
+
     def bucket(self, key: int) -> str:
-        return f"{self.index}b:{key}"
+        """``{ns:b<shard>}:<key>``: the keys of one shard share a hash slot, so one Lua call
+        reads or writes all of a batch's keys of that shard on a cluster too."""
+        return f"{{{self.index}b{self.shard(key)}}}:{key}"
 
     def shingles(self, set_id: int) -> str:
         return f"{self.index}sh:{set_id}"

@@ -1,10 +1,11 @@
 """The shared protocol (``store/shared.py``) on Redis: what lets a consumer group share one
 index, on one server or a Redis Cluster.
 
-Round trips per batch, whatever its size: ``known`` 1, ``publish`` 1 (pipelined, per node on
-a cluster), ``claim`` 1 Lua call, ``probe_many`` 1 (per node), ``firsts`` 1,
-``get_shingles`` 0-1 (blobs are cached), ``members_before`` 1 Lua call, ``join`` 1 Lua
-call, ``finish`` 1 Lua call. The scripts touch only ledger keys, which share one hash slot
+Round trips per batch, whatever its size (a cluster: per node, in parallel pipelines):
+``known`` 1, ``publish`` 2 (shingle blobs; bucket entries in one Lua call per bucket shard),
+``claim`` 1 Lua call, ``probe_many`` 1 (one Lua call per shard), ``firsts`` 1,
+``get_shingles`` 0-1 (blobs are cached), ``members_before``, ``join`` and ``finish`` 1 Lua
+call each. The ledger scripts touch only ledger keys, which share one hash slot
 (``client.py``), so each runs atomically on one node: ``claim`` hands out seqs and
 memberships together (a member that gets a newer text is marked as having left at that seq,
 ``left``, not removed, so that a verdict depends only on what came before it, even when it
@@ -15,6 +16,7 @@ Lua sees set ids as strings (they are 64-bit; Lua numbers are doubles) and seqs 
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -24,6 +26,15 @@ from streamdedup.store.base import encode_shingles
 from streamdedup.store.redis.client import call
 from streamdedup.store.redis.store import RedisStore
 from streamdedup.store.shared import Claim, SharedStore
+
+# KEYS: bucket keys of one shard; ARGV: (size, set id) per key.
+_ADD = """
+local out = {}
+for i = 1, #KEYS do
+  out[i] = redis.call('ZADD', KEYS[i], ARGV[2 * i - 1], ARGV[2 * i])
+end
+return out
+"""
 
 # ARGV: ledger prefix, then (doc id, set id, "1" if it has shingles) per document.
 _CLAIM = """
@@ -196,14 +207,19 @@ class SharedRedisStore(RedisStore, SharedStore):
         return {s for s, found in self._per_set("exists", set_ids).items() if found}
 
     def publish(self, sets: Sequence[tuple[int, np.ndarray, Sequence[int]]]) -> None:
+        """Shingles first (a probe may find the set as soon as a bucket holds it), then the
+        bucket entries, one Lua call per shard."""
         if not sets:
             return
         pipe = self.r.pipeline(transaction=False)
-        for set_id, shingles, keys in sets:
+        for set_id, shingles, _ in sets:
             pipe.set(self.k.shingles(set_id), encode_shingles(shingles), nx=True)
-            for key in dict.fromkeys(int(k) for k in keys):
-                pipe.zadd(self.k.bucket(key), {set_id: int(shingles.size)})
         call(pipe.execute)
+        per_shard: dict[int, list[tuple[int, Any, Any]]] = defaultdict(list)
+        for set_id, shingles, keys in sets:
+            for key in dict.fromkeys(int(k) for k in keys):
+                per_shard[self.k.shard(key)].append((key, int(shingles.size), set_id))
+        self._per_shard(_ADD, per_shard)
 
     def claim(self, docs: Sequence[tuple[str, int, bool]]) -> list[Claim]:
         if not docs:
