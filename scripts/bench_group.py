@@ -226,8 +226,9 @@ def cmd_group(args: argparse.Namespace) -> None:
             print(f"  core run {run}: {json.dumps(results['core'][-1])}", file=sys.stderr,
                   flush=True)
         # The baseline first in each round: one single-writer consumer on SQLite.
-        plans = [("sqlite", None, 1)] + [(kind, server, int(n)) for kind, server in
-                                         servers.items() for n in args.members.split(",")]
+        plans: list[tuple[str, RedisServer | None, int]] = [("sqlite", None, 1)]
+        plans += [(kind, server, int(n)) for kind, server in servers.items()
+                  for n in args.members.split(",")]
         for run in range(args.repeats):
             for kind, server, n in plans:
                 row = burst(bootstrap, server, n, docs, args.preset, work)

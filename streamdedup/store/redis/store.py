@@ -309,7 +309,7 @@ class RedisStore(Store):
             pipe.execute_command("EVAL", script, len(items),
                                  *(self.k.bucket(key) for key, _, _ in items),
                                  *(v for _, a, b in items for v in (a, b)))
-        out = {}
+        out: dict[tuple[int, Any, Any], Any] = {}
         for items, replies in zip(per_shard.values(), self._call(pipe.execute), strict=True):
             out.update(zip(items, replies, strict=True))
         return out
