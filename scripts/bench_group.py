@@ -230,14 +230,14 @@ def cmd_group(args: argparse.Namespace) -> None:
         plans += [(kind, server, int(n)) for kind, server in servers.items()
                   for n in args.members.split(",")]
         for run in range(args.repeats):
-            for kind, server, n in plans:
-                row = burst(bootstrap, server, n, docs, args.preset, work)
+            for kind, where, n in plans:
+                row = burst(bootstrap, where, n, docs, args.preset, work)
                 results["burst"].setdefault(f"{kind}/{n}", []).append(row)
                 print(f"  burst {kind} {n} run {run}: {json.dumps(row)}", file=sys.stderr,
                       flush=True)
         for run in range(args.latency_repeats):
-            for kind, server, n in plans:
-                row = paced(bootstrap, server, n, docs, args.preset, work, args.rate,
+            for kind, where, n in plans:
+                row = paced(bootstrap, where, n, docs, args.preset, work, args.rate,
                             args.latency_seconds)
                 results["latency"].setdefault(f"{kind}/{n}", []).append(row)
                 print(f"  latency {kind} {n} run {run}: {json.dumps(row)}", file=sys.stderr,
