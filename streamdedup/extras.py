@@ -12,7 +12,8 @@ from types import ModuleType
 
 from streamdedup.errors import MissingExtraError
 
-EXTRAS = {"scipy": "report", "matplotlib": "report"}
+EXTRAS = {"scipy": "report", "matplotlib": "report", "redis": "redis", "starlette": "monitor",
+          "uvicorn": "monitor", "scrapy": "scrapy"}
 
 
 def require(module: str, purpose: str) -> ModuleType:

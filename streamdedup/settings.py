@@ -125,6 +125,12 @@ class Settings:
     log_json: bool = _opt(False, "structured JSON logs", group="ops")
     log_level: str = _opt("INFO", "log level", group="ops")
     log_every_s: float = _opt(10.0, "seconds between throughput log lines", group="ops")
+    # --- the monitor (streamdedup monitor)
+    monitor_host: str = _opt("127.0.0.1", "address the monitor's web page binds to",
+                             group="monitor")
+    monitor_port: int = _opt(8088, "port of the monitor's web page", group="monitor")
+    monitor_token: str = _opt("", "token the monitor's API asks for (needed when it binds "
+                              "beyond loopback)", group="monitor", secret=True)
 
     def __post_init__(self) -> None:
         """Refuse what cannot work, with the setting's name: an operator's typo must stop the
@@ -161,6 +167,8 @@ class Settings:
                 f"session_timeout_ms must be in [{MIN_SESSION_TIMEOUT_MS}, "
                 f"{MAX_SESSION_TIMEOUT_MS}] (Kafka brokers refuse other values by default), "
                 f"not {self.session_timeout_ms}")
+        if not 1 <= self.monitor_port <= 65535:
+            raise ConfigError(f"monitor_port must be in [1, 65535], not {self.monitor_port}")
         if not 0 <= self.metrics_port <= 65535:
             raise ConfigError(f"metrics_port must be in [0, 65535] (0 = off), not "
                               f"{self.metrics_port}")

@@ -23,7 +23,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "streamdedup"
-LAYERS = ("", "store", "core", "service", "replay", "cli")
+LAYERS = ("", "store", "core", "service", "replay", "monitor", "integrations", "cli")
 MAX_LINES = 600
 
 

@@ -1,4 +1,5 @@
-"""The `streamdedup` command line (click): run, check, scurve, replay.
+"""The `streamdedup` command line (click): run, check, scurve; replay (replay.py); monitor,
+tail, produce (watch.py); explain (explain.py).
 
 The top layer: it imports the layers below and nothing imports it. Every ``Settings`` field is
 a flag and an environment variable (``options.py``). Heavy modules are imported inside the
@@ -16,8 +17,10 @@ from typing import Any, TextIO
 
 import click
 
+from streamdedup.cli.explain import explain_command
 from streamdedup.cli.options import make_settings, settings_options
 from streamdedup.cli.replay import replay_command
+from streamdedup.cli.watch import monitor_command, produce_command, tail_command
 from streamdedup.errors import StreamdedupError
 from streamdedup.settings import Settings
 
@@ -150,6 +153,10 @@ def scurve(threshold: float | None, num_perm: int | None, bands: int | None,
 
 
 main.add_command(replay_command)
+main.add_command(monitor_command)
+main.add_command(tail_command)
+main.add_command(produce_command)
+main.add_command(explain_command)
 
 
 if __name__ == "__main__":

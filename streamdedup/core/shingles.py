@@ -13,6 +13,8 @@ An empty text yields no shingles; such a document is never a duplicate of anythi
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import xxhash
 
@@ -73,6 +75,27 @@ def shingle(text: str, kind: str, size: int) -> np.ndarray:
     if kind == "word":
         return word_shingles(text, size)
     raise ValueError(f"unknown shingle kind {kind!r}")
+
+
+def windows(text: str, kind: str, size: int) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """Every shingle of ``text`` in text order, with its [start, end) character span: the
+    same hashes as ``shingle`` gives (before sorting), so a caller can say which passages
+    two texts share (``core/explain.py``)."""
+    if kind == "char":
+        units = np.frombuffer(text.encode("utf-32-le"), dtype="<u4").astype(np.uint64)
+        k = min(size, units.size)
+        if not k:
+            return EMPTY, []
+        return (splitmix64(_fnv_windows(units, k)),
+                [(i, i + k) for i in range(units.size - k + 1)])
+    spans = [(m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+    if not spans:
+        return EMPTY, []
+    units = np.fromiter((xxhash.xxh3_64_intdigest(text[x:y].encode("utf-8")) for x, y in spans),
+                        dtype=np.uint64, count=len(spans))
+    n = min(size, units.size)
+    return (splitmix64(_fnv_windows(units, n)),
+            [(spans[i][0], spans[i + n - 1][1]) for i in range(len(spans) - n + 1)])
 
 
 def set_fingerprint(shingles: np.ndarray) -> int:

@@ -1,0 +1,185 @@
+"""`streamdedup explain ID [OTHER_ID]`: two announcements side by side in the terminal, the
+passages they share highlighted, and why the detector did or did not call them duplicates.
+
+The store keeps shingles, not texts, so the texts come from a dump (``--dump``) or from the
+input topic (read from the beginning, without a group). ``OTHER_ID`` defaults to the
+document's ``duplicate_of``, taken from the store (``--store``/Redis) or the verdict topic.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from streamdedup.cli.options import make_settings, settings_options
+from streamdedup.errors import StreamdedupError
+from streamdedup.settings import Settings
+
+MARK, PLAIN = "\x1b[30;43m", "\x1b[0m"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@click.command(name="explain")
+@click.argument("doc_id")
+@click.argument("other_id", required=False)
+@click.option("--dump", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              default=None, help="read the texts from this dump instead of the input topic")
+@click.option("--use-store", is_flag=True,
+              help="take OTHER_ID from the document's stored verdict (--store, or Redis)")
+@click.option("--color/--no-color", default=None, help="highlight [default: on a terminal]")
+@click.option("--json", "as_json", is_flag=True, help="print the explanation as JSON")
+@settings_options
+def explain_command(doc_id: str, other_id: str | None, dump: Path | None, use_store: bool,
+                    color: bool | None, as_json: bool, preset: str | None,
+                    **options: Any) -> None:
+    """Two announcements side by side: shared passages highlighted, exact Jaccard, MinHash
+    estimate, bands shared, and why they were or were not a candidate pair."""
+    import json
+
+    from streamdedup.core.explain import explain
+    from streamdedup.core.sketch import Sketcher
+
+    settings = make_settings(preset, options)
+    try:
+        if other_id is None:
+            other_id = _duplicate_of(settings, doc_id, use_store)
+        texts = _texts(settings, {doc_id, other_id}, dump)
+        sketcher = Sketcher(settings)
+        result = explain(sketcher, doc_id, texts[doc_id], other_id, texts[other_id])
+    except StreamdedupError as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
+        return
+    use_color = sys.stdout.isatty() if color is None else color
+    width = max(40, shutil.get_terminal_size((120, 20)).columns)
+    for line in side_by_side(result.a.id, result.a.text, result.a.shared, result.b.id,
+                             result.b.text, result.b.shared, width, use_color):
+        click.echo(line)
+    click.echo("")
+    click.echo(f"exact Jaccard {result.jaccard:.3f} (threshold {result.threshold}); MinHash "
+               f"estimate {result.estimate:.3f}; {result.bands_shared} of {result.bands} bands "
+               f"of {result.rows} rows shared; shingles {result.a.shingles} and "
+               f"{result.b.shingles} (sizes {result.size_range[0]}..{result.size_range[1]} can "
+               f"reach the threshold)")
+    click.echo(result.reason)
+
+
+def _duplicate_of(settings: Settings, doc_id: str, use_store: bool) -> str:
+    from streamdedup.core.verdict import Verdict
+    from streamdedup.errors import InputError
+
+    verdict: dict[str, Any] | None = None
+    if use_store:
+        from streamdedup.core.sketch import Sketcher
+        from streamdedup.store import open_configured
+
+        store = open_configured(settings, Sketcher(settings).params())
+        try:
+            rec = store.get_doc(doc_id)
+            verdict = Verdict.from_json(rec.verdict).to_dict() if rec and rec.verdict else None
+        finally:
+            store.close()
+    else:
+        found = _scan(settings, settings.output_topic, {doc_id})
+        verdict = found.get(doc_id)
+    if verdict is None:
+        raise InputError(f"no verdict for {doc_id!r} in "
+                         f"{'the store' if use_store else settings.output_topic}")
+    if not verdict.get("duplicate_of"):
+        raise InputError(f"{doc_id!r} is not a duplicate of anything: name OTHER_ID")
+    return str(verdict["duplicate_of"])
+
+
+def _texts(settings: Settings, ids: set[str], dump: Path | None) -> dict[str, dict[str, str]]:
+    from streamdedup.core.document import Document
+    from streamdedup.errors import InputError
+    from streamdedup.replay.dump import read_dump
+
+    found: dict[str, dict[str, str]] = {}
+    if dump is not None:
+        for _, item in read_dump(dump, None, settings.text_fields,
+                                 max_bytes=settings.max_message_bytes):
+            if isinstance(item, Document) and item.id in ids:
+                found[item.id] = dict(item.fields)
+    else:
+        found = {i: {k: v for k, v in body.items() if isinstance(v, str)}
+                 for i, body in _scan(settings, settings.input_topic, ids).items()}
+    missing = sorted(ids - set(found))
+    if missing:
+        where = str(dump) if dump else f"topic {settings.input_topic}"
+        raise InputError(f"no announcement with id {', '.join(map(repr, missing))} in {where}")
+    return found
+
+
+def _scan(settings: Settings, topic: str, ids: set[str]) -> dict[str, dict[str, Any]]:
+    """The last record of each id in ``topic``, reading it once from the beginning."""
+    from streamdedup.monitor.observer import Observer, decode
+
+    observer = Observer(settings, [topic], "beginning", client_id="streamdedup-explain")
+    try:
+        observer.refresh()
+        ends = observer.consumer.end_offsets(sorted(observer.assigned))
+        found: dict[str, dict[str, Any]] = {}
+        while any(observer.consumer.position(tp) < end for tp, end in ends.items()):
+            for _, rec in observer.poll(1000):
+                body = decode(rec)
+                if body is not None and str(body.get("id")) in ids:
+                    found[str(body["id"])] = body
+        return found
+    finally:
+        observer.close()
+
+
+def side_by_side(a_id: str, a: str, a_marks: Sequence[tuple[int, int]], b_id: str, b: str,
+                 b_marks: Sequence[tuple[int, int]], width: int, color: bool) -> list[str]:
+    """Two texts in two columns, wrapped at spaces; shared spans in reverse colours (or, with
+    no colour, in [brackets])."""
+    col = (width - 3) // 2
+    left = _wrap(a, a_marks, col, color)
+    right = _wrap(b, b_marks, col, color)
+    head = [f"{a_id[:col]:<{col}} | {b_id[:col]}", f"{'-' * col}-+-{'-' * col}"]
+    rows = []
+    for i in range(max(len(left), len(right))):
+        lt, lv = left[i] if i < len(left) else ("", 0)
+        rt, _ = right[i] if i < len(right) else ("", 0)
+        rows.append(f"{lt}{' ' * max(0, col - lv)} | {rt}".rstrip())
+    return head + rows
+
+
+def _wrap(text: str, marks: Sequence[tuple[int, int]], col: int, color: bool
+          ) -> list[tuple[str, int]]:
+    """Lines of at most ``col`` visible characters, each with its visible length."""
+    shared = [False] * len(text)
+    for x, y in marks:
+        for i in range(x, min(y, len(text))):
+            shared[i] = True
+    lines: list[tuple[str, int]] = []
+    start = 0
+    while start < len(text):
+        end = min(len(text), start + col)
+        if end < len(text) and " " in text[start:end]:
+            end = text.rindex(" ", start, end) + 1
+        lines.append(_paint(text, shared, start, end, color))
+        start = end
+    return lines
+
+
+def _paint(text: str, shared: list[bool], start: int, end: int, color: bool
+           ) -> tuple[str, int]:
+    out, inside = [], False
+    for i in range(start, end):
+        if shared[i] != inside:
+            inside = shared[i]
+            out.append((MARK if inside else PLAIN) if color else ("[" if inside else "]"))
+        out.append(text[i])
+    if inside:
+        out.append(PLAIN if color else "]")
+    line = "".join(out).rstrip()
+    return line, len(_ANSI.sub("", line))

@@ -1,0 +1,114 @@
+"""Why two announcements are, or are not, near-duplicates: everything the detector would
+weigh, for a person to read (``streamdedup explain`` and the monitor's side-by-side view).
+
+Pure: two field mappings and a Sketcher in, an ``Explanation`` out. The texts shown are the
+*normalized* texts (what is shingled), with the spans covered by shingles that the other text
+also has, so the highlighted passages are exactly what the Jaccard similarity counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from streamdedup.core.jaccard import jaccard, size_bounds
+from streamdedup.core.minhash import estimate_jaccard
+from streamdedup.core.shingles import windows
+from streamdedup.core.sketch import Sketcher
+from streamdedup.core.text import compose_text
+
+
+@dataclass(frozen=True)
+class Side:
+    id: str
+    raw: str  # the text fields as composed for normalization
+    text: str  # normalized: what is shingled
+    shared: tuple[tuple[int, int], ...]  # [start, end) character spans of shared shingles
+    shingles: int
+
+
+@dataclass(frozen=True)
+class Explanation:
+    a: Side
+    b: Side
+    threshold: float
+    jaccard: float
+    estimate: float  # MinHash estimate: share of equal signature rows
+    bands: int
+    rows: int
+    bands_shared: int
+    size_range: tuple[int, int]  # set sizes that can reach the threshold with a's size
+    candidate: bool  # LSH would propose the pair (a shared band, a possible size)
+    duplicate: bool  # a candidate whose exact Jaccard reaches the threshold
+    reason: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "a": _side(self.a), "b": _side(self.b),
+            "threshold": self.threshold, "jaccard": round(self.jaccard, 6),
+            "minhash_estimate": round(self.estimate, 6), "bands": self.bands,
+            "rows": self.rows, "bands_shared": self.bands_shared,
+            "size_range": list(self.size_range), "candidate": self.candidate,
+            "duplicate": self.duplicate, "reason": self.reason,
+        }
+
+
+def explain(sketcher: Sketcher, a_id: str, a: Mapping[str, str], b_id: str,
+            b: Mapping[str, str]) -> Explanation:
+    s = sketcher.settings
+    raws = [compose_text(f, s.text_fields) for f in (a, b)]
+    texts = [sketcher.normalize(r) for r in raws]
+    sets = [sketcher.shingle_fields(f).shingles for f in (a, b)]
+    sides = [Side(i, r, t, _shared_spans(t, other, s.shingle_kind, s.shingle_size),
+                  int(sh.size))
+             for i, r, t, sh, other in ((a_id, raws[0], texts[0], sets[0], sets[1]),
+                                        (b_id, raws[1], texts[1], sets[1], sets[0]))]
+    if not sets[0].size or not sets[1].size:
+        return Explanation(sides[0], sides[1], s.threshold, 0.0, 0.0, sketcher.bands,
+                           sketcher.rows, 0, (0, 0), False, False,
+                           "an empty text (nothing left after normalization) matches nothing")
+    sim = jaccard(sets[0], sets[1])
+    sigs = [sketcher.hasher.sign(x) for x in sets]
+    keys = [sketcher.band_keys(x) for x in sets]
+    shared_bands = int(np.count_nonzero(keys[0] == keys[1]))
+    lo, hi = size_bounds(int(sets[0].size), s.threshold)
+    sized = lo <= sets[1].size <= hi
+    candidate = shared_bands > 0 and sized
+    duplicate = candidate and sim >= s.threshold
+    if not sized:
+        reason = (f"not a candidate: {sets[1].size} shingles is outside {lo}..{hi}, the sizes "
+                  f"that can reach {s.threshold} with {sets[0].size}")
+    elif not shared_bands:
+        reason = (f"not a candidate: no band of {sketcher.bands} is equal (MinHash estimate "
+                  f"{estimate_jaccard(sigs[0], sigs[1]):.3f})")
+    elif not duplicate:
+        reason = f"a candidate, verified below the threshold: {sim:.3f} < {s.threshold}"
+    else:
+        reason = f"a duplicate: {shared_bands} bands shared, exact Jaccard {sim:.3f}"
+    return Explanation(sides[0], sides[1], s.threshold, sim,
+                       estimate_jaccard(sigs[0], sigs[1]), sketcher.bands, sketcher.rows,
+                       shared_bands, (lo, hi), candidate, duplicate, reason)
+
+
+def _shared_spans(text: str, other: np.ndarray, kind: str, size: int
+                  ) -> tuple[tuple[int, int], ...]:
+    """Character spans of ``text`` covered by a shingle that is also in ``other`` (spans
+    apart by white space only are one passage)."""
+    if not text or not other.size:
+        return ()
+    hashes, spans = windows(text, kind, size)
+    merged: list[tuple[int, int]] = []
+    for i in np.flatnonzero(np.isin(hashes, other)):
+        x, y = spans[int(i)]
+        if merged and (x <= merged[-1][1] or text[merged[-1][1]:x].isspace()):
+            merged[-1] = (merged[-1][0], max(merged[-1][1], y))
+        else:
+            merged.append((x, y))
+    return tuple(merged)
+
+
+def _side(side: Side) -> dict[str, object]:
+    return {"id": side.id, "raw": side.raw, "text": side.text,
+            "shared": [list(span) for span in side.shared], "shingles": side.shingles}

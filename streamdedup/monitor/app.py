@@ -1,0 +1,173 @@
+"""The monitor's web application (Starlette): the page, its static files, the JSON API and a
+server-sent event stream. Everything it shows comes from a ``MonitorState`` that the
+observer thread fills; every handler reads it under ``lock``.
+
+API (documented in the README):
+
+    GET /api/summary                 counts since --from: verdicts, duplicates, duplicate_rate,
+                                     dead_letters, dead_letters_by_reason, clusters
+    GET /api/series                  per-second verdicts and duplicates (last 10 minutes)
+    GET /api/clusters?limit=20       the biggest and the fastest-growing clusters
+    GET /api/verdicts?since=N        verdicts after index N (each carries its index)
+    GET /api/duplicates?limit=50     the latest duplicates
+    GET /api/verdict/<id>            one document's verdict
+    GET /api/explain/<id>?other=ID   the document beside its match (default: duplicate_of)
+    GET /api/events                  server-sent events: "summary" each second, "verdicts"
+
+With a token, every API request needs ``Authorization: Bearer <token>`` or ``?token=<token>``
+(the page passes on the one in its own URL); the page and its scripts hold no data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from importlib import resources
+from typing import Any
+
+from streamdedup.extras import require
+
+require("starlette", "the monitor")
+
+from starlette.applications import Starlette  # noqa: E402
+from starlette.middleware import Middleware  # noqa: E402
+from starlette.middleware.base import BaseHTTPMiddleware  # noqa: E402
+from starlette.requests import Request  # noqa: E402
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse  # noqa: E402
+from starlette.routing import Mount, Route  # noqa: E402
+from starlette.staticfiles import StaticFiles  # noqa: E402
+
+from streamdedup.monitor.state import MonitorState  # noqa: E402
+
+Explainer = Callable[[str, str], dict[str, Any]]  # (id, other id) -> explanation (or raises)
+STATIC = resources.files("streamdedup.monitor") / "static"
+
+
+class NotFound(Exception):
+    """An id the monitor knows nothing about; the message says what is missing."""
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _int(request: Request, name: str, default: int, lo: int, hi: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, not {raw!r}") from None
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be in [{lo}, {hi}], not {value}")
+    return value
+
+
+class _Token(BaseHTTPMiddleware):
+    def __init__(self, app: Any, token: str) -> None:
+        super().__init__(app)
+        self.token = token
+
+    async def dispatch(self, request: Request,
+                       call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        if not request.url.path.startswith("/api/"):
+            return await call_next(request)  # the page and its scripts hold no data
+        given = request.query_params.get("token", "")
+        auth = request.headers.get("authorization", "")
+        if auth.startswith("Bearer "):
+            given = auth[7:]
+        if not hmac.compare_digest(given.encode(), self.token.encode()):
+            return _error(401, "a token is needed: Authorization: Bearer <token> or ?token=")
+        return await call_next(request)
+
+
+def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
+               token: str | None = None, tick_s: float = 1.0) -> Starlette:
+    def read(fn: Callable[[], Any]) -> Any:
+        with lock:
+            return fn()
+
+    async def index(request: Request) -> Response:
+        return FileResponse(str(STATIC / "index.html"))
+
+    async def summary(request: Request) -> Response:
+        return JSONResponse(read(state.summary))
+
+    async def series(request: Request) -> Response:
+        return JSONResponse(read(state.series))
+
+    async def clusters(request: Request) -> Response:
+        limit = _int(request, "limit", 20, 1, 1000)
+        return JSONResponse(read(lambda: state.top_clusters(limit)))
+
+    async def verdicts(request: Request) -> Response:
+        since = _int(request, "since", 0, 0, 1 << 62)
+        limit = _int(request, "limit", 500, 1, 10_000)
+        return JSONResponse(read(lambda: {"index": state.index,
+                                          "verdicts": state.since(since, limit)}))
+
+    async def duplicates(request: Request) -> Response:
+        limit = _int(request, "limit", 50, 1, 200)
+        return JSONResponse(read(lambda: list(state.latest_duplicates)[:limit]))
+
+    async def verdict(request: Request) -> Response:
+        doc_id = request.path_params["doc_id"]
+        found = read(lambda: state.verdict(doc_id))
+        if found is None:
+            return _error(404, f"no verdict for {doc_id!r} since the monitor started")
+        return JSONResponse(found)
+
+    async def explain(request: Request) -> Response:
+        doc_id = request.path_params["doc_id"]
+        other = request.query_params.get("other")
+        if other is None:
+            found = read(lambda: state.verdict(doc_id))
+            if found is None or not found.get("duplicate_of"):
+                return _error(404, f"{doc_id!r} has no duplicate_of here: give ?other=ID")
+            other = str(found["duplicate_of"])
+        try:
+            return JSONResponse(await asyncio.to_thread(explainer, doc_id, other))
+        except NotFound as exc:
+            return _error(404, str(exc))
+
+    async def events(request: Request) -> Response:
+        async def stream() -> AsyncIterator[str]:
+            sent = _int(request, "since", read(lambda: state.index), 0, 1 << 62)
+            while not await request.is_disconnected():
+                with lock:
+                    body: dict[str, Any] = {"summary": state.summary(),
+                                            "series": state.series()[-120:],
+                                            "verdicts": state.since(sent, 200)}
+                if body["verdicts"]:
+                    sent = body["verdicts"][-1]["index"]
+                yield f"event: tick\ndata: {json.dumps(body)}\n\n"
+                await asyncio.sleep(tick_s)
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store"})
+
+    async def bad_request(request: Request, exc: Exception) -> Response:
+        return _error(400, str(exc))
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return _error(404, f"no such page: {request.url.path}")
+
+    routes = [
+        Route("/", index),
+        Route("/api/summary", summary),
+        Route("/api/series", series),
+        Route("/api/clusters", clusters),
+        Route("/api/verdicts", verdicts),
+        Route("/api/duplicates", duplicates),
+        Route("/api/verdict/{doc_id:path}", verdict),
+        Route("/api/explain/{doc_id:path}", explain),
+        Route("/api/events", events),
+        Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
+    ]
+    middleware = [Middleware(_Token, token=token)] if token else []
+    return Starlette(routes=routes, middleware=middleware,
+                     exception_handlers={ValueError: bad_request, 404: not_found})

@@ -1,0 +1,101 @@
+"""Reading the detector's topics as an observer: assigned partitions, no consumer group, no
+offset commits, so the detector's group never sees it (no rebalance, no lag change).
+
+``start``: ``beginning``, ``latest``, or an ISO 8601 time (the first record at or after it,
+by the broker's record timestamps). Records come out as ``(topic, record)`` in poll order;
+callers decode them (``decode``) and keep going past a record they cannot read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from kafka import KafkaConsumer, TopicPartition
+
+from streamdedup.errors import ConfigError
+from streamdedup.service.kafka import kafka_security
+from streamdedup.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def parse_start(start: str) -> str | int:
+    """'beginning', 'latest', or a time as epoch milliseconds; ConfigError otherwise."""
+    if start in ("beginning", "latest"):
+        return start
+    try:
+        when = datetime.fromisoformat(start.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"--from must be 'beginning', 'latest' or an ISO 8601 time "
+                          f"(2026-11-30T08:00:00Z), not {start!r}") from None
+    if when.tzinfo is None:
+        raise ConfigError(f"--from {start!r} needs a time zone (e.g. Z or +01:00)")
+    return int(when.timestamp() * 1000)
+
+
+class Observer:
+    """Follows ``topics`` from ``start``; topics that do not exist yet are picked up when they
+    appear (the monitor may start before the detector)."""
+
+    def __init__(self, settings: Settings, topics: Sequence[str], start: str = "beginning",
+                 client_id: str = "streamdedup-monitor") -> None:
+        self.topics = list(dict.fromkeys(topics))
+        self.start = parse_start(start)
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=settings.bootstrap_servers, group_id=None, client_id=client_id,
+            enable_auto_commit=False, auto_offset_reset="earliest",
+            max_partition_fetch_bytes=max(1 << 20, settings.max_output_bytes + 65536),
+            **kafka_security(settings))
+        self.assigned: set[TopicPartition] = set()
+
+    def _assign_new(self) -> None:
+        found = {TopicPartition(t, p) for t in self.topics
+                 for p in (self.consumer.partitions_for_topic(t) or ())}
+        new = found - self.assigned
+        if not new:
+            return
+        self.assigned |= new
+        self.consumer.assign(sorted(self.assigned))
+        if self.start == "latest":
+            self.consumer.seek_to_end(*new)
+        elif self.start == "beginning":
+            self.consumer.seek_to_beginning(*new)
+        else:
+            found_at = self.consumer.offsets_for_times({tp: self.start for tp in new})
+            for tp in new:
+                at = found_at.get(tp)
+                if at is None:
+                    self.consumer.seek_to_end(tp)
+                else:
+                    self.consumer.seek(tp, at.offset)
+
+    def poll(self, timeout_ms: int = 500) -> Iterator[tuple[str, Any]]:
+        if len(self.assigned) < len(self.topics) or not self.assigned:
+            self._assign_new()
+            if not self.assigned:
+                return
+        for tp, records in self.consumer.poll(timeout_ms=timeout_ms).items():
+            for rec in records:
+                yield tp.topic, rec
+
+    def refresh(self) -> None:
+        """Pick up partitions added since (cheap: metadata the client already has)."""
+        self._assign_new()
+
+    def close(self) -> None:
+        self.consumer.close(autocommit=False)
+
+
+def decode(rec: Any) -> dict[str, Any] | None:
+    """A record's JSON object, or None (logged) for anything else."""
+    try:
+        value = json.loads(rec.value)
+    except (TypeError, ValueError, UnicodeDecodeError):
+        log.warning("skipping a record that is not JSON at %s/%s/%s", rec.topic, rec.partition,
+                    rec.offset)
+        return None
+    return value if isinstance(value, dict) else None

@@ -1,0 +1,94 @@
+"""``streamdedup monitor``: the observer thread, the state it fills, and the web server.
+
+The observer reads the verdict and dead-letter topics, and the input topic for the ads'
+texts (the store keeps shingles, not texts), from ``--from`` on, without a consumer group.
+The web server (uvicorn) binds to loopback by default; bound elsewhere it needs a token.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from streamdedup.core.explain import explain
+from streamdedup.core.sketch import Sketcher
+from streamdedup.errors import ConfigError
+from streamdedup.extras import require
+from streamdedup.monitor.app import NotFound, create_app
+from streamdedup.monitor.observer import Observer, decode
+from streamdedup.monitor.state import MonitorState
+from streamdedup.service.metrics import is_loopback
+from streamdedup.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class Monitor:
+    """State + observer thread; ``serve()`` runs the web server until interrupted."""
+
+    def __init__(self, settings: Settings, start: str = "beginning", texts: bool = True) -> None:
+        """``texts``: also read the input topic, for titles and side-by-side texts."""
+        if not is_loopback(settings.monitor_host) and not settings.monitor_token:
+            raise ConfigError(f"the monitor bound to {settings.monitor_host} is reachable from "
+                              "other hosts: give --monitor-token (or STREAMDEDUP_MONITOR_TOKEN)")
+        self.settings = settings
+        self.state = MonitorState()
+        self.lock = threading.Lock()
+        self.sketcher = Sketcher(settings)
+        self.stopping = threading.Event()
+        topics = [settings.output_topic, settings.dlq_topic]
+        if texts:
+            topics.append(settings.input_topic)
+        self.observer = Observer(settings, topics, start)
+        self.thread = threading.Thread(target=self._follow, name="observer", daemon=True)
+
+    def _follow(self) -> None:
+        s = self.settings
+        while not self.stopping.is_set():
+            try:
+                records = list(self.observer.poll(500))
+            except Exception:  # the broker may be away: keep trying, the page says stale
+                log.exception("reading the topics failed; retrying")
+                self.stopping.wait(1.0)
+                continue
+            with self.lock:
+                for topic, rec in records:
+                    body = decode(rec)
+                    if body is None:
+                        continue
+                    if topic == s.output_topic:
+                        self.state.add_verdict(body, rec.timestamp / 1000)
+                    elif topic == s.dlq_topic:
+                        self.state.add_dead_letter(body)
+                    elif "id" in body:
+                        self.state.add_text(str(body["id"]), {
+                            k: v for k, v in body.items() if isinstance(v, str)})
+
+    def explain(self, doc_id: str, other: str) -> dict[str, Any]:
+        with self.lock:
+            texts = {i: self.state.texts.get(i) for i in (doc_id, other)}
+        missing = [i for i, t in texts.items() if t is None]
+        if missing:
+            raise NotFound(f"no text for {', '.join(map(repr, missing))}: the monitor has not "
+                           f"read it from {self.settings.input_topic!r} (start it with "
+                           "--from beginning, or an earlier time)")
+        a, b = texts[doc_id], texts[other]
+        assert a is not None and b is not None
+        return explain(self.sketcher, doc_id, a, other, b).to_dict()
+
+    def app(self) -> Any:
+        return create_app(self.state, self.lock, self.explain,
+                          self.settings.monitor_token or None)
+
+    def serve(self) -> None:
+        uvicorn = require("uvicorn", "the monitor")
+        self.thread.start()
+        try:
+            uvicorn.run(self.app(), host=self.settings.monitor_host,
+                        port=self.settings.monitor_port, log_level="warning")
+        finally:
+            self.stopping.set()
+            self.thread.join(timeout=5)
+            self.observer.close()
+

@@ -1,0 +1,149 @@
+"""What the monitor knows, built from the records it reads: counts, rates, clusters, the latest
+duplicates, and the announcements' texts. Pure (no Kafka, no web), so it is tested alone.
+
+Everything is derived from verdict fields, so the topics alone are enough: a cluster's size
+is the number of verdicts naming it as ``cluster_id``, and a verdict whose ``merged`` names
+other clusters moves their counts into its own (so sizes stay exact when an ad bridges two
+clusters). Memory is bounded: the last ``keep`` verdicts and texts, per-second counts of the
+last ``window_s`` seconds, clusters without bound (one small record each).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, OrderedDict, deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+TITLE_FIELD = "title"
+
+
+@dataclass
+class Cluster:
+    id: str
+    size: int = 0
+    first_seen: float = 0.0
+    last_seen: float = 0.0
+    recent: deque[float] = field(default_factory=deque)  # arrival times in the growth window
+
+    def growth(self, now: float, window_s: float) -> int:
+        while self.recent and self.recent[0] < now - window_s:
+            self.recent.popleft()
+        return len(self.recent)
+
+
+class MonitorState:
+    def __init__(self, keep: int = 100_000, window_s: int = 600, growth_s: float = 300.0,
+                 clock: Any = time.time) -> None:
+        self.keep = keep
+        self.window_s = window_s
+        self.growth_s = growth_s
+        self.clock = clock
+        self.started = clock()
+        self.verdicts = 0
+        self.duplicates = 0
+        self.dead_letters = 0
+        self.dead_by_reason: Counter[str] = Counter()
+        self.clusters: dict[str, Cluster] = {}
+        self.merged_into: dict[str, str] = {}
+        self.per_second: OrderedDict[int, list[int]] = OrderedDict()  # second -> [n, dups]
+        self.log: deque[tuple[int, dict[str, Any]]] = deque(maxlen=keep)  # (index, verdict)
+        self.by_id: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.texts: OrderedDict[str, dict[str, str]] = OrderedDict()
+        self.latest_duplicates: deque[dict[str, Any]] = deque(maxlen=200)
+        self.index = 0
+
+    # --- input
+    def add_verdict(self, verdict: Mapping[str, Any], at: float | None = None) -> None:
+        now = self.clock() if at is None else at
+        v = dict(verdict)
+        self.index += 1
+        self.verdicts += 1
+        dup = bool(v.get("duplicate"))
+        self.duplicates += dup
+        second = self.per_second.setdefault(int(now), [0, 0])
+        second[0] += 1
+        second[1] += dup
+        while self.per_second and next(iter(self.per_second)) < int(now) - self.window_s:
+            self.per_second.popitem(last=False)
+        self.log.append((self.index, v))
+        _remember(self.by_id, str(v.get("id")), v, self.keep)
+        if dup:
+            self.latest_duplicates.appendleft(v)
+        self._cluster(v, now)
+
+    def _cluster(self, v: Mapping[str, Any], now: float) -> None:
+        label = str(v.get("cluster_id") or v.get("id"))
+        label = self.merged_into.get(label, label)
+        cluster = self.clusters.get(label)
+        if cluster is None:
+            cluster = self.clusters[label] = Cluster(label, first_seen=now)
+        for other in v.get("merged") or ():
+            other = self.merged_into.get(str(other), str(other))
+            absorbed = self.clusters.pop(other, None)
+            if absorbed is not None and absorbed is not cluster:
+                cluster.size += absorbed.size
+                cluster.first_seen = min(cluster.first_seen, absorbed.first_seen)
+            self.merged_into[other] = label
+        cluster.size += 1
+        cluster.last_seen = now
+        cluster.recent.append(now)
+
+    def add_dead_letter(self, letter: Mapping[str, Any]) -> None:
+        self.dead_letters += 1
+        self.dead_by_reason[str(letter.get("reason", "unknown"))] += 1
+
+    def add_text(self, doc_id: str, fields: Mapping[str, str]) -> None:
+        _remember(self.texts, doc_id, dict(fields), self.keep)
+
+    # --- views (the JSON API)
+    def summary(self) -> dict[str, Any]:
+        return {
+            "verdicts": self.verdicts,
+            "duplicates": self.duplicates,
+            "duplicate_rate": round(self.duplicates / self.verdicts, 6) if self.verdicts else 0.0,
+            "dead_letters": self.dead_letters,
+            "dead_letters_by_reason": dict(self.dead_by_reason),
+            "clusters": sum(1 for c in self.clusters.values() if c.size > 1),
+            "since": self.started,
+            "index": self.index,
+        }
+
+    def series(self) -> list[dict[str, int]]:
+        """Per-second verdicts and duplicates of the last ``window_s`` seconds."""
+        return [{"t": t, "verdicts": n, "duplicates": d}
+                for t, (n, d) in self.per_second.items()]
+
+    def top_clusters(self, limit: int = 20) -> dict[str, list[dict[str, Any]]]:
+        now = self.clock()
+        real = [c for c in self.clusters.values() if c.size > 1]
+        biggest = sorted(real, key=lambda c: (-c.size, c.id))[:limit]
+        growing = sorted(real, key=lambda c: (-c.growth(now, self.growth_s), -c.last_seen))
+        return {"biggest": [self._cluster_view(c, now) for c in biggest],
+                "fastest_growing": [self._cluster_view(c, now) for c in growing[:limit]
+                                    if c.growth(now, self.growth_s)]}
+
+    def _cluster_view(self, c: Cluster, now: float) -> dict[str, Any]:
+        return {"cluster_id": c.id, "size": c.size, "title": self.title(c.id),
+                "first_seen": c.first_seen, "last_seen": c.last_seen,
+                f"added_last_{int(self.growth_s)}s": c.growth(now, self.growth_s)}
+
+    def title(self, doc_id: str) -> str | None:
+        fields = self.texts.get(doc_id)
+        return None if fields is None else fields.get(TITLE_FIELD)
+
+    def since(self, index: int, limit: int = 500) -> list[dict[str, Any]]:
+        """Verdicts after ``index`` (each with its ``index``), oldest first, at most limit."""
+        out = [{**v, "index": i} for i, v in self.log if i > index]
+        return out[-limit:]
+
+    def verdict(self, doc_id: str) -> dict[str, Any] | None:
+        return self.by_id.get(doc_id)
+
+
+def _remember(store: OrderedDict[str, Any], key: str, value: Any, keep: int) -> None:
+    store[key] = value
+    store.move_to_end(key)
+    while len(store) > keep:
+        store.popitem(last=False)

@@ -1,0 +1,101 @@
+// The monitor page: a server-sent event stream for the live parts, fetches for the rest.
+// Texts from ads are untrusted: they only ever reach the page through textContent.
+(function () {
+  "use strict";
+  const token = new URLSearchParams(location.search).get("token");
+  const q = (path) => token ? path + (path.includes("?") ? "&" : "?") + "token=" + encodeURIComponent(token) : path;
+  const $ = (id) => document.getElementById(id);
+  const pct = (x) => (100 * x).toFixed(1) + " %";
+  const when = (t) => t ? new Date(t * 1000).toLocaleTimeString() : "";
+
+  function cell(row, text) { const td = document.createElement("td"); td.textContent = text == null ? "" : String(text); row.appendChild(td); return td; }
+  function fill(table, rows, make) {
+    const body = table.querySelector("tbody");
+    body.replaceChildren(...rows.map((r) => { const tr = document.createElement("tr"); make(tr, r); return tr; }));
+  }
+
+  function showSummary(s) {
+    $("verdicts").textContent = s.verdicts;
+    $("duplicates").textContent = s.duplicates;
+    $("rate").textContent = pct(s.duplicate_rate);
+    $("clusters").textContent = s.clusters;
+    $("dead").textContent = s.dead_letters;
+    const reasons = Object.entries(s.dead_letters_by_reason).sort((a, b) => b[1] - a[1]);
+    $("reasons").replaceChildren(...reasons.map(([r, n]) => { const li = document.createElement("li"); li.textContent = r + ": " + n; return li; }));
+  }
+
+  const latest = [];
+  function addVerdicts(vs) {
+    for (const v of vs) if (v.duplicate) latest.unshift(v);
+    latest.length = Math.min(latest.length, 50);
+    fill($("latest"), latest, (tr, v) => {
+      tr.className = "dup"; tr.dataset.id = v.id;
+      cell(tr, v.id); cell(tr, v.duplicate_of);
+      cell(tr, v.matches && v.matches.length ? v.matches[0].jaccard.toFixed(3) : "");
+      cell(tr, v.cluster_id);
+      tr.addEventListener("click", () => explain(v.id, v.duplicate_of));
+    });
+  }
+
+  function showSeries(points) {
+    const rated = points.map((p) => ({ t: p.t, verdicts: p.verdicts, rate: p.verdicts ? p.duplicates / p.verdicts : 0 }));
+    SdChart.draw($("chart"), rated, { line: "verdicts", bars: "rate", barMax: 1 });
+  }
+
+  async function clusters() {
+    try {
+      const c = await (await fetch(q("api/clusters?limit=10"))).json();
+      fill($("biggest"), c.biggest, (tr, x) => { cell(tr, x.size); cell(tr, x.title || x.cluster_id); cell(tr, when(x.last_seen)); });
+      fill($("growing"), c.fastest_growing, (tr, x) => { cell(tr, x.added_last_300s); cell(tr, x.size); cell(tr, x.title || x.cluster_id); });
+    } catch (e) { /* the next round retries */ }
+  }
+
+  function marked(el, text, spans) {
+    const parts = []; let at = 0;
+    for (const [x, y] of spans) {
+      if (x > at) parts.push(document.createTextNode(text.slice(at, x)));
+      const m = document.createElement("mark"); m.textContent = text.slice(x, y); parts.push(m); at = y;
+    }
+    if (at < text.length) parts.push(document.createTextNode(text.slice(at)));
+    el.replaceChildren(...parts);
+  }
+
+  async function explain(id, other) {
+    const path = "api/explain/" + encodeURIComponent(id) + (other ? "?other=" + encodeURIComponent(other) : "");
+    const r = await fetch(q(path));
+    const e = await r.json();
+    $("explain").hidden = false;
+    if (!r.ok) { $("why").textContent = e.error; for (const k of ["a-id", "a-raw", "a-text", "b-id", "b-raw", "b-text"]) $(k).textContent = ""; return; }
+    $("why").textContent = "Jaccard " + e.jaccard.toFixed(3) + " · MinHash estimate " + e.minhash_estimate.toFixed(3) +
+      " · bands shared " + e.bands_shared + " of " + e.bands + " · " + e.reason;
+    for (const side of ["a", "b"]) {
+      $(side + "-id").textContent = e[side].id + " (" + e[side].shingles + " shingles)";
+      $(side + "-raw").textContent = e[side].raw;
+      marked($(side + "-text"), e[side].text, e[side].shared);
+    }
+    $("explain").scrollIntoView({ behavior: "smooth" });
+  }
+
+  $("close").addEventListener("click", () => { $("explain").hidden = true; });
+  $("search").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const id = $("query").value.trim(); if (!id) return;
+    const r = await fetch(q("api/verdict/" + encodeURIComponent(id)));
+    const v = await r.json();
+    if (!r.ok) { $("found").textContent = v.error; return; }
+    $("found").textContent = v.id + ": " + (v.duplicate ? "duplicate of " + v.duplicate_of : "not a duplicate") + ", cluster " + v.cluster_id;
+    if (v.duplicate) explain(v.id, v.duplicate_of);
+  });
+
+  function connect() {
+    const es = new EventSource(q("api/events?since=0"));
+    es.addEventListener("tick", (ev) => {
+      const body = JSON.parse(ev.data);
+      $("status").textContent = "live";
+      showSummary(body.summary); showSeries(body.series); addVerdicts(body.verdicts);
+    });
+    es.onerror = () => { $("status").textContent = "reconnecting…"; };
+  }
+  connect(); clusters(); setInterval(clusters, 5000);
+  window.sdExplain = explain;
+})();

@@ -1,0 +1,52 @@
+"""``core/explain.py``: the reasons, the numbers and the highlighted passages, on texts made
+by hand (word 1-grams, so a shingle is a word and spans can be checked by eye)."""
+
+from __future__ import annotations
+
+from streamdedup.core.explain import explain
+from streamdedup.core.jaccard import jaccard
+from streamdedup.core.sketch import Sketcher
+from streamdedup.settings import Settings
+
+WORDS = Settings(text_fields=("description",), shingle_kind="word", shingle_size=1,
+                 stopwords="", stem_language="", strip_digits=False, threshold=0.5)
+
+
+def d(text: str) -> dict[str, str]:
+    return {"description": text}
+
+
+def test_a_duplicate_shows_its_shared_words_and_numbers() -> None:
+    sk = Sketcher(WORDS)
+    e = explain(sk, "a", d("alpha beta gamma delta"), "b", d("alpha beta gamma omega"))
+    assert e.duplicate and e.candidate and e.jaccard == 3 / 5
+    assert e.a.text == "alpha beta gamma delta"
+    assert e.a.shared == ((0, 16),) and e.b.shared == ((0, 16),)  # "alpha beta gamma"
+    assert 0 < e.bands_shared <= e.bands and 0.0 <= e.estimate <= 1.0
+    assert e.reason.startswith("a duplicate")
+    sets = [sk.shingle_fields(d(t)).shingles for t in ("alpha beta gamma delta",
+                                                       "alpha beta gamma omega")]
+    assert e.jaccard == jaccard(*sets)
+
+
+def test_each_reason_for_not_being_a_duplicate() -> None:
+    sk = Sketcher(WORDS)
+    far = explain(sk, "a", d("w1 w2"), "b", d(" ".join(f"w{i}" for i in range(1, 12))))
+    assert not far.candidate and "outside" in far.reason and far.size_range == (1, 4)
+    apart = explain(sk, "a", d("a1 a2 a3 a4"), "b", d("b1 b2 b3 b4"))
+    assert apart.jaccard == 0 and apart.a.shared == () and not apart.duplicate
+    assert apart.reason.startswith("not a candidate: no band") or "below" in apart.reason
+    empty = explain(sk, "a", d("  "), "b", d("x y"))
+    assert not empty.duplicate and "empty" in empty.reason
+    below = explain(Sketcher(WORDS.replace(threshold=0.9)), "a", d("p q r s t u v w x y"),
+                    "b", d("p q r s t u v w x z"))
+    assert below.candidate and not below.duplicate and "below the threshold" in below.reason
+
+
+def test_char_shingles_mark_the_covered_characters() -> None:
+    sk = Sketcher(Settings(text_fields=("description",), stopwords="", stem_language="",
+                           shingle_size=5))
+    e = explain(sk, "a", d("cercasi cameriere milano"), "b", d("cercasi cameriere roma"))
+    shared = "".join(e.a.text[x:y] for x, y in e.a.shared)
+    assert shared.startswith("cercasi cameriere")
+    assert e.to_dict()["a"]["shared"] == [list(span) for span in e.a.shared]

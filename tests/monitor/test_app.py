@@ -1,0 +1,134 @@
+"""The monitor's web application on a real uvicorn server (loopback, a free port): every API
+route, its errors, the token, the event stream, and the static page."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import uvicorn
+
+from streamdedup.monitor.app import NotFound, create_app
+from streamdedup.monitor.state import MonitorState
+from streamdedup.replay.process import free_port
+
+
+def explainer(doc_id: str, other: str) -> dict[str, Any]:
+    if other == "nobody":
+        raise NotFound("no text for 'nobody'")
+    return {"a": {"id": doc_id}, "b": {"id": other}, "jaccard": 0.9}
+
+
+def serve(token: str | None = None) -> Iterator[tuple[str, MonitorState]]:
+    state, lock = MonitorState(), threading.Lock()
+    state.add_verdict({"id": "a", "duplicate": False, "cluster_id": "a"})
+    state.add_verdict({"id": "b", "duplicate": True, "duplicate_of": "a", "cluster_id": "a",
+                       "matches": [{"id": "a", "jaccard": 0.9}]})
+    state.add_dead_letter({"reason": "not_utf8"})
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(state, lock, explainer, token,
+                                                      tick_s=0.05),
+                                           host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}", state
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture
+def site() -> Iterator[tuple[str, MonitorState]]:
+    yield from serve()
+
+
+def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}),
+                                    timeout=10) as r:
+            body = r.read()
+            kind = r.headers.get("content-type", "")
+            return r.status, json.loads(body) if "json" in kind else body.decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_the_json_api(site: tuple[str, MonitorState]) -> None:
+    base, _ = site
+    status, summary = get(base + "/api/summary")
+    assert status == 200
+    assert {k: summary[k] for k in ("verdicts", "duplicates", "duplicate_rate", "dead_letters",
+                                    "dead_letters_by_reason", "clusters")} == {
+        "verdicts": 2, "duplicates": 1, "duplicate_rate": 0.5, "dead_letters": 1,
+        "dead_letters_by_reason": {"not_utf8": 1}, "clusters": 1}
+    assert get(base + "/api/clusters")[1]["biggest"][0]["size"] == 2
+    assert [v["id"] for v in get(base + "/api/verdicts?since=1")[1]["verdicts"]] == ["b"]
+    assert get(base + "/api/duplicates")[1][0]["id"] == "b"
+    assert get(base + "/api/verdict/b")[1]["duplicate_of"] == "a"
+    assert get(base + "/api/explain/b")[1] == {"a": {"id": "b"}, "b": {"id": "a"},
+                                               "jaccard": 0.9}
+    assert get(base + "/api/explain/b?other=a")[0] == 200
+    assert len(get(base + "/api/series")[1]) >= 1
+
+
+def test_bad_requests_get_clear_errors(site: tuple[str, MonitorState]) -> None:
+    base, _ = site
+    assert get(base + "/api/verdicts?since=x") == (400, {"error": "since must be an integer, "
+                                                                  "not 'x'"})
+    assert get(base + "/api/clusters?limit=0")[0] == 400
+    assert get(base + "/api/verdict/zzz") == (404, {"error": "no verdict for 'zzz' since the "
+                                                             "monitor started"})
+    assert "give ?other=ID" in get(base + "/api/explain/a")[1]["error"]
+    assert get(base + "/api/explain/b?other=nobody") == (404, {"error": "no text for 'nobody'"})
+    assert get(base + "/api/nothing")[0] == 404
+
+
+def test_the_event_stream_sends_new_verdicts(site: tuple[str, MonitorState]) -> None:
+    base, state = site
+    with urllib.request.urlopen(base + "/api/events?since=1", timeout=10) as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        first = json.loads(_event(r))
+        assert [v["id"] for v in first["verdicts"]] == ["b"] and first["summary"]["verdicts"] == 2
+        state.add_verdict({"id": "c", "duplicate": False, "cluster_id": "c"})
+        later = json.loads(_event(r))
+        while not later["verdicts"]:
+            later = json.loads(_event(r))
+        assert [v["id"] for v in later["verdicts"]] == ["c"]
+
+
+def _event(stream: Any) -> str:
+    data = ""
+    for raw in stream:
+        text = raw.decode().rstrip("\n")
+        if text.startswith("data: "):
+            data = text[6:]
+        elif not text and data:
+            return data
+    raise AssertionError("the stream ended")
+
+
+def test_the_page_and_its_assets_come_from_the_package(site: tuple[str, MonitorState]) -> None:
+    base, _ = site
+    status, page = get(base + "/")
+    assert status == 200 and "<canvas id=\"chart\"" in page
+    for asset in ("monitor.js", "chart.js", "monitor.css"):
+        assert get(f"{base}/static/{asset}")[0] == 200
+    assert "http" not in page.replace("http-equiv", "")  # nothing loaded from elsewhere
+
+
+def test_a_token_guards_the_api_only() -> None:
+    for base, _ in serve(token="s3cret"):
+        assert get(base + "/api/summary")[0] == 401
+        assert get(base + "/api/summary?token=wrong")[0] == 401
+        assert get(base + "/api/summary?token=s3cret")[0] == 200
+        assert get(base + "/api/summary", {"Authorization": "Bearer s3cret"})[0] == 200
+        assert get(base + "/")[0] == 200

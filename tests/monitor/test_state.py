@@ -1,0 +1,60 @@
+"""The monitor's state from verdict fields alone: counts, clusters (merges included), the
+verdict log and the per-second series."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streamdedup.monitor.state import MonitorState
+from streamdedup.monitor.tail import line
+
+
+def v(doc_id: str, dup_of: str | None = None, cluster: str | None = None,
+      merged: tuple[str, ...] = (), jaccard: float = 1.0) -> dict[str, Any]:
+    return {"id": doc_id, "duplicate": dup_of is not None, "duplicate_of": dup_of,
+            "matches": [{"id": dup_of, "jaccard": jaccard}] if dup_of else [],
+            "cluster_id": cluster or dup_of or doc_id, "merged": list(merged)}
+
+
+def test_counts_clusters_and_merges() -> None:
+    st = MonitorState(clock=lambda: 1000.0)
+    for verdict in (v("a"), v("b", "a"), v("c"), v("d", "c"), v("e", "c")):
+        st.add_verdict(verdict, at=1000.0)
+    assert {k: c.size for k, c in st.clusters.items()} == {"a": 2, "c": 3}
+    st.add_verdict(v("f", "a", cluster="a", merged=("c",)), at=1001.0)  # bridges the two
+    assert {k: c.size for k, c in st.clusters.items()} == {"a": 6}
+    st.add_verdict(v("g", "e", cluster="c"), at=1002.0)  # a late label of the merged cluster
+    assert st.clusters["a"].size == 7
+    st.add_dead_letter({"reason": "malformed_json"})
+    s = st.summary()
+    assert (s["verdicts"], s["duplicates"], s["dead_letters"], s["clusters"]) == (7, 5, 1, 1)
+    assert s["duplicate_rate"] == round(5 / 7, 6)
+    assert s["dead_letters_by_reason"] == {"malformed_json": 1}
+    assert [p["verdicts"] for p in st.series()] == [5, 1, 1]
+
+
+def test_the_log_the_latest_and_the_clusters_views() -> None:
+    now = [2000.0]
+    st = MonitorState(keep=3, clock=lambda: now[0], growth_s=60)
+    st.add_text("a", {"title": "Cameriere a Milano", "description": "..."})
+    for i, verdict in enumerate((v("a"), v("b", "a"), v("c", "a"), v("d"))):
+        st.add_verdict(verdict, at=2000.0 + i)
+    assert [x["id"] for x in st.since(0)] == ["b", "c", "d"]  # only the last 3 are kept
+    assert [x["index"] for x in st.since(3)] == [4]
+    assert [x["id"] for x in st.latest_duplicates] == ["c", "b"]
+    top = st.top_clusters()
+    assert top["biggest"][0]["cluster_id"] == "a" and top["biggest"][0]["size"] == 3
+    assert top["biggest"][0]["title"] == "Cameriere a Milano"
+    now[0] = 2500.0  # past the growth window: nothing grows any more
+    assert st.top_clusters()["fastest_growing"] == []
+    assert st.verdict("d") is not None and st.verdict("a") is None  # forgotten (keep=3)
+
+
+def test_a_tail_line_says_what_happened() -> None:
+    st = MonitorState()
+    st.add_text("b", {"title": "Magazziniere"})
+    st.add_verdict(v("a"))
+    st.add_verdict(v("b", "a", jaccard=0.9234))
+    assert line(v("b", "a", jaccard=0.9234), st) == (
+        "b  DUPLICATE of a  J=0.923  cluster a (2)  Magazziniere")
+    assert line(v("a"), st) == "a  new  cluster a (2)"
