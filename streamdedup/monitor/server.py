@@ -81,14 +81,29 @@ class Monitor:
         return create_app(self.state, self.lock, self.explain,
                           self.settings.monitor_token or None)
 
-    def serve(self) -> None:
+    def server(self) -> Any:
+        """The web server (not started); ``serve`` runs it, tests run it in a thread."""
         uvicorn = require("uvicorn", "the monitor")
+        return uvicorn.Server(uvicorn.Config(self.app(), host=self.settings.monitor_host,
+                                             port=self.settings.monitor_port,
+                                             log_level="warning"))
+
+    def follow(self) -> None:
+        """Start reading the topics (in a daemon thread)."""
         self.thread.start()
-        try:
-            uvicorn.run(self.app(), host=self.settings.monitor_host,
-                        port=self.settings.monitor_port, log_level="warning")
-        finally:
-            self.stopping.set()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.thread.is_alive():
             self.thread.join(timeout=5)
-            self.observer.close()
+        self.observer.close()
+
+    def serve(self) -> None:
+        """Until SIGINT/SIGTERM (uvicorn handles both and returns)."""
+        server = self.server()
+        self.follow()
+        try:
+            server.run()
+        finally:
+            self.stop()
 

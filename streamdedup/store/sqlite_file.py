@@ -186,3 +186,21 @@ def _create(directory: Path) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def read_verdict(directory: Path, doc_id: str) -> str | None:
+    """A document's stored verdict JSON, read beside a running consumer: a read-only
+    connection that takes no writer lock (WAL lets readers in while the writer works)."""
+    path = directory / DB_NAME
+    if not path.exists():
+        raise StoreError(f"no store at {directory}")
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    try:
+        row = conn.execute(
+            "SELECT v.verdict FROM docs d JOIN verdicts v ON v.row = d.verdict_row "
+            "WHERE d.doc_id = ?", (doc_id,)).fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise StoreCorruptError(f"{path} cannot be read: {exc}") from exc
+    finally:
+        conn.close()
+    return None if row is None else str(row[0])

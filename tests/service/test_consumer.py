@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
+from streamdedup.replay.process import free_port
 from streamdedup.settings import build_settings
 from streamdedup.store.memory import MemoryStore
 
@@ -505,3 +507,65 @@ def test_the_commit_before_a_rebalance_is_made_so_nothing_is_redone(
     log = (tmp_path / "consumer-0.log").read_text(encoding="utf-8", errors="replace")
     assert f"committed {len(ads)} messages before the rebalance" in log, log[-3000:]
     assert sorted(v["id"] for v in got) == sorted(x["id"] for x in ads)  # once each
+
+
+# --- issue 12: a consumer on the shared Redis store while Redis goes away
+
+
+@pytest.mark.broker
+def test_while_redis_is_down_the_consumer_waits_unready_and_loses_nothing(
+        kafka_bootstrap: str, topics: Topics, consumer_process: Any, tmp_path: Path) -> None:
+    """Redis SIGKILLed under a running consumer: /readyz turns 503 within seconds, messages
+    wait in Kafka, the consumer does not exit; Redis restarted from its AOF: the rest is
+    judged, /readyz is 200 again, and SIGTERM exits 0. A consumer started while Redis is
+    unreachable waits for it instead of exiting."""
+    from harness.redis import RedisServer
+
+    redis = RedisServer(tmp_path / "redis")
+    url = redis.run()
+    port = free_port()
+    proc = consumer_process("--store-backend", "redis", "--redis-url", url,
+                            "--metrics-port", str(port))
+
+    def ready() -> int:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+                return r.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+        except OSError:
+            return 0
+
+    def wait_ready(want: int, timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while ready() != want:
+            assert time.monotonic() < deadline, f"/readyz never answered {want}"
+            assert proc.poll() is None, "the consumer exited"
+            time.sleep(0.2)
+
+    try:
+        first, second = make_ads(12, seed=21), make_ads(12, seed=22)
+        produce(kafka_bootstrap, topics.input, encode(first))
+        assert len(read_topic(kafka_bootstrap, topics.output, len(first))) == len(first)
+        wait_ready(200)
+        redis.kill()
+        wait_ready(503)
+        produce(kafka_bootstrap, topics.input, encode(second))
+        time.sleep(2.0)
+        assert proc.poll() is None
+        redis.restart()
+        got = read_topic(kafka_bootstrap, topics.output, len(first) + len(second))
+        assert {v["id"] for v in got} == {a["id"] for a in first + second}
+        assert all(isinstance(v["seq"], int) for v in got)
+        assert not [v for v in got if v["duplicate_of"] == v["id"]]
+        wait_ready(200)
+        waiting = consumer_process("--store-backend", "redis", "--redis-url",
+                                   f"redis://127.0.0.1:{free_port()}/0", "--group-id", "other")
+        time.sleep(3.0)
+        assert waiting.poll() is None  # still waiting for its Redis, not exited
+        waiting.send_signal(signal.SIGTERM)
+        assert waiting.wait(timeout=30) == 0
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        redis.stop()

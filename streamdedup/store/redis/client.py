@@ -68,9 +68,14 @@ def connect(url: str, cluster: bool = False) -> Any:
         else:
             client = redis.Redis.from_url(url, **options)
         client.ping()
+        clustered = not cluster and client.info("cluster").get("cluster_enabled") == 1
     except redis.RedisError as exc:
         raise StoreUnavailableError(f"Redis at {safe_url(url)} cannot be used: "
                                     f"{type(exc).__name__}: {exc}") from exc
+    if clustered:
+        client.close()
+        raise ConfigError(f"Redis at {safe_url(url)} is a node of a Redis Cluster: add "
+                          "--redis-cluster (STREAMDEDUP_REDIS_CLUSTER=true)")
     _warn_if_not_durable(client, url)
     return client
 

@@ -184,3 +184,4 @@ def test_a_consumer_that_dies_after_claiming_leaves_nothing_wrong(kind: str,
     assert (v_again.seq, v_again.duplicate, v_again.matches) == (claim.seq, False, ())
     assert v_copy.duplicate_of == "d1" and v_copy.exact and v_copy.seq == claim.seq + 1
     assert alive.process(doc) == v_again  # and now it is stored
+

@@ -82,3 +82,9 @@ def test_settings_need_a_url_for_the_redis_backend() -> None:
     with pytest.raises(ConfigError, match="redis_namespace must be"):
         build_settings(env={}, overrides={"store_backend": "redis", "redis_url": "redis://h:1",
                                           "redis_namespace": "a{b}"})
+
+
+def test_a_cluster_node_named_without_the_cluster_flag_is_one_clear_error(
+        redis_cluster_url: str) -> None:
+    with pytest.raises(ConfigError, match="add --redis-cluster"):
+        RedisStore(redis_cluster_url, "t-flag")

@@ -1,0 +1,228 @@
+"""Watching a real stream: `streamdedup produce` sends Kijiji ads to a real broker, a real
+`streamdedup run` judges them, and then `tail`, `explain` and the monitor (its API, and its
+page in a real Chromium driven by Playwright) show what happened."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import _in_ci
+
+from streamdedup.core.document import Document
+from streamdedup.replay.dump import read_dump
+from streamdedup.replay.process import free_port
+from streamdedup.settings import build_settings
+
+pytestmark = [pytest.mark.broker, pytest.mark.dump]
+ADS = 300
+
+
+@dataclass
+class Stream:
+    bootstrap: str
+    flags: list[str]
+    dump: Path
+    store: Path
+    verdicts: dict[str, dict[str, Any]]
+    dead: int
+
+    def env(self) -> dict[str, str]:
+        return {k: v for k, v in os.environ.items() if not k.startswith("STREAMDEDUP_")}
+
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "streamdedup", *args, *self.flags],
+                              capture_output=True, text=True, timeout=timeout, env=self.env())
+
+
+def _read(bootstrap: str, topic: str, want: int, timeout_s: float = 120) -> list[Any]:
+    from kafka import KafkaConsumer
+
+    reader = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None,
+                           auto_offset_reset="earliest", enable_auto_commit=False)
+    got: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(got) < want and time.monotonic() < deadline:
+            for records in reader.poll(timeout_ms=200).values():
+                got.extend(records)
+    finally:
+        reader.close()
+    return got
+
+
+@pytest.fixture(scope="module")
+def stream(kafka_bootstrap: str, kijiji_path: Path, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[Stream]:
+    """300 Kijiji ads and 2 bad messages through `produce` and `run`, once for the module."""
+    from kafka import KafkaAdminClient, KafkaProducer
+    from kafka.admin import NewTopic
+
+    tmp = tmp_path_factory.mktemp("watch")
+    settings = build_settings("reference", env={})
+    rows = [d for _, d in read_dump(kijiji_path, None, settings.text_fields)
+            if isinstance(d, Document)][:ADS]
+    dump = tmp / "ads.jsonl"
+    dump.write_text("".join(json.dumps({"id": d.id, **d.fields}, ensure_ascii=False) + "\n"
+                            for d in rows), encoding="utf-8")
+    prefix = f"watch-{os.getpid()}-{int(time.time())}"
+    topics = [f"{prefix}-in", f"{prefix}-out", f"{prefix}-dlq"]
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    admin.create_topics([NewTopic(t, 1, 1) for t in topics])
+    admin.close()
+    flags = ["--bootstrap-servers", kafka_bootstrap, "--input-topic", topics[0],
+             "--output-topic", topics[1], "--dlq-topic", topics[2], "--preset", "reference"]
+    s = Stream(kafka_bootstrap, flags, dump, tmp / "store", {}, 0)
+    produced = s.cli("produce", str(dump))
+    assert produced.returncode == 0, produced.stderr
+    assert f"{ADS} announcements sent" in produced.stderr
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
+    for bad in (b"{not json", b"\xff\xfe"):
+        producer.send(topics[0], bad)
+    producer.flush()
+    producer.close()
+    consumer = subprocess.Popen([sys.executable, "-m", "streamdedup", "run", *flags,
+                                 "--store", str(s.store), "--group-id", f"{prefix}-g",
+                                 "--metrics-port", "0", "--commit-interval-s", "0.2"],
+                                env=s.env(), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+    try:
+        for rec in _read(kafka_bootstrap, topics[1], ADS):
+            body = json.loads(rec.value)
+            s.verdicts[body["id"]] = body
+        s.dead = len(_read(kafka_bootstrap, topics[2], 2))
+    finally:
+        consumer.terminate()
+        consumer.wait(60)
+    assert len(s.verdicts) == ADS and s.dead == 2
+    yield s
+
+
+def first_duplicate(s: Stream) -> dict[str, Any]:
+    return next(v for v in s.verdicts.values() if v["duplicate"] and not v["exact"])
+
+
+def test_tail_prints_one_line_per_verdict(stream: Stream) -> None:
+    out = stream.cli("tail", "--from", "beginning", "--only-duplicates", "--count", "5")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 5 and all("DUPLICATE of" in x and "cluster" in x for x in lines)
+    first = next(v for v in stream.verdicts.values() if v["duplicate"])
+    assert lines[0].startswith(f"{first['id']}  DUPLICATE of {first['duplicate_of']}")
+
+
+def test_explain_from_the_topics_and_from_the_dump(stream: Stream) -> None:
+    dup = first_duplicate(stream)
+    out = stream.cli("explain", dup["id"], "--no-color")
+    assert out.returncode == 0, out.stderr
+    assert "exact Jaccard" in out.stdout and "a duplicate" in out.stdout
+    assert "[" in out.stdout  # shared passages bracketed without colour
+    as_json = stream.cli("explain", dup["id"], dup["duplicate_of"], "--dump", str(stream.dump),
+                         "--json")
+    e = json.loads(as_json.stdout)
+    assert e["duplicate"]
+    listed = [m["jaccard"] for m in dup["matches"] if m["id"] == dup["duplicate_of"]]
+    assert not listed or abs(e["jaccard"] - listed[0]) < 1e-6  # the verdict's own figure
+    from_store = stream.cli("explain", dup["id"], "--use-store", "--store", str(stream.store),
+                            "--dump", str(stream.dump), "--json")
+    assert json.loads(from_store.stdout)["b"]["id"] == dup["duplicate_of"], from_store.stderr
+    missing = stream.cli("explain", "no-such-id", "x", "--dump", str(stream.dump))
+    assert missing.returncode == 1 and "no announcement with id" in missing.stderr
+
+
+@pytest.fixture(scope="module")
+def monitor(stream: Stream) -> Iterator[str]:
+    from streamdedup.monitor.server import Monitor
+
+    port = free_port()
+    settings = build_settings("reference", env={}, overrides={
+        "bootstrap_servers": stream.bootstrap, "input_topic": stream.flags[3],
+        "output_topic": stream.flags[5], "dlq_topic": stream.flags[7], "monitor_port": port})
+    mon = Monitor(settings, "beginning")
+    server = mon.server()
+    mon.follow()
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(base + "/api/summary", timeout=5) as r:
+                if json.loads(r.read())["verdicts"] >= ADS:
+                    break
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, "the monitor did not read the verdicts"
+        time.sleep(0.2)
+    yield base
+    server.should_exit = True
+    thread.join(timeout=10)
+    mon.stop()
+
+
+def api(base: str, path: str) -> Any:
+    with urllib.request.urlopen(base + path, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def test_the_monitor_counts_what_the_topics_hold(stream: Stream, monitor: str) -> None:
+    summary = api(monitor, "/api/summary")
+    dups = sum(v["duplicate"] for v in stream.verdicts.values())
+    assert (summary["verdicts"], summary["duplicates"], summary["dead_letters"]) == (
+        ADS, dups, 2)
+    assert sum(summary["dead_letters_by_reason"].values()) == 2
+    sizes: dict[str, int] = {}
+    for v in stream.verdicts.values():
+        sizes[v["cluster_id"]] = sizes.get(v["cluster_id"], 0) + 1
+    biggest = api(monitor, "/api/clusters?limit=1")["biggest"][0]
+    assert biggest["size"] == max(sizes.values()) and biggest["title"]
+    dup = first_duplicate(stream)
+    e = api(monitor, f"/api/explain/{dup['id']}")
+    assert e["b"]["id"] == dup["duplicate_of"] and e["duplicate"] and e["a"]["shared"]
+
+
+def _chromium() -> str:
+    path = shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(path).exists():
+        reason = "no Debian chromium (scripts/setup installs it as root: apt-get install chromium)"
+        if _in_ci():
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    return path
+
+
+def test_the_page_updates_live_and_shows_a_duplicate_beside_its_match(
+        stream: Stream, monitor: str, tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(monitor + "/")
+            page.wait_for_function(f"document.getElementById('verdicts').textContent == '{ADS}'",
+                                   timeout=20_000)
+            assert page.text_content("#dead") == "2"
+            assert page.text_content("#status") == "live"
+            page.wait_for_selector("#biggest tbody tr", timeout=10_000)
+            page.click("#latest tbody tr.dup >> nth=0")
+            page.wait_for_selector("#explain:not([hidden]) #a-text mark", timeout=10_000)
+            assert "Jaccard" in (page.text_content("#why") or "")
+            page.screenshot(path=str(tmp_path / "monitor.png"), full_page=True)
+            page.fill("#query", "no-such-id")
+            page.click("#search button")
+            page.wait_for_function("document.getElementById('found').textContent.includes("
+                                   "'no verdict')", timeout=10_000)
+        finally:
+            browser.close()
