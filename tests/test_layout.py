@@ -59,7 +59,8 @@ MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 def test_the_scan_sees_every_layer() -> None:
     assert {layer(m) for m in MODULES} == set(range(len(LAYERS)))
     assert layer("streamdedup.settings") == 0 and layer("streamdedup.store") == 1
-    assert layer("streamdedup.core.detector") == 2 and layer("streamdedup.cli.main") == 5
+    assert layer("streamdedup.core.detector") == 2 and layer("streamdedup.cli.main") == 7
+    assert layer("streamdedup.monitor.app") == 5 and layer("streamdedup.integrations.scrapy") == 6
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))

@@ -55,15 +55,18 @@ class Monitor:
             with self.lock:
                 for topic, rec in records:
                     body = decode(rec)
-                    if body is None:
+                    if topic == s.input_topic and topic not in (s.output_topic, s.dlq_topic):
+                        if body is not None and "id" in body:  # unusable input: the DLQ's
+                            self.state.add_text(str(body["id"]), {
+                                k: v for k, v in body.items() if isinstance(v, str)})
+                        continue
+                    if body is None or (topic == s.output_topic and "id" not in body):
+                        self.state.add_bad(topic)
                         continue
                     if topic == s.output_topic:
                         self.state.add_verdict(body, rec.timestamp / 1000)
-                    elif topic == s.dlq_topic:
+                    else:
                         self.state.add_dead_letter(body)
-                    elif "id" in body:
-                        self.state.add_text(str(body["id"]), {
-                            k: v for k, v in body.items() if isinstance(v, str)})
 
     def explain(self, doc_id: str, other: str) -> dict[str, Any]:
         with self.lock:

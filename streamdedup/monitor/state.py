@@ -45,6 +45,7 @@ class MonitorState:
         self.duplicates = 0
         self.dead_letters = 0
         self.dead_by_reason: Counter[str] = Counter()
+        self.bad_records: Counter[str] = Counter()  # topic -> records that were not usable
         self.clusters: dict[str, Cluster] = {}
         self.merged_into: dict[str, str] = {}
         self.per_second: OrderedDict[int, list[int]] = OrderedDict()  # second -> [n, dups]
@@ -90,6 +91,11 @@ class MonitorState:
         cluster.last_seen = now
         cluster.recent.append(now)
 
+    def add_bad(self, topic: str) -> None:
+        """A record that is not a JSON object (or a verdict without an id): counted, shown,
+        and otherwise ignored; the monitor goes on."""
+        self.bad_records[topic] += 1
+
     def add_dead_letter(self, letter: Mapping[str, Any]) -> None:
         self.dead_letters += 1
         self.dead_by_reason[str(letter.get("reason", "unknown"))] += 1
@@ -106,6 +112,7 @@ class MonitorState:
             "dead_letters": self.dead_letters,
             "dead_letters_by_reason": dict(self.dead_by_reason),
             "clusters": sum(1 for c in self.clusters.values() if c.size > 1),
+            "bad_records": sum(self.bad_records.values()),
             "since": self.started,
             "index": self.index,
         }

@@ -37,6 +37,7 @@ class Stream:
     store: Path
     verdicts: dict[str, dict[str, Any]]
     dead: int
+    more: list[Document]  # ads not produced yet: the page test sends them while it watches
 
     def env(self) -> dict[str, str]:
         return {k: v for k, v in os.environ.items() if not k.startswith("STREAMDEDUP_")}
@@ -72,7 +73,8 @@ def stream(kafka_bootstrap: str, kijiji_path: Path, tmp_path_factory: pytest.Tem
     tmp = tmp_path_factory.mktemp("watch")
     settings = build_settings("reference", env={})
     rows = [d for _, d in read_dump(kijiji_path, None, settings.text_fields)
-            if isinstance(d, Document)][:ADS]
+            if isinstance(d, Document)][:ADS + 20]
+    rows, more = rows[:ADS], rows[ADS:]
     dump = tmp / "ads.jsonl"
     dump.write_text("".join(json.dumps({"id": d.id, **d.fields}, ensure_ascii=False) + "\n"
                             for d in rows), encoding="utf-8")
@@ -83,7 +85,7 @@ def stream(kafka_bootstrap: str, kijiji_path: Path, tmp_path_factory: pytest.Tem
     admin.close()
     flags = ["--bootstrap-servers", kafka_bootstrap, "--input-topic", topics[0],
              "--output-topic", topics[1], "--dlq-topic", topics[2], "--preset", "reference"]
-    s = Stream(kafka_bootstrap, flags, dump, tmp / "store", {}, 0)
+    s = Stream(kafka_bootstrap, flags, dump, tmp / "store", {}, 0, more)
     produced = s.cli("produce", str(dump))
     assert produced.returncode == 0, produced.stderr
     assert f"{ADS} announcements sent" in produced.stderr
@@ -97,16 +99,16 @@ def stream(kafka_bootstrap: str, kijiji_path: Path, tmp_path_factory: pytest.Tem
                                  "--metrics-port", "0", "--commit-interval-s", "0.2"],
                                 env=s.env(), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
-    try:
+    try:  # the consumer keeps running for the module: the page test produces more
         for rec in _read(kafka_bootstrap, topics[1], ADS):
             body = json.loads(rec.value)
             s.verdicts[body["id"]] = body
         s.dead = len(_read(kafka_bootstrap, topics[2], 2))
+        assert len(s.verdicts) == ADS and s.dead == 2
+        yield s
     finally:
         consumer.terminate()
-        consumer.wait(60)
-    assert len(s.verdicts) == ADS and s.dead == 2
-    yield s
+        assert consumer.wait(60) == 0
 
 
 def first_duplicate(s: Stream) -> dict[str, Any]:
@@ -204,6 +206,10 @@ def _chromium() -> str:
 
 def test_the_page_updates_live_and_shows_a_duplicate_beside_its_match(
         stream: Stream, monitor: str, tmp_path: Path) -> None:
+    """Runs last in this module: it produces 20 more ads (judged by the running consumer),
+    a record that is not JSON and a verdict with fields nobody knows, while the page is open.
+    The screenshot is kept in out/test-artifacts/monitor.png."""
+    from kafka import KafkaProducer
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -215,11 +221,27 @@ def test_the_page_updates_live_and_shows_a_duplicate_beside_its_match(
                                    timeout=20_000)
             assert page.text_content("#dead") == "2"
             assert page.text_content("#status") == "live"
+            producer = KafkaProducer(bootstrap_servers=stream.bootstrap)
+            for d in stream.more:
+                producer.send(stream.flags[3], json.dumps({"id": d.id, **d.fields}).encode())
+            producer.send(stream.flags[5], b"not json at all")
+            producer.send(stream.flags[5], json.dumps({
+                "id": "from-elsewhere", "duplicate": False, "cluster_id": "from-elsewhere",
+                "surprise": {"nested": [1, 2]}}).encode())
+            producer.flush()
+            producer.close()
+            want = ADS + len(stream.more) + 1
+            page.wait_for_function(
+                f"document.getElementById('verdicts').textContent == '{want}'", timeout=60_000)
+            assert page.text_content("#bad") == "1"
             page.wait_for_selector("#biggest tbody tr", timeout=10_000)
             page.click("#latest tbody tr.dup >> nth=0")
             page.wait_for_selector("#explain:not([hidden]) #a-text mark", timeout=10_000)
             assert "Jaccard" in (page.text_content("#why") or "")
-            page.screenshot(path=str(tmp_path / "monitor.png"), full_page=True)
+            page.wait_for_timeout(1500)  # one more tick: the chart has its new seconds
+            artifacts = Path(__file__).resolve().parents[2] / "out" / "test-artifacts"
+            artifacts.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(artifacts / "monitor.png"), full_page=True)
             page.fill("#query", "no-such-id")
             page.click("#search button")
             page.wait_for_function("document.getElementById('found').textContent.includes("

@@ -20,6 +20,7 @@
     $("rate").textContent = pct(s.duplicate_rate);
     $("clusters").textContent = s.clusters;
     $("dead").textContent = s.dead_letters;
+    $("bad").textContent = s.bad_records;
     const reasons = Object.entries(s.dead_letters_by_reason).sort((a, b) => b[1] - a[1]);
     $("reasons").replaceChildren(...reasons.map(([r, n]) => { const li = document.createElement("li"); li.textContent = r + ": " + n; return li; }));
   }
@@ -38,7 +39,15 @@
   }
 
   function showSeries(points) {
-    const rated = points.map((p) => ({ t: p.t, verdicts: p.verdicts, rate: p.verdicts ? p.duplicates / p.verdicts : 0 }));
+    // Seconds without verdicts are absent from the series: they are zeros, not a slope.
+    const byT = new Map(points.map((p) => [p.t, p]));
+    const rated = [];
+    if (points.length) {
+      for (let t = points[0].t; t <= points[points.length - 1].t; t++) {
+        const p = byT.get(t) || { verdicts: 0, duplicates: 0 };
+        rated.push({ t: t, verdicts: p.verdicts, rate: p.verdicts ? p.duplicates / p.verdicts : 0 });
+      }
+    }
     SdChart.draw($("chart"), rated, { line: "verdicts", bars: "rate", barMax: 1 });
   }
 
