@@ -9,6 +9,7 @@
     │   ├── StoreParamsError       the store was built with other sketch parameters
     │   └── StoreCorruptError      the store file is damaged or not a streamdedup store
     ├── InputError             a whole input file cannot be read (missing, wrong format)
+    ├── BackfillError          the backfill's engine (Spark) failed
     └── MessageError           one message cannot be used; becomes a dead letter, never a crash
 
 Per-message problems are ``MessageError`` with a short machine-readable ``reason`` so the
@@ -52,6 +53,10 @@ class StoreCorruptError(StoreError):
 
 class InputError(StreamdedupError):
     """An input file as a whole cannot be read."""
+
+
+class BackfillError(StreamdedupError):
+    """The distributed engine of a backfill failed (after its own task retries)."""
 
 
 class MessageError(StreamdedupError):

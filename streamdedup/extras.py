@@ -13,7 +13,7 @@ from types import ModuleType
 from streamdedup.errors import MissingExtraError
 
 EXTRAS = {"scipy": "report", "matplotlib": "report", "redis": "redis", "starlette": "monitor",
-          "uvicorn": "monitor", "scrapy": "scrapy"}
+          "uvicorn": "monitor", "scrapy": "scrapy", "pyspark": "spark"}
 
 
 def require(module: str, purpose: str) -> ModuleType:

@@ -1,5 +1,5 @@
 """The `streamdedup` command line (click): run, check, scurve; replay (replay.py); monitor,
-tail, produce (watch.py); explain (explain.py).
+tail, produce (watch.py); explain (explain.py); backfill (backfill.py).
 
 The top layer: it imports the layers below and nothing imports it. Every ``Settings`` field is
 a flag and an environment variable (``options.py``). Heavy modules are imported inside the
@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 import click
 
+from streamdedup.cli.backfill import backfill_command
 from streamdedup.cli.explain import explain_command
 from streamdedup.cli.options import make_settings, settings_options
 from streamdedup.cli.replay import replay_command
@@ -157,6 +158,7 @@ main.add_command(monitor_command)
 main.add_command(tail_command)
 main.add_command(produce_command)
 main.add_command(explain_command)
+main.add_command(backfill_command)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ import numpy as np
 
 from streamdedup.core.document import Document
 from streamdedup.core.jaccard import jaccard_many, size_bounds
-from streamdedup.core.sketch import Shingled, Sketcher
+from streamdedup.core.sketch import Shingled, Sketcher, Sketches
 from streamdedup.core.verdict import Match, Verdict
 from streamdedup.settings import Settings
 from streamdedup.store.base import DEFAULT_EDGE_CAP, DocRecord, SetRecord, Store
@@ -58,18 +58,23 @@ class Detector:
     def process(self, doc: Document) -> Verdict:
         return self.process_many([doc])[0]
 
-    def process_many(self, docs: Sequence[Document]) -> list[Verdict]:
+    def process_many(self, docs: Sequence[Document], sketches: Sketches | None = None
+                     ) -> list[Verdict]:
         """Verdicts in order. The sets new to the store are signed and probed in one batch,
         against the store as it was before the batch; what the batch itself adds to the
         buckets is matched in memory as it goes (``_added``), so each document still sees
-        every earlier one."""
-        shingled = [self.sketcher.shingle_fields(d.fields) for d in docs]
+        every earlier one. ``sketches`` (each document's shingles and its set's band keys)
+        skips the sketching: the backfill computes them in Spark executors."""
+        shingled, given = _sketched(self.sketcher, docs, sketches)
         known = self.store.get_sets({s.set_id for s in shingled if s.shingles.size})
         fresh: dict[int, np.ndarray] = {}
         for s in shingled:
             if s.shingles.size and s.set_id not in known and s.set_id not in fresh:
                 fresh[s.set_id] = s.shingles
-        keys = dict(zip(fresh, self.sketcher.band_keys_many(list(fresh.values())), strict=True))
+        unsigned = [x for x in fresh if x not in given]
+        keys = {**given, **dict(zip(unsigned, self.sketcher.band_keys_many(
+            [fresh[x] for x in unsigned]), strict=True))}
+        keys = {x: keys[x] for x in fresh}
         probed = dict(zip(fresh, self.store.probe_many(
             [keys[s].tolist() for s in fresh], [self._bounds(sh.size) for sh in fresh.values()]),
             strict=True))
@@ -232,3 +237,14 @@ def rank_matches(found: Iterable[tuple[float, int, str]], limit: int
         return (), None
     earliest = min(ordered, key=lambda f: f[1])[2]
     return tuple(Match(doc_id, round(-neg, 6)) for neg, _, doc_id in ordered[:limit]), earliest
+
+
+def _sketched(sketcher: Sketcher, docs: Sequence[Document], sketches: Sketches | None
+              ) -> tuple[list[Shingled], dict[int, np.ndarray]]:
+    """Each document's shingle set, and the band keys already known by set id."""
+    if sketches is None:
+        return [sketcher.shingle_fields(d.fields) for d in docs], {}
+    shingled, keys = sketches
+    if len(shingled) != len(docs):
+        raise ValueError(f"{len(shingled)} sketches for {len(docs)} documents")
+    return list(shingled), dict(keys)

@@ -28,7 +28,7 @@ import numpy as np
 from streamdedup.core.detector import Detector, rank_matches
 from streamdedup.core.document import Document
 from streamdedup.core.jaccard import jaccard_many, size_bounds
-from streamdedup.core.sketch import Shingled, Sketcher
+from streamdedup.core.sketch import Shingled, Sketcher, Sketches
 from streamdedup.core.verdict import Verdict
 from streamdedup.settings import Settings
 from streamdedup.store.base import Store
@@ -50,9 +50,16 @@ class SharedDetector:
     def process(self, doc: Document) -> Verdict:
         return self.process_many([doc])[0]
 
-    def process_many(self, docs: Sequence[Document]) -> list[Verdict]:
-        """Publish the batch's new sets, claim seqs for its documents, judge them."""
-        shingled = [self.sketcher.shingle_fields(d.fields) for d in docs]
+    def process_many(self, docs: Sequence[Document], sketches: Sketches | None = None
+                     ) -> list[Verdict]:
+        """Publish the batch's new sets, claim seqs for its documents, judge them
+        (``sketches``: as ``Detector.process_many``)."""
+        if sketches is None:
+            shingled = [self.sketcher.shingle_fields(d.fields) for d in docs]
+        else:
+            shingled = list(sketches[0])
+            for set_id, keys in sketches[1].items():
+                self._keys[set_id] = keys
         self.publish(shingled)
         claims = self.store.claim([(d.id, s.set_id, bool(s.shingles.size))
                                    for d, s in zip(docs, shingled, strict=True)])

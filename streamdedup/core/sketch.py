@@ -29,6 +29,11 @@ class Shingled:
     set_id: int
 
 
+# Sketches computed elsewhere (the Spark backfill): each document's Shingled, in order, and
+# band keys by set id (for the sets among them; missing ones are signed on the spot).
+Sketches = tuple[Sequence[Shingled], Mapping[int, np.ndarray]]
+
+
 class Sketcher:
     """Everything that turns announcement fields into comparable sketches.
 

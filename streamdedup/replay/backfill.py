@@ -1,0 +1,227 @@
+"""Backfill a historical dump: sketches computed in parallel (Spark, or in-process), verdicts
+decided in arrival order by the stream's own detector, written into the store the stream
+then continues from.
+
+Why split it so: normalizing, shingling and signing are ~70 % of a fresh ad's cost and need
+nothing but the ad, so Spark executors do them (``mapPartitions`` with the same ``Sketcher``).
+The decision for each ad depends on every earlier ad (first document of a set, cluster
+merges, ``max_matches``), so it is made in the driver, in order, by ``Detector`` itself with
+the precomputed sketches: the verdicts are the stream's by construction, the store is a
+normal store (``streamdedup run``/``check`` go on from it, ``seq`` continues), and a second
+backfill of the same dump finds every (id, text) already judged and changes nothing.
+
+Rows that cannot be used go to an error file, as ``check`` reports them (``row``: the 0-based
+row in file order, i.e. the JSONL line number minus one; ``error``: the reason), never
+silently away.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from streamdedup.core.document import Document
+from streamdedup.core.shared import detector_for
+from streamdedup.core.sketch import Shingled, Sketcher
+from streamdedup.errors import BackfillError, ConfigError, MessageError
+from streamdedup.extras import require
+from streamdedup.replay.dump import read_dump
+from streamdedup.settings import Settings
+from streamdedup.store.base import Store
+
+BATCH = 500  # documents per detector call and store commit, as `check` does
+ENGINES = ("spark", "local")
+ORDERS = ("file", "timestamp")
+
+# One document's sketch as it travels from an executor: position, set id, shingles as
+# big-endian uint64 bytes, band keys as int64 bytes (no pickle of numpy objects).
+Row = tuple[int, int, bytes, bytes]
+
+
+@dataclass(frozen=True)
+class BackfillConfig:
+    dump: Path
+    out: Path
+    errors: Path | None = None  # default: <out>.errors.jsonl
+    fmt: str | None = None
+    engine: str = "spark"
+    master: str = "local[*]"
+    order_by: str = "file"
+    timestamp_field: str = "timestamp"
+    partitions: int = 0  # 0: Spark's default parallelism
+
+
+@dataclass
+class BackfillResult:
+    documents: int = 0
+    duplicates: int = 0
+    bad_rows: int = 0
+    unordered: int = 0  # rows without a usable timestamp (with --order-by timestamp): last
+    seconds: float = 0.0
+    sketch_seconds: float = 0.0
+    errors_path: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def sketch_rows(settings: Settings, items: Iterator[tuple[int, Mapping[str, str]]]
+                ) -> Iterator[Row]:
+    """What an executor computes for its partition (also the local engine's loop)."""
+    sketcher = Sketcher(settings)
+    for position, fields in items:
+        sh = sketcher.shingle_fields(fields)
+        keys = sketcher.band_keys(sh.shingles) if sh.shingles.size else np.zeros(0, np.int64)
+        yield (position, sh.set_id, sh.shingles.astype(">u8").tobytes(),
+               np.asarray(keys, dtype=np.int64).tobytes())
+
+
+def _local(settings: Settings, docs: Sequence[Document], config: BackfillConfig
+           ) -> Iterator[Row]:
+    return sketch_rows(settings, ((i, d.fields) for i, d in enumerate(docs)))
+
+
+def _spark(settings: Settings, docs: Sequence[Document], config: BackfillConfig
+           ) -> Iterator[Row]:
+    """Sketches from Spark executors, back in the driver in document order (partitions are
+    contiguous ranges, read one after another by ``toLocalIterator``)."""
+    require("pyspark", "the Spark backfill")
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master(config.master).appName("streamdedup-backfill")
+               .config("spark.ui.showConsoleProgress", "true"))
+    if config.master.startswith("local"):
+        # Python workers run this interpreter (the one with numpy and the other dependencies;
+        # Spark would start `python3` from PATH); on a cluster, the executors' Python needs
+        # streamdedup's dependencies installed (see the README).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = builder.getOrCreate()
+    try:
+        sc = spark.sparkContext
+        sc.addPyFile(str(_package_zip()))  # this streamdedup, for the executors to import
+        slices = config.partitions or max(2, sc.defaultParallelism * 4)
+        data = [(i, d.fields) for i, d in enumerate(docs)]
+
+        def work(items: Iterator[tuple[int, Mapping[str, str]]]) -> Iterator[Row]:
+            return sketch_rows(settings, items)
+
+        try:
+            yield from sc.parallelize(data, slices).mapPartitions(work).toLocalIterator()
+        except Exception as exc:  # py4j and Spark errors: the job failed after its retries
+            message = str(exc).strip().splitlines()
+            raise BackfillError(f"the Spark job failed: {type(exc).__name__}: "
+                                f"{message[0] if message else ''}") from exc
+    finally:
+        spark.stop()
+
+
+def _package_zip() -> Path:
+    """The streamdedup package as a zip (its .py files), built once per process; executors
+    import it from there, so they run the driver's exact code."""
+    import tempfile
+    import zipfile
+
+    import streamdedup
+
+    package = Path(streamdedup.__file__).parent
+    target = Path(tempfile.mkdtemp(prefix="streamdedup-backfill-")) / "streamdedup.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(package.rglob("*.py")):
+            zf.write(path, Path("streamdedup") / path.relative_to(package))
+    return target
+
+
+def order(docs: list[tuple[int, Document]], how: str, field_name: str
+          ) -> tuple[list[tuple[int, Document]], int]:
+    """Rows in arrival order: file order, or by timestamp (stable; rows without a usable
+    timestamp keep their file order after all the others). Returns the count of those."""
+    if how == "file":
+        return docs, 0
+    keyed = [(_epoch(d.fields.get(field_name)), n, row, d) for n, (row, d) in enumerate(docs)]
+    missing = sum(1 for t, *_ in keyed if t is None)
+    keyed.sort(key=lambda k: (k[0] is None, k[0] or 0.0, k[1]))
+    return [(row, d) for _, _, row, d in keyed], missing
+
+
+def _epoch(value: Any) -> float | None:
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        pass
+    try:
+        when = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when.timestamp() if when.tzinfo else when.replace(tzinfo=None).timestamp()
+
+
+def backfill(settings: Settings, store: Store, config: BackfillConfig,
+             progress: Callable[[int], None] = lambda _n: None) -> BackfillResult:
+    if config.engine not in ENGINES:
+        raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}, not {config.engine!r}")
+    if config.order_by not in ORDERS:
+        raise ConfigError(f"--order-by must be one of {', '.join(ORDERS)}, not "
+                          f"{config.order_by!r}")
+    result = BackfillResult(errors_path=config.errors or config.out.with_suffix(".errors.jsonl"))
+    start = time.perf_counter()
+    good: list[tuple[int, Document]] = []
+    assert result.errors_path is not None
+    with result.errors_path.open("w", encoding="utf-8") as errors:
+        for row, item in read_dump(config.dump, config.fmt, settings.text_fields,
+                                   max_bytes=settings.max_message_bytes):
+            if isinstance(item, MessageError):
+                result.bad_rows += 1
+                errors.write(json.dumps({"row": row, "error": item.reason,  # as `check`
+                                         "detail": item.detail}, ensure_ascii=False) + "\n")
+            else:
+                good.append((row, item))
+    ordered, result.unordered = order(good, config.order_by, config.timestamp_field)
+    docs = [d for _, d in ordered]
+    engine = _spark if config.engine == "spark" else _local
+    detector = detector_for(settings, store, Sketcher(settings))
+    with config.out.open("w", encoding="utf-8") as out:
+        _decide(detector, store, docs, engine(settings, docs, config), out, result, progress)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _decide(detector: Any, store: Store, docs: Sequence[Document], rows: Iterator[Row],
+            out: TextIO, result: BackfillResult, progress: Callable[[int], None]) -> None:
+    """The driver's half: batches of sketches, in document order, through the detector."""
+    batch: list[Row] = []
+
+    def flush() -> None:
+        part = [docs[p] for p, _, _, _ in batch]
+        shingled = [Shingled(np.frombuffer(sh, dtype=">u8").astype(np.uint64), set_id)
+                    for _, set_id, sh, _ in batch]
+        keys = {set_id: np.frombuffer(k, dtype=np.int64) for _, set_id, _, k in batch if k}
+        for verdict in detector.process_many(part, (shingled, keys)):
+            out.write(verdict.to_json() + "\n")
+            result.documents += 1
+            result.duplicates += verdict.duplicate
+        store.commit()
+        progress(len(batch))
+        batch.clear()
+
+    expected = 0
+    for row in rows:
+        if row[0] != expected:
+            raise RuntimeError(f"sketch of document {row[0]} arrived where {expected} was "
+                               "expected: the engine did not keep the order")
+        expected += 1
+        batch.append(row)
+        if len(batch) >= BATCH:
+            flush()
+    if batch:
+        flush()
+    if expected != len(docs):
+        raise RuntimeError(f"the engine returned {expected} sketches for {len(docs)} documents")
