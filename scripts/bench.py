@@ -18,6 +18,7 @@ The machine has two cores: run one benchmark at a time.
     scripts/bench.py hotbucket [--arrivals 20000] [--variants 50]
     scripts/bench.py profile   [--preset reference] [--copies 10]
     scripts/bench.py group     [--messages 20000] [--members 1,2,4]   (bench_group.py)
+    scripts/bench.py backfill  [--messages 100000]                    (bench_backfill.py)
 """
 
 from __future__ import annotations
@@ -1265,9 +1266,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=5)
     p.set_defaults(func=cmd_hotbucket)
 
+    import bench_backfill
     import bench_group
 
     bench_group.add_parser(sub)
+    bench_backfill.add_parser(sub)
 
     p = sub.add_parser("profile", help="pyinstrument over the whole core")
     p.add_argument("--preset", default="reference")

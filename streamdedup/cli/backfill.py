@@ -64,5 +64,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, part
                f"{result.bad_rows} bad rows (in {result.errors_path}), {result.seconds:.1f} s, "
                f"{rate:.0f} documents/s ({engine}"
                f"{' ' + master if engine == 'spark' else ''})"
+               + (f"; sketching in Spark took {result.sketch_seconds:.1f} s"
+                  if result.sketch_seconds else "")
                + (f"; {result.unordered} rows without a timestamp came last"
                   if result.unordered else ""), err=True)

@@ -1,0 +1,141 @@
+"""``scripts/bench.py backfill``: the Spark backfill against `streamdedup check` (issue 13).
+
+Whole commands, as a user runs them, on the same generated JSONL (``harness/generator.py``,
+30 % reposts, half of them edited: fresh content), each into a fresh SQLite store: `check`,
+`backfill --engine local`, `backfill --engine spark` on local[1] and local[2]. Medians of
+``--repeats`` runs, alternated. The study-style baseline is Spark MLlib's MinHashLSH
+``approxSimilarityJoin`` (OR-amplification only) on the first ``--mllib-limit`` ads, timed
+from the dataframe to the collected pairs, with our shingles as its features.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import fmt_rate, header, machine, md_table, save
+
+from harness.generator import Generator, learn
+
+ROOT = Path(__file__).resolve().parent.parent
+_SUMMARY = re.compile(r"(\d+) documents, (\d+) duplicates.*?([\d.]+) s,")
+_SKETCH = re.compile(r"sketching in Spark took ([\d.]+) s")
+
+
+def write_ads(dump: Path, n: int, seed: int, path: Path) -> None:
+    gen = Generator(learn(dump), seed, dup_share=0.3)
+    with path.open("w", encoding="utf-8") as fh:
+        for ad in gen.ads(n):
+            fh.write(json.dumps(ad, ensure_ascii=False) + "\n")
+
+
+def timed(argv: list[str]) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    run = subprocess.run([sys.executable, "-m", "streamdedup", *argv], capture_output=True,
+                         text=True, cwd=ROOT)
+    wall = time.perf_counter() - t0
+    if run.returncode != 0:
+        raise RuntimeError(f"{argv[0]} failed:\n{run.stderr[-2000:]}")
+    m = _SUMMARY.search(run.stderr)
+    sketch = _SKETCH.search(run.stderr)
+    return {"wall_s": wall, "documents": int(m.group(1)) if m else 0,
+            "duplicates": int(m.group(2)) if m else 0,
+            "sketch_s": float(sketch.group(1)) if sketch else None}
+
+
+def mllib_join(path: Path, limit: int, threshold: float, tables: int) -> dict[str, Any]:
+    """MLlib MinHashLSH + approxSimilarityJoin on our shingles (hashed to 2^20 features)."""
+    import numpy as np
+    from pyspark.ml.feature import MinHashLSH
+    from pyspark.ml.linalg import SparseVector
+    from pyspark.sql import SparkSession
+
+    from streamdedup.core.sketch import Sketcher
+    from streamdedup.settings import build_settings
+
+    sketcher = Sketcher(build_settings("default", env={}))
+    rows = []
+    with path.open(encoding="utf-8") as fh:
+        for i, line in zip(range(limit), fh, strict=False):
+            sh = sketcher.shingle_fields(json.loads(line)).shingles
+            idx = np.unique((sh % (1 << 20)).astype(np.int64))
+            if idx.size:
+                rows.append((i, SparseVector(1 << 20, idx.tolist(), [1.0] * idx.size)))
+    spark = (SparkSession.builder.master("local[2]").appName("mllib-baseline")
+             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    try:
+        t0 = time.perf_counter()
+        df = spark.createDataFrame(rows, ["id", "features"])
+        model = MinHashLSH(inputCol="features", outputCol="hashes", numHashTables=tables,
+                           seed=1).fit(df)
+        pairs = model.approxSimilarityJoin(df, df, 1.0 - threshold, distCol="d")
+        found = pairs.filter("datasetA.id < datasetB.id").count()
+        return {"docs": len(rows), "pairs": found, "seconds": time.perf_counter() - t0}
+    finally:
+        spark.stop()
+
+
+def cmd_backfill(args: argparse.Namespace) -> None:
+    info = machine()
+    work = Path(tempfile.mkdtemp(prefix="sd-backfill-"))
+    ads = work / "ads.jsonl"
+    write_ads(args.dump, args.messages, args.seed, ads)
+    plans = {"check": ["check", str(ads)],
+             "backfill --engine local": ["backfill", str(ads), "--engine", "local"],
+             "backfill --engine spark local[1]": ["backfill", str(ads), "--engine", "spark",
+                                                  "--master", "local[1]"],
+             "backfill --engine spark local[2]": ["backfill", str(ads), "--engine", "spark",
+                                                  "--master", "local[2]"]}
+    results: dict[str, list[dict[str, Any]]] = {k: [] for k in plans}
+    for run in range(args.repeats):
+        for name, argv in plans.items():
+            store = work / f"store-{run}-{len(results[name])}-{name.split()[-1]}"
+            out = work / f"{store.name}.jsonl"
+            row = timed([*argv, "--preset", "default", "--store", str(store), "--out", str(out)])
+            results[name].append(row)
+            print(f"  {name} run {run}: {json.dumps(row)}", file=sys.stderr, flush=True)
+    mllib = [mllib_join(ads, args.mllib_limit, 0.8, args.mllib_tables)
+             for _ in range(max(1, args.repeats // 2))]
+    base = statistics.median(r["wall_s"] for r in results["check"])
+    rows = []
+    for name, runs in results.items():
+        wall = statistics.median(r["wall_s"] for r in runs)
+        sketches = [r["sketch_s"] for r in runs if r["sketch_s"] is not None]
+        rows.append([name, f"{wall:.1f}", fmt_rate(runs[0]["documents"] / wall),
+                     f"{base / wall:.2f}x", f"{statistics.median(sketches):.1f}"
+                     if sketches else "", " / ".join(f"{r['wall_s']:.1f}" for r in runs)])
+    m = statistics.median(x["seconds"] for x in mllib)
+    mllib_runs = " / ".join(f"{x['seconds']:.1f}" for x in mllib)
+    md = "\n".join([
+        "```", header(args, info), "```", "",
+        f"{args.messages:,} generated ads (seed {args.seed}, 30 % reposts) as JSONL, preset "
+        f"`default`, each command into a fresh SQLite store, whole command including start-up "
+        f"(Spark's JVM: ~5-10 s). Medians of {args.repeats} runs, alternated.", "",
+        md_table(["command", "seconds", "docs/s", "vs check", "Spark sketch phase s", "runs"],
+                 rows), "",
+        f"Study-style baseline: MLlib `MinHashLSH` ({args.mllib_tables} hash tables) + "
+        f"`approxSimilarityJoin` at Jaccard distance 0.2 on the first "
+        f"{mllib[0]['docs']:,} ads, local[2]: **{m:.1f} s** ({mllib[0]['pairs']:,} pairs; "
+        f"{mllib[0]['docs'] / m:,.0f} docs/s, runs "
+        f"{mllib_runs}), without arrival order, "
+        "clusters or verdicts.",
+    ])
+    save(args, "backfill", {"command": args.command_line, "machine": info,
+                            "results": results, "mllib": mllib}, md)
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("backfill", help="the Spark backfill against check (issue 13)")
+    p.add_argument("--messages", type=int, default=100_000)
+    p.add_argument("--seed", type=int, default=5)
+    p.add_argument("--mllib-limit", type=int, default=5_000)
+    p.add_argument("--mllib-tables", type=int, default=5)
+    p.set_defaults(func=cmd_backfill)
