@@ -29,12 +29,15 @@ from streamdedup.errors import StreamdedupError
               help="the field --order-by timestamp sorts on (ISO 8601 or epoch seconds)")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), required=True,
               help="the verdicts, one JSON object per line, in arrival order")
+@click.option("--verify-in-spark/--verify-in-driver", default=True, show_default=True,
+              help="candidate pairs and exact Jaccard in the executors (into an empty store; "
+              "a store that holds documents is always probed by the driver)")
 @click.option("--errors", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="unusable rows with line number and reason [default: OUT.errors.jsonl]")
 @settings_options
 def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, partitions: int,
-                     order_by: str, timestamp_field: str, out: Path, errors: Path | None,
-                     preset: str | None, **options: Any) -> None:
+                     order_by: str, timestamp_field: str, out: Path, verify_in_spark: bool,
+                     errors: Path | None, preset: str | None, **options: Any) -> None:
     """Backfill DUMP into the store (--store DIR, or --store-backend redis --redis-url URL):
     the verdicts `streamdedup check` would give, with the sketching done by Spark executors.
     `run` and `check` continue from the store afterwards; running it again changes nothing."""
@@ -47,7 +50,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, part
     settings = make_settings(preset, options)
     config = BackfillConfig(dump=dump, out=out, errors=errors, fmt=fmt, engine=engine,
                             master=master, order_by=order_by, timestamp_field=timestamp_field,
-                            partitions=partitions)
+                            partitions=partitions, verify_in_spark=verify_in_spark)
     bar = tqdm(unit="doc", disable=not sys.stderr.isatty(), file=sys.stderr)
     try:
         store = open_configured(settings, Sketcher(settings).params())
@@ -66,5 +69,9 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, part
                f"{' ' + master if engine == 'spark' else ''})"
                + (f"; sketching in Spark took {result.sketch_seconds:.1f} s"
                   if result.sketch_seconds else "")
+               + (f"; candidate pairs {int(result.extra['candidate_pairs'])} of "
+                  f"{int(result.extra['distinct_sets'])} distinct sets, verified in Spark "
+                  f"{int(result.extra['verified_pairs'])} in {result.extra['verify_seconds']:.1f} s"
+                  if "verify_seconds" in result.extra else "")
                + (f"; {result.unordered} rows without a timestamp came last"
                   if result.unordered else ""), err=True)

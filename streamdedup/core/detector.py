@@ -31,7 +31,7 @@ identical set exist now.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -54,17 +54,22 @@ class Detector:
         self.store = store
         self.sketcher = sketcher or Sketcher(settings)
         self._added: dict[int, list[tuple[int, int]]] = {}  # key -> (set id, size), this batch
+        self._neighbours: Mapping[int, Sequence[tuple[int, float]]] | None = None
 
     def process(self, doc: Document) -> Verdict:
         return self.process_many([doc])[0]
 
-    def process_many(self, docs: Sequence[Document], sketches: Sketches | None = None
+    def process_many(self, docs: Sequence[Document], sketches: Sketches | None = None,
+                     neighbours: Mapping[int, Sequence[tuple[int, float]]] | None = None
                      ) -> list[Verdict]:
         """Verdicts in order. The sets new to the store are signed and probed in one batch,
         against the store as it was before the batch; what the batch itself adds to the
         buckets is matched in memory as it goes (``_added``), so each document still sees
         every earlier one. ``sketches`` (each document's shingles and its set's band keys)
-        skips the sketching: the backfill computes them in Spark executors."""
+        skips the sketching, and ``neighbours`` (a new set's verified earlier neighbours,
+        all of them, by set id) the probe and the verification: the Spark backfill computes
+        both in its executors, for a store that held nothing before it."""
+        self._neighbours = neighbours
         shingled, given = _sketched(self.sketcher, docs, sketches)
         known = self.store.get_sets({s.set_id for s in shingled if s.shingles.size})
         fresh: dict[int, np.ndarray] = {}
@@ -75,7 +80,7 @@ class Detector:
         keys = {**given, **dict(zip(unsigned, self.sketcher.band_keys_many(
             [fresh[x] for x in unsigned]), strict=True))}
         keys = {x: keys[x] for x in fresh}
-        probed = dict(zip(fresh, self.store.probe_many(
+        probed = {} if neighbours is not None else dict(zip(fresh, self.store.probe_many(
             [keys[s].tolist() for s in fresh], [self._bounds(sh.size) for sh in fresh.values()]),
             strict=True))
         self._added = {}
@@ -112,11 +117,16 @@ class Detector:
             matched = [(sh.set_id, 1.0), *near]
             root = self._find(sh.set_id)
         else:
-            if keys is None or probed is None:  # not new at the start of the batch: probe now
-                keys, hits = self._probe_now(sh)  # (the store has the batch's adds)
+            if self._neighbours is not None:  # verified elsewhere (the Spark backfill)
+                keys = self.sketcher.band_keys(sh.shingles) if keys is None else keys
+                matched = list(self._neighbours.get(sh.set_id, ()))
+                candidates, skipped = len(matched), 0
             else:
-                hits = self._with_added(probed, sh, keys)
-            matched, candidates, skipped = self._verify(sh, hits)
+                if keys is None or probed is None:  # not new at the start of the batch:
+                    keys, hits = self._probe_now(sh)  # probe now (the store has the adds)
+                else:
+                    hits = self._with_added(probed, sh, keys)
+                matched, candidates, skipped = self._verify(sh, hits)
             store.add_set(SetRecord(sh.set_id, seq, doc.id, sh.set_id), sh.shingles)
             key_list = keys.tolist()
             size = int(sh.shingles.size)

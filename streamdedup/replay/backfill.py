@@ -22,13 +22,14 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
 
+from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
 from streamdedup.core.shared import detector_for
 from streamdedup.core.sketch import Shingled, Sketcher
@@ -58,6 +59,7 @@ class BackfillConfig:
     order_by: str = "file"
     timestamp_field: str = "timestamp"
     partitions: int = 0  # 0: Spark's default parallelism
+    verify_in_spark: bool = True  # candidate pairs and exact Jaccard in the executors
 
 
 @dataclass
@@ -84,12 +86,12 @@ def sketch_rows(settings: Settings, items: Iterator[tuple[int, Mapping[str, str]
 
 
 def _local(settings: Settings, docs: Sequence[Document], config: BackfillConfig,
-           timings: dict[str, float]) -> Iterator[Row]:
+           timings: dict[str, float], shared: dict[str, Any]) -> Iterator[Row]:
     return sketch_rows(settings, ((i, d.fields) for i, d in enumerate(docs)))
 
 
 def _spark(settings: Settings, docs: Sequence[Document], config: BackfillConfig,
-           timings: dict[str, float]) -> Iterator[Row]:
+           timings: dict[str, float], shared: dict[str, Any]) -> Iterator[Row]:
     """Sketches from Spark executors, back in the driver in document order (partitions are
     contiguous ranges, read one after another by ``toLocalIterator``)."""
     require("pyspark", "the Spark backfill")
@@ -122,6 +124,12 @@ def _spark(settings: Settings, docs: Sequence[Document], config: BackfillConfig,
             started = time.perf_counter()
             sketched.count()
             timings["sketch_seconds"] = time.perf_counter() - started
+            if config.verify_in_spark:
+                started = time.perf_counter()
+                found, counts = spark_neighbours(sketched, settings.threshold)
+                shared["neighbours"] = found
+                timings.update({k: float(v) for k, v in counts.items()},
+                               verify_seconds=time.perf_counter() - started)
             yield from sketched.toLocalIterator(prefetchPartitions=True)
             sketched.unpersist()
         except Exception as exc:  # py4j and Spark errors: the job failed after its retries
@@ -130,6 +138,59 @@ def _spark(settings: Settings, docs: Sequence[Document], config: BackfillConfig,
                                 f"{message[0] if message else ''}") from exc
     finally:
         spark.stop()
+
+
+def _bucket_pairs(members: Any, threshold: float) -> Iterator[tuple[int, int]]:
+    """(later set, earlier set) of one bucket's sets that can reach the threshold by size:
+    members sorted by size, each compared only with the sizes its bound allows, so a hot
+    bucket of many sizes is not squared (one of many equal sizes still is: see the README)."""
+    from bisect import bisect_right
+
+    ranked = sorted(members, key=lambda m: m[2])  # (first position, set id, size)
+    sizes = [m[2] for m in ranked]
+    for i, (pos, set_id, size) in enumerate(ranked):
+        hi = bisect_right(sizes, size / threshold)  # partners at least as big, within bound
+        for pos2, set2, _ in ranked[i + 1:hi]:
+            yield (set2, set_id) if pos2 > pos else (set_id, set2)
+
+
+def _verify_pair(threshold: float, item: Any) -> tuple[int, tuple[int, float]] | None:
+    """((later, (earlier, later's bytes)), earlier's bytes) -> (later, (earlier, sim)) if
+    similar enough; the same function and comparison as the detector's."""
+    from streamdedup.core.jaccard import jaccard_many
+
+    earlier, ((later, later_bytes), earlier_bytes) = item
+    a = np.frombuffer(later_bytes, dtype=">u8").astype(np.uint64)
+    b = np.frombuffer(earlier_bytes, dtype=">u8").astype(np.uint64)
+    sim = float(jaccard_many(a, [b])[0])
+    return (later, (earlier, sim)) if sim >= threshold else None
+
+
+def spark_neighbours(sketched: Any, threshold: float) -> tuple[dict[int, list[tuple[int, float]]],
+                                                               dict[str, int]]:
+    """Every distinct set's verified earlier neighbours, computed by the executors: distinct
+    sets (exact copies collapse), their band-key entries grouped by key, candidate pairs
+    within the size bound, exact Jaccard. Earlier = first seen earlier in arrival order."""
+    firsts = (sketched.filter(lambda r: len(r[2]) > 0)
+              .map(lambda r: (r[1], (r[0], r[2], r[3])))
+              .reduceByKey(lambda a, b: a if a[0] <= b[0] else b))
+    entries = firsts.flatMap(lambda kv: [
+        (key, (kv[1][0], kv[0], len(kv[1][1]) // 8))
+        for key in set(np.frombuffer(kv[1][2], dtype=np.int64).tolist())])
+    candidates = (entries.groupByKey()
+                  .flatMap(lambda kv: _bucket_pairs(list(kv[1]), threshold)).distinct())
+    blobs = firsts.map(lambda kv: (kv[0], kv[1][1]))
+    verified = (candidates.join(blobs)                        # (later, (earlier, later's))
+                .map(lambda kv: (kv[1][0], (kv[0], kv[1][1])))  # (earlier, (later, later's))
+                .join(blobs)
+                .map(lambda item: _verify_pair(threshold, item))
+                .filter(lambda x: x is not None))
+    neighbours: dict[int, list[tuple[int, float]]] = {}
+    for later, (earlier, sim) in verified.collect():
+        neighbours.setdefault(later, []).append((earlier, sim))
+    counts = {"distinct_sets": firsts.count(), "candidate_pairs": candidates.count(),
+              "verified_pairs": sum(len(v) for v in neighbours.values())}
+    return neighbours, counts
 
 
 def _package_zip() -> Path:
@@ -199,16 +260,23 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
     engine = _spark if config.engine == "spark" else _local
     detector = detector_for(settings, store, Sketcher(settings))
     timings: dict[str, float] = {}
+    shared: dict[str, Any] = {}  # the engine's verified neighbours, once its rows begin
+    # Neighbours verified in Spark cover this dump's sets only: used for an empty store; a
+    # store that already holds documents is probed as the stream would.
+    empty = store.stats()["documents"] == 0 and isinstance(detector, Detector)
+    cfg = replace(config, verify_in_spark=config.verify_in_spark and empty)
     with config.out.open("w", encoding="utf-8") as out:
-        _decide(detector, store, docs, engine(settings, docs, config, timings), out, result,
-                progress)
+        _decide(detector, store, docs, engine(settings, docs, cfg, timings, shared), shared,
+                out, result, progress)
     result.seconds = time.perf_counter() - start
-    result.sketch_seconds = timings.get("sketch_seconds", 0.0)
+    result.sketch_seconds = timings.pop("sketch_seconds", 0.0)
+    result.extra = timings
     return result
 
 
 def _decide(detector: Any, store: Store, docs: Sequence[Document], rows: Iterator[Row],
-            out: TextIO, result: BackfillResult, progress: Callable[[int], None]) -> None:
+            shared: Mapping[str, Any], out: TextIO, result: BackfillResult,
+            progress: Callable[[int], None]) -> None:
     """The driver's half: batches of sketches, in document order, through the detector."""
     batch: list[Row] = []
 
@@ -217,7 +285,10 @@ def _decide(detector: Any, store: Store, docs: Sequence[Document], rows: Iterato
         shingled = [Shingled(np.frombuffer(sh, dtype=">u8").astype(np.uint64), set_id)
                     for _, set_id, sh, _ in batch]
         keys = {set_id: np.frombuffer(k, dtype=np.int64) for _, set_id, _, k in batch if k}
-        for verdict in detector.process_many(part, (shingled, keys)):
+        given = shared.get("neighbours")
+        found = (detector.process_many(part, (shingled, keys)) if given is None else
+                 detector.process_many(part, (shingled, keys), neighbours=given))
+        for verdict in found:
             out.write(verdict.to_json() + "\n")
             result.documents += 1
             result.duplicates += verdict.duplicate

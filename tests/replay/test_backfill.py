@@ -1,5 +1,6 @@
-"""The backfill: the verdicts of `check`, with the sketches computed by an engine (in-process,
-or real Spark in local mode); the store it writes is one that `check` continues from."""
+"""The backfill: the verdicts of `check`, with the sketches (and, with Spark, the candidate
+pairs and their exact Jaccard) computed by an engine (in-process, or real Spark in local
+mode); the store it writes is one that `check` continues from."""
 
 from __future__ import annotations
 
@@ -119,8 +120,9 @@ def test_timestamp_order_is_stable_and_puts_rows_without_one_last() -> None:
 @pytest.mark.dump
 def test_spark_in_local_mode_gives_the_same_verdicts_through_the_cli(
         kijiji_path: Path, tmp_path: Path) -> None:
-    """Real pyspark on the machine's Java, two local executor threads: the command's
-    verdicts equal `check`'s on the same dump, byte for byte."""
+    """Real pyspark on the machine's Java, two local executor threads, candidate pairs and
+    exact Jaccard computed in the executors: the command's verdicts equal `check`'s on the
+    same dump, field by field, but for candidates and skipped (which count other things)."""
     dump = kijiji_jsonl(kijiji_path, tmp_path, 600)
     run = subprocess.run(
         [sys.executable, "-m", "streamdedup", "backfill", str(dump), "--engine", "spark",
@@ -129,8 +131,12 @@ def test_spark_in_local_mode_gives_the_same_verdicts_through_the_cli(
         capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "600 documents" in run.stderr and "2 bad rows" in run.stderr
-    want = check_verdicts(dump, SqliteStore(tmp_path / "check"))
-    assert (tmp_path / "v.jsonl").read_text().splitlines() == want
+    assert "verified in Spark" in run.stderr
+    got = [json.loads(x) for x in (tmp_path / "v.jsonl").read_text().splitlines()]
+    want = [json.loads(x) for x in check_verdicts(dump, SqliteStore(tmp_path / "check"))]
+    for v in got + want:
+        del v["candidates"], v["skipped"]
+    assert got == want and sum(v["duplicate"] for v in got) > 100
 
 
 @pytest.mark.dump
@@ -150,3 +156,13 @@ def test_a_backfill_into_redis_gives_the_shared_stores_verdicts(
     for v in got + want:
         del v["candidates"], v["skipped"]
     assert got == want
+
+
+def test_bucket_pairs_respect_the_size_bound_and_arrival_order() -> None:
+    from streamdedup.replay.backfill import _bucket_pairs
+
+    members = [(5, 50, 10), (1, 10, 10), (9, 90, 13), (3, 30, 40)]  # (first pos, set, size)
+    pairs = set(_bucket_pairs(members, 0.8))
+    # 10 and 13 can reach 0.8 (10/13 = 0.77 < 0.8: no); 10 and 10 can; 40 is too big for all
+    assert pairs == {(50, 10)}
+    assert set(_bucket_pairs(members, 0.7)) == {(50, 10), (90, 50), (90, 10)}
