@@ -17,6 +17,7 @@ silently away.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -104,11 +105,17 @@ def _spark(settings: Settings, docs: Sequence[Document], config: BackfillConfig,
         # Spark would start `python3` from PATH); on a cluster, the executors' Python needs
         # streamdedup's dependencies installed (see the README).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        # Local mode runs the executors in the driver's JVM: 1 GB (Spark's default) ran out
+        # on 50,000 generated ads (a partition on its way to the driver is its sketches,
+        # ~8 KB an ad).
+        builder = builder.config("spark.driver.memory", "3g")
     spark = builder.getOrCreate()
     try:
         sc = spark.sparkContext
         sc.addPyFile(str(_package_zip()))  # this streamdedup, for the executors to import
-        slices = config.partitions or max(2, sc.defaultParallelism * 4)
+        # Partitions of ~2,000 ads (at least 4 per core): each one crosses to the driver
+        # whole, so their size bounds the driver's memory, not the dump's.
+        slices = config.partitions or max(sc.defaultParallelism * 4, len(docs) // 2000 + 1)
         data = [(i, d.fields) for i, d in enumerate(docs)]
 
         def work(items: Iterator[tuple[int, Mapping[str, str]]]) -> Iterator[Row]:
@@ -137,7 +144,8 @@ def _spark(settings: Settings, docs: Sequence[Document], config: BackfillConfig,
             raise BackfillError(f"the Spark job failed: {type(exc).__name__}: "
                                 f"{message[0] if message else ''}") from exc
     finally:
-        spark.stop()
+        with contextlib.suppress(Exception):  # a JVM that died already: its error is raised
+            spark.stop()
 
 
 def _bucket_pairs(members: Any, threshold: float) -> Iterator[tuple[int, int]]:
