@@ -122,8 +122,8 @@ class SharedDetector:
         queries = [(set_id, claims[i].seq) for i in todo
                    for set_id in (shingled[i].set_id, *(c for c, _ in matched[i]))]
         members = iter(store.members_before(queries, s.max_matches))
-        joins = store.join([(docs[i].id, shingled[i].set_id, [c for c, _ in matched[i]])
-                            for i in todo])
+        joins = store.join([(docs[i].id, claims[i].seq, shingled[i].set_id,
+                             [c for c, _ in matched[i]]) for i in todo])
         verdicts: dict[int, Verdict] = {}
         for i, (cluster, merged) in zip(todo, joins, strict=True):
             earlier_copies = next(members)

@@ -14,8 +14,9 @@ API (documented in the README):
     GET /api/explain/<id>?other=ID   the document beside its match (default: duplicate_of)
     GET /api/events                  server-sent events: "summary" each second, "verdicts"
 
-With a token, every API request needs ``Authorization: Bearer <token>`` or ``?token=<token>``
-(the page passes on the one in its own URL); the page and its scripts hold no data.
+With a token, every request but the page and its scripts (which hold no data) needs
+``Authorization: Bearer <token>`` or ``?token=<token>`` (the page passes on the one in its
+own URL).
 """
 
 from __future__ import annotations
@@ -74,7 +75,11 @@ class _Token(BaseHTTPMiddleware):
 
     async def dispatch(self, request: Request,
                        call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        if not request.url.path.startswith("/api/"):
+        path = request.scope.get("path", "")
+        root = request.scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root):]  # behind a proxy prefix, the route's own path
+        if path == "/" or path.startswith("/static/"):
             return await call_next(request)  # the page and its scripts hold no data
         given = request.query_params.get("token", "")
         auth = request.headers.get("authorization", "")
@@ -135,8 +140,10 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
             return _error(404, str(exc))
 
     async def events(request: Request) -> Response:
+        start = _int(request, "since", read(lambda: state.index), 0, 1 << 62)  # 400 if bad
+
         async def stream() -> AsyncIterator[str]:
-            sent = _int(request, "since", read(lambda: state.index), 0, 1 << 62)
+            sent = start
             while not await request.is_disconnected():
                 with lock:
                     body: dict[str, Any] = {"summary": state.summary(),

@@ -141,9 +141,15 @@ class MonitorState:
         return None if fields is None else fields.get(TITLE_FIELD)
 
     def since(self, index: int, limit: int = 500) -> list[dict[str, Any]]:
-        """Verdicts after ``index`` (each with its ``index``), oldest first, at most limit."""
-        out = [{**v, "index": i} for i, v in self.log if i > index]
-        return out[-limit:]
+        """Verdicts after ``index`` (each with its ``index``), oldest first, at most limit:
+        ask again from the last index for the next page."""
+        out = []
+        for i, v in self.log:
+            if i > index:
+                out.append({**v, "index": i})
+                if len(out) >= limit:
+                    break
+        return out
 
     def verdict(self, doc_id: str) -> dict[str, Any] | None:
         return self.by_id.get(doc_id)

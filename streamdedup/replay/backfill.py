@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -154,10 +155,12 @@ def _bucket_pairs(members: Any, threshold: float) -> Iterator[tuple[int, int]]:
     bucket of many sizes is not squared (one of many equal sizes still is: see the README)."""
     from bisect import bisect_right
 
+    from streamdedup.core.jaccard import size_bounds
+
     ranked = sorted(members, key=lambda m: m[2])  # (first position, set id, size)
     sizes = [m[2] for m in ranked]
     for i, (pos, set_id, size) in enumerate(ranked):
-        hi = bisect_right(sizes, size / threshold)  # partners at least as big, within bound
+        hi = bisect_right(sizes, size_bounds(size, threshold)[1])  # the stream's own bound
         for pos2, set2, _ in ranked[i + 1:hi]:
             yield (set2, set_id) if pos2 > pos else (set_id, set2)
 
@@ -233,14 +236,15 @@ def _epoch(value: Any) -> float | None:
     if value is None or value == "":
         return None
     try:
-        return float(value)
+        number = float(value)
+        return number if math.isfinite(number) else None
     except (TypeError, ValueError):
         pass
     try:
         when = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     except ValueError:
         return None
-    return when.timestamp() if when.tzinfo else when.replace(tzinfo=None).timestamp()
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()  # naive: UTC
 
 
 def backfill(settings: Settings, store: Store, config: BackfillConfig,

@@ -77,12 +77,13 @@ class SharedStore(Store):
         smaller seq that had not left it by then, earliest first."""
 
     @abstractmethod
-    def join(self, joins: Sequence[tuple[str, int, Sequence[int]]]
+    def join(self, joins: Sequence[tuple[str, int, int, Sequence[int]]]
              ) -> list[tuple[str, tuple[str, ...]]]:
-        """For each (doc id, its set, the earlier sets it matched), atomically: merge the
-        clusters of all of them under the root whose first document is earliest; return that
-        document's id (the cluster id) and the first documents of the other clusters merged
-        (sorted; the document's own new singleton cluster is not named)."""
+        """For each (doc id, its seq, its set, the earlier sets it matched), atomically:
+        merge the clusters of all of them under the root whose first document is earliest;
+        return that document's id (the cluster id) and the first documents of the other
+        clusters merged (sorted; the document's own new set, first claimed at its seq, is
+        not named)."""
 
     @abstractmethod
     def finish(self, verdicts: Sequence[tuple[str, int, int, str]]) -> list[str]:

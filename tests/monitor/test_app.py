@@ -90,6 +90,7 @@ def test_bad_requests_get_clear_errors(site: tuple[str, MonitorState]) -> None:
     assert "give ?other=ID" in get(base + "/api/explain/a")[1]["error"]
     assert get(base + "/api/explain/b?other=nobody") == (404, {"error": "no text for 'nobody'"})
     assert get(base + "/api/nothing")[0] == 404
+    assert get(base + "/api/events?since=-1")[0] == 400  # refused before the stream starts
 
 
 def test_the_event_stream_sends_new_verdicts(site: tuple[str, MonitorState]) -> None:
@@ -132,3 +133,5 @@ def test_a_token_guards_the_api_only() -> None:
         assert get(base + "/api/summary?token=s3cret")[0] == 200
         assert get(base + "/api/summary", {"Authorization": "Bearer s3cret"})[0] == 200
         assert get(base + "/")[0] == 200
+        assert get(base + "/static/monitor.js")[0] == 200
+        assert get(base + "/anything-else")[0] == 401  # guarded unless page or script

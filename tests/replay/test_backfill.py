@@ -110,9 +110,11 @@ def test_timestamp_order_is_stable_and_puts_rows_without_one_last() -> None:
             (2, Document("b", {"timestamp": ""})),
             (3, Document("c", {"timestamp": "1761955200"})),  # 2025-11-01, epoch seconds
             (4, Document("d", {"timestamp": "2026-11-02T00:00:00+00:00"})),
-            (5, Document("e", {"timestamp": "not a time"}))]
+            (5, Document("e", {"timestamp": "not a time"})),
+            (6, Document("f", {"timestamp": "nan"})),
+            (7, Document("g", {"timestamp": "2026-11-01T23:00:00"}))]  # naive: UTC
     ordered, missing = order(rows, "timestamp", "timestamp")
-    assert [d.id for _, d in ordered] == ["c", "a", "d", "b", "e"] and missing == 2
+    assert [d.id for _, d in ordered] == ["c", "g", "a", "d", "b", "e", "f"] and missing == 3
     assert order(rows, "file", "timestamp") == (rows, 0)
 
 
@@ -162,7 +164,6 @@ def test_bucket_pairs_respect_the_size_bound_and_arrival_order() -> None:
     from streamdedup.replay.backfill import _bucket_pairs
 
     members = [(5, 50, 10), (1, 10, 10), (9, 90, 13), (3, 30, 40)]  # (first pos, set, size)
-    pairs = set(_bucket_pairs(members, 0.8))
-    # 10 and 13 can reach 0.8 (10/13 = 0.77 < 0.8: no); 10 and 10 can; 40 is too big for all
-    assert pairs == {(50, 10)}
-    assert set(_bucket_pairs(members, 0.7)) == {(50, 10), (90, 50), (90, 10)}
+    # the stream's own bound, rounded outwards: with 10 shingles, up to ceil(10 / t)
+    assert set(_bucket_pairs(members, 0.9)) == {(50, 10)}  # 13 > ceil(11.1); 40 never
+    assert set(_bucket_pairs(members, 0.8)) == {(50, 10), (90, 50), (90, 10)}  # 13 <= 13

@@ -52,27 +52,39 @@
   }
 
   async function clusters() {
-    try {
-      const c = await (await fetch(q("api/clusters?limit=10"))).json();
-      fill($("biggest"), c.biggest, (tr, x) => { cell(tr, x.size); cell(tr, x.title || x.cluster_id); cell(tr, when(x.last_seen)); });
-      fill($("growing"), c.fastest_growing, (tr, x) => { cell(tr, x.added_last_300s); cell(tr, x.size); cell(tr, x.title || x.cluster_id); });
-    } catch (e) { /* the next round retries */ }
+    const r = await json("api/clusters?limit=10");
+    if (!r.ok) return;  // the next round retries
+    const c = r.body;
+    fill($("biggest"), c.biggest, (tr, x) => { cell(tr, x.size); cell(tr, x.title || x.cluster_id); cell(tr, when(x.last_seen)); });
+    fill($("growing"), c.fastest_growing, (tr, x) => { cell(tr, x.added_last_300s); cell(tr, x.size); cell(tr, x.title || x.cluster_id); });
   }
 
   function marked(el, text, spans) {
+    // Spans count code points (Python's), not UTF-16 units: slice an array of code points.
+    const cps = Array.from(text);
+    const slice = (x, y) => cps.slice(x, y).join("");
     const parts = []; let at = 0;
     for (const [x, y] of spans) {
-      if (x > at) parts.push(document.createTextNode(text.slice(at, x)));
-      const m = document.createElement("mark"); m.textContent = text.slice(x, y); parts.push(m); at = y;
+      if (x > at) parts.push(document.createTextNode(slice(at, x)));
+      const m = document.createElement("mark"); m.textContent = slice(x, y); parts.push(m); at = y;
     }
-    if (at < text.length) parts.push(document.createTextNode(text.slice(at)));
+    if (at < cps.length) parts.push(document.createTextNode(slice(at)));
     el.replaceChildren(...parts);
+  }
+
+  async function json(path) {
+    // {ok, body}: a server error that is not JSON becomes a message, not an exception
+    try {
+      const r = await fetch(q(path));
+      try { return { ok: r.ok, body: await r.json() }; }
+      catch (e) { return { ok: false, body: { error: "HTTP " + r.status } }; }
+    } catch (e) { return { ok: false, body: { error: "the monitor cannot be reached" } }; }
   }
 
   async function explain(id, other) {
     const path = "api/explain/" + encodeURIComponent(id) + (other ? "?other=" + encodeURIComponent(other) : "");
-    const r = await fetch(q(path));
-    const e = await r.json();
+    const r = await json(path);
+    const e = r.body;
     $("explain").hidden = false;
     if (!r.ok) { $("why").textContent = e.error; for (const k of ["a-id", "a-raw", "a-text", "b-id", "b-raw", "b-text"]) $(k).textContent = ""; return; }
     $("why").textContent = "Jaccard " + e.jaccard.toFixed(3) + " · MinHash estimate " + e.minhash_estimate.toFixed(3) +
@@ -89,8 +101,8 @@
   $("search").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const id = $("query").value.trim(); if (!id) return;
-    const r = await fetch(q("api/verdict/" + encodeURIComponent(id)));
-    const v = await r.json();
+    const r = await json("api/verdict/" + encodeURIComponent(id));
+    const v = r.body;
     if (!r.ok) { $("found").textContent = v.error; return; }
     $("found").textContent = v.id + ": " + (v.duplicate ? "duplicate of " + v.duplicate_of : "not a duplicate") + ", cluster " + v.cluster_id;
     if (v.duplicate) explain(v.id, v.duplicate_of);

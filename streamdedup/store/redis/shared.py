@@ -42,28 +42,31 @@ local p = ARGV[1]
 local out = {}
 for i = 2, #ARGV, 3 do
   local id, set, joins = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local judged = redis.call('HGET', p .. 'ver', id .. '\\0' .. set)
+  local pair = id .. '\\0' .. set
+  local judged = redis.call('HGET', p .. 'ver', pair)
+  local pending = redis.call('HGET', p .. 'claimed', pair)
   if judged then
     out[#out + 1] = {0, judged}
+  elseif pending then
+    out[#out + 1] = {tonumber(pending), false}  -- claimed, never finished: the same seq
   else
     local rec = redis.call('HGET', p .. 'docs', id)
-    local seq, old
+    local old
     if rec then
-      local s, o = string.match(rec, '^(%d+) (%-?%d+)')
-      seq, old = tonumber(s), o
+      old = string.match(rec, '^%d+ (%-?%d+)')
     end
-    if not (rec and old == set) then
-      seq = redis.call('INCR', p .. 'seq')
-      if rec and old ~= set then
-        redis.call('HSET', p .. 'left', id .. '\0' .. old, seq)
-      end
-      redis.call('HSET', p .. 'docs', id, seq .. ' ' .. set .. '\\n')
-      if joins == '1' then
-        redis.call('ZADD', p .. 'mem:' .. set, seq, id)
-        if redis.call('HSETNX', p .. 'set:' .. set, 'first_seq', seq) == 1 then
-          redis.call('HSET', p .. 'set:' .. set, 'first_id', id, 'parent', set)
-          redis.call('HINCRBY', p .. 'counts', 'sets', 1)
-        end
+    local seq = redis.call('INCR', p .. 'seq')
+    redis.call('HSET', p .. 'claimed', pair, seq)
+    if rec and old ~= set then
+      redis.call('HSET', p .. 'left', id .. '\\0' .. old, seq)
+    end
+    redis.call('HSET', p .. 'docs', id, seq .. ' ' .. set .. '\\n')
+    if joins == '1' then
+      redis.call('ZADD', p .. 'mem:' .. set, seq, id)
+      redis.call('HDEL', p .. 'left', pair)
+      if redis.call('HSETNX', p .. 'set:' .. set, 'first_seq', seq) == 1 then
+        redis.call('HSET', p .. 'set:' .. set, 'first_id', id, 'parent', set)
+        redis.call('HINCRBY', p .. 'counts', 'sets', 1)
       end
     end
     out[#out + 1] = {seq, false}
@@ -85,7 +88,7 @@ for i = 3, #ARGV, 2 do
                             'WITHSCORES', 'LIMIT', offset, limit)
     if #page == 0 then break end
     for j = 1, #page, 2 do
-      local left = redis.call('HGET', p .. 'left', page[j] .. '\0' .. set)
+      local left = redis.call('HGET', p .. 'left', page[j] .. '\\0' .. set)
       if (not left) or tonumber(left) > tonumber(seq) then
         found[#found + 1] = page[j]
         found[#found + 1] = page[j + 1]
@@ -99,7 +102,7 @@ end
 return out
 """
 
-# ARGV: ledger prefix, then (doc id, own set, n, n matched sets) per document.
+# ARGV: ledger prefix, then (doc id, seq, own set, n, n matched sets) per document.
 _JOIN = """
 local p = ARGV[1]
 local function find(s)
@@ -118,10 +121,10 @@ end
 local out = {}
 local i = 2
 while i <= #ARGV do
-  local doc, n = ARGV[i], tonumber(ARGV[i + 2])
+  local doc, seq, n = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 3])
   local roots, seen = {}, {}
-  for j = i + 1, i + 3 + n - 1 do
-    if j ~= i + 2 then
+  for j = i + 2, i + 4 + n - 1 do
+    if j ~= i + 3 then
       local r = find(ARGV[j])
       if not seen[r] then
         seen[r] = true
@@ -129,21 +132,21 @@ while i <= #ARGV do
       end
     end
   end
-  i = i + 3 + n
-  local win, best, firsts = nil, nil, {}
+  i = i + 4 + n
+  local win, best, firsts, starts = nil, nil, {}, {}
   for _, r in ipairs(roots) do
     local f = redis.call('HMGET', p .. 'set:' .. r, 'first_seq', 'first_id')
     firsts[r] = f[2] or doc
-    local s = tonumber(f[1]) or math.huge
-    if best == nil or s < best then
-      best, win = s, r
+    starts[r] = tonumber(f[1]) or math.huge
+    if best == nil or starts[r] < best then
+      best, win = starts[r], r
     end
   end
   local reply = {firsts[win]}
   for _, r in ipairs(roots) do
     if r ~= win then
       redis.call('HSET', p .. 'set:' .. r, 'parent', win)
-      if firsts[r] ~= doc then
+      if starts[r] ~= seq then  -- not the document's own new set: a cluster it absorbed
         reply[#reply + 1] = firsts[r]
       end
     end
@@ -244,13 +247,13 @@ class SharedRedisStore(RedisStore, SharedStore):
         return [[(int(found[j + 1]), found[j].decode()) for j in range(0, len(found), 2)]
                 for found in self._script("members", args)]
 
-    def join(self, joins: Sequence[tuple[str, int, Sequence[int]]]
+    def join(self, joins: Sequence[tuple[str, int, int, Sequence[int]]]
              ) -> list[tuple[str, tuple[str, ...]]]:
         if not joins:
             return []
         args: list[Any] = []
-        for doc_id, set_id, matched in joins:
-            args += [doc_id, set_id, len(matched), *matched]
+        for doc_id, seq, set_id, matched in joins:
+            args += [doc_id, seq, set_id, len(matched), *matched]
         return [(reply[0].decode(), tuple(sorted(m.decode() for m in reply[1:])))
                 for reply in self._script("join", args)]
 

@@ -61,6 +61,22 @@ def test_a_new_text_for_an_id_is_a_new_arrival_and_the_old_one_keeps_its_verdict
     assert empty.seq == 4 and st.firsts([3]) == {}
 
 
+def test_a_claim_never_finished_keeps_its_seq_after_the_id_got_another_text(
+        kind: str, make_shared: Make) -> None:
+    """X:A claimed and its consumer died; X:B claimed; then both redelivered (after a crash,
+    in their partition's order): each pair keeps its seq, and X is a member of B from then
+    on, of A only before B arrived."""
+    st = make_shared(kind)
+    (a, _, b) = st.claim([("x", 1, True), ("y", 9, True), ("x", 2, True)])
+    assert st.claim([("x", 1, True), ("x", 2, True)]) == [Claim(a.seq, None),
+                                                          Claim(b.seq, None)]
+    assert st.members_before([(1, b.seq - 1), (1, b.seq), (1, b.seq + 5), (2, b.seq + 5)],
+                             10) == [[(a.seq, "x")], [], [], [(b.seq, "x")]]
+    st.finish([("x", a.seq, 1, '{"a":1}'), ("x", b.seq, 2, '{"b":1}')])
+    assert st.claim([("x", 1, True), ("x", 2, True)]) == [Claim(0, '{"a":1}'),
+                                                          Claim(0, '{"b":1}')]
+
+
 def test_publish_and_probe_see_only_sets_of_possible_sizes(kind: str, make_shared: Make
                                                            ) -> None:
     st = make_shared(kind)
@@ -76,10 +92,10 @@ def test_join_merges_under_the_earliest_root_without_cycles(kind: str, make_shar
                                                             ) -> None:
     st = make_shared(kind)
     st.claim([("a", 1, True), ("b", 2, True), ("c", 3, True), ("d", 4, True)])
-    assert st.join([("a", 1, [])]) == [("a", ())]
-    assert st.join([("c", 3, [2])]) == [("b", ())]  # c's new singleton is not named
-    assert st.join([("d", 4, [3, 1])]) == [("a", ("b",))]
-    assert st.join([("b", 2, [1]), ("d", 4, [2, 3])]) == [("a", ()), ("a", ())]
+    assert st.join([("a", 1, 1, [])]) == [("a", ())]
+    assert st.join([("c", 3, 3, [2])]) == [("b", ())]  # c's new singleton is not named
+    assert st.join([("d", 4, 4, [3, 1])]) == [("a", ("b",))]
+    assert st.join([("b", 2, 2, [1]), ("d", 4, 4, [2, 3])]) == [("a", ()), ("a", ())]
     roots = {s: st.get_sets([s])[s].parent for s in (1, 2, 3, 4)}
     assert roots[1] == 1 and all(p != s for s, p in roots.items() if s != 1)
 
