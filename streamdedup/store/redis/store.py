@@ -15,6 +15,8 @@ Layout (keys in ``client.py``; values are explicit bytes or JSON, never pickle):
                         ZRANGEBYSCORE lo hi and sets of impossible sizes never cross the wire
     bsize       hash    set id -> size, for the sets already in buckets
     counts      hash    sets, bucket_entries (kept in the same transactions, for stats)
+    claimed     hash    "doc id\\0set id" -> seq of a pair claimed, not yet finished (shared)
+    left        hash    "doc id\\0set id" -> seq at which the id left that set (shared)
 
 Here the writes of a checkpoint are kept in this process (and read back from there, so the
 detector sees its own batch) and sent at ``commit()`` as one MULTI/EXEC; ``rollback()``
