@@ -13,7 +13,8 @@ from types import ModuleType
 from streamdedup.errors import MissingExtraError
 
 EXTRAS = {"scipy": "report", "matplotlib": "report", "redis": "redis", "starlette": "monitor",
-          "uvicorn": "monitor", "scrapy": "scrapy", "pyspark": "spark"}
+          "uvicorn": "monitor", "scrapy": "scrapy", "pyspark": "spark",
+          "pyarrow": "parquet"}
 
 
 def require(module: str, purpose: str) -> ModuleType:

@@ -11,11 +11,12 @@ import click
 
 from streamdedup.cli.options import make_settings, settings_options
 from streamdedup.errors import StreamdedupError
+from streamdedup.replay.dump import FORMATS
 
 
 @click.command(name="backfill")
 @click.argument("dump", type=click.Path(path_type=Path, dir_okay=False, exists=True))
-@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl"]), default=None,
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="dump format [default: from the file name]")
 @click.option("--engine", type=click.Choice(["spark", "local"]), default="spark",
               show_default=True, help="where the sketches are computed")
@@ -29,15 +30,22 @@ from streamdedup.errors import StreamdedupError
               help="the field --order-by timestamp sorts on (ISO 8601 or epoch seconds)")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), required=True,
               help="the verdicts, one JSON object per line, in arrival order")
-@click.option("--verify-in-spark/--verify-in-driver", default=True, show_default=True,
-              help="candidate pairs and exact Jaccard in the executors (into an empty store; "
-              "a store that holds documents is always probed by the driver)")
+@click.option("--pairs/--probe", "pairs", default=True, show_default=True,
+              help="--pairs: the engine finds every new set's candidate pairs and verifies "
+              "them for the whole dump at once (into an empty store; a store that holds "
+              "documents is always probed); --probe: the driver probes per document, as "
+              "check does")
+@click.option("--report", "report_dir", type=click.Path(path_type=Path, file_okay=False),
+              default=None, help="also write replay's quality report here (report.json, "
+              "report.md, plots): precision and recall against exact Jaccard of every pair, "
+              "the study's band table with this run's candidate pairs")
 @click.option("--errors", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="unusable rows with line number and reason [default: OUT.errors.jsonl]")
 @settings_options
 def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, partitions: int,
-                     order_by: str, timestamp_field: str, out: Path, verify_in_spark: bool,
-                     errors: Path | None, preset: str | None, **options: Any) -> None:
+                     order_by: str, timestamp_field: str, out: Path, pairs: bool,
+                     report_dir: Path | None, errors: Path | None, preset: str | None,
+                     **options: Any) -> None:
     """Backfill DUMP into the store (--store DIR, or --store-backend redis --redis-url URL):
     the verdicts `streamdedup check` would give, with the sketching done by Spark executors.
     `run` and `check` continue from the store afterwards; running it again changes nothing."""
@@ -50,12 +58,16 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, part
     settings = make_settings(preset, options)
     config = BackfillConfig(dump=dump, out=out, errors=errors, fmt=fmt, engine=engine,
                             master=master, order_by=order_by, timestamp_field=timestamp_field,
-                            partitions=partitions, verify_in_spark=verify_in_spark)
-    bar = tqdm(unit="doc", disable=not sys.stderr.isatty(), file=sys.stderr)
+                            partitions=partitions, pairs=pairs, report_dir=report_dir)
+    bar = tqdm(unit="doc", disable=not sys.stderr.isatty(), file=sys.stderr, delay=0.5)
+
+    def say(message: str) -> None:
+        bar.write(message, file=sys.stderr)
+
     try:
         store = open_configured(settings, Sketcher(settings).params())
         try:
-            result = backfill(settings, store, config, progress=bar.update)
+            result = backfill(settings, store, config, progress=bar.update, say=say)
         finally:
             store.close()
     except StreamdedupError as exc:
@@ -63,15 +75,22 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, part
     finally:
         bar.close()
     rate = result.documents / result.seconds if result.seconds else 0.0
-    click.echo(f"{result.documents} documents, {result.duplicates} duplicates, "
-               f"{result.bad_rows} bad rows (in {result.errors_path}), {result.seconds:.1f} s, "
-               f"{rate:.0f} documents/s ({engine}"
-               f"{' ' + master if engine == 'spark' else ''})"
-               + (f"; sketching in Spark took {result.sketch_seconds:.1f} s"
-                  if result.sketch_seconds else "")
-               + (f"; candidate pairs {int(result.extra['candidate_pairs'])} of "
-                  f"{int(result.extra['distinct_sets'])} distinct sets, verified in Spark "
-                  f"{int(result.extra['verified_pairs'])} in {result.extra['verify_seconds']:.1f} s"
-                  if "verify_seconds" in result.extra else "")
-               + (f"; {result.unordered} rows without a timestamp came last"
-                  if result.unordered else ""), err=True)
+    where = f"spark {master}" if engine == "spark" else "local"
+    parts = [f"{result.documents} documents, {result.duplicates} duplicates, "
+             f"{result.bad_rows} bad rows (in {result.errors_path}), {result.seconds:.1f} s, "
+             f"{rate:.0f} documents/s ({where})"]
+    if result.sketch_seconds:
+        parts.append(f"sketching took {result.sketch_seconds:.1f} s")
+    if result.plan is not None:
+        p = result.plan
+        parts.append(f"pair plan: {p['candidate_pairs']} candidate pairs of "
+                     f"{p['distinct_sets']} distinct sets, {p['verified_pairs']} verified, "
+                     f"{p['over_cap']} sets over max_candidates, {result.plan_seconds:.1f} s")
+    if result.unordered:
+        parts.append(f"{result.unordered} rows without a timestamp came last")
+    click.echo("; ".join(parts), err=True)
+    if result.report is not None:
+        from streamdedup.replay.report import summary
+
+        click.echo(summary(result.report))
+        click.echo(f"report: {result.report_paths['md']}")

@@ -23,6 +23,7 @@ from streamdedup.cli.options import make_settings, settings_options
 from streamdedup.cli.replay import replay_command
 from streamdedup.cli.watch import monitor_command, produce_command, tail_command
 from streamdedup.errors import StreamdedupError
+from streamdedup.replay.dump import FORMATS
 from streamdedup.settings import Settings
 
 
@@ -51,7 +52,7 @@ def run(preset: str | None, **options: Any) -> None:
 
 @main.command()
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl"]), default=None,
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="input format [default: from the file name]")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="write verdicts (JSONL) here [default: standard output]")

@@ -15,6 +15,7 @@ import click
 
 from streamdedup.cli.options import make_settings, settings_options
 from streamdedup.errors import StreamdedupError
+from streamdedup.replay.dump import FORMATS
 
 _REPLAY_FIXED = ("bootstrap_servers", "store")  # ReplayConfig fields, not consumer overrides
 
@@ -25,7 +26,7 @@ _REPLAY_FIXED = ("bootstrap_servers", "store")  # ReplayConfig fields, not consu
               required=True, help="the dump to replay (TSV or JSONL)")
 @click.option("--report-dir", type=click.Path(path_type=Path, file_okay=False), required=True,
               help="where report.json, report.md, verdicts.jsonl and the plots go")
-@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl"]), default=None,
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="dump format [default: from the file name]")
 @click.option("--no-consumer", is_flag=True,
               help="a consumer is already running on the settings' topics; do not start one")

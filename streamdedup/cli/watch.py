@@ -18,6 +18,7 @@ import click
 
 from streamdedup.cli.options import make_settings, settings_options
 from streamdedup.errors import StreamdedupError
+from streamdedup.replay.dump import FORMATS
 
 _FROM_HELP = ("where to start reading: 'beginning', 'latest', or an ISO 8601 time "
               "(2026-11-30T08:00:00Z)")
@@ -105,7 +106,7 @@ def tail_command(only_duplicates: bool, start: str, count: int, preset: str | No
 
 @click.command(name="produce")
 @click.argument("path", type=click.Path(path_type=Path, dir_okay=False, exists=True))
-@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl"]), default=None,
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="input format [default: from the file name]")
 @click.option("--rate", type=float, default=0.0, show_default=True,
               help="at most this many messages per second (0 = as fast as possible)")

@@ -43,6 +43,10 @@ from streamdedup.core.verdict import Match, Verdict
 from streamdedup.settings import Settings
 from streamdedup.store.base import DEFAULT_EDGE_CAP, DocRecord, SetRecord, Store
 
+# A new set's plan, computed ahead (the backfill): (candidates, verified earlier neighbours
+# as (set id, Jaccard)); None: more candidates than max_candidates, probe and verify it here.
+Planned = tuple[int, Sequence[tuple[int, float]]] | None
+
 
 class Detector:
     """Turns documents into verdicts against a store. Call ``store.commit()`` to persist."""
@@ -54,22 +58,22 @@ class Detector:
         self.store = store
         self.sketcher = sketcher or Sketcher(settings)
         self._added: dict[int, list[tuple[int, int]]] = {}  # key -> (set id, size), this batch
-        self._neighbours: Mapping[int, Sequence[tuple[int, float]]] | None = None
+        self._planned: Mapping[int, Planned] | None = None
 
     def process(self, doc: Document) -> Verdict:
         return self.process_many([doc])[0]
 
     def process_many(self, docs: Sequence[Document], sketches: Sketches | None = None,
-                     neighbours: Mapping[int, Sequence[tuple[int, float]]] | None = None
-                     ) -> list[Verdict]:
+                     planned: Mapping[int, Planned] | None = None) -> list[Verdict]:
         """Verdicts in order. The sets new to the store are signed and probed in one batch,
         against the store as it was before the batch; what the batch itself adds to the
         buckets is matched in memory as it goes (``_added``), so each document still sees
         every earlier one. ``sketches`` (each document's shingles and its set's band keys)
-        skips the sketching, and ``neighbours`` (a new set's verified earlier neighbours,
-        all of them, by set id) the probe and the verification: the Spark backfill computes
-        both in its executors, for a store that held nothing before it."""
-        self._neighbours = neighbours
+        skips the sketching, and ``planned`` (by set id: a new set's candidates and all its
+        verified earlier neighbours; absent: none; ``None``: probe this one) the probe and
+        the verification: the backfill computes both for a whole dump at once (in Spark
+        executors), for a store that held nothing before it."""
+        self._planned = planned
         shingled, given = _sketched(self.sketcher, docs, sketches)
         known = self.store.get_sets({s.set_id for s in shingled if s.shingles.size})
         fresh: dict[int, np.ndarray] = {}
@@ -80,7 +84,7 @@ class Detector:
         keys = {**given, **dict(zip(unsigned, self.sketcher.band_keys_many(
             [fresh[x] for x in unsigned]), strict=True))}
         keys = {x: keys[x] for x in fresh}
-        probed = {} if neighbours is not None else dict(zip(fresh, self.store.probe_many(
+        probed = {} if planned is not None else dict(zip(fresh, self.store.probe_many(
             [keys[s].tolist() for s in fresh], [self._bounds(sh.size) for sh in fresh.values()]),
             strict=True))
         self._added = {}
@@ -117,12 +121,14 @@ class Detector:
             matched = [(sh.set_id, 1.0), *near]
             root = self._find(sh.set_id)
         else:
-            if self._neighbours is not None:  # verified elsewhere (the Spark backfill)
+            plan = None if self._planned is None else self._planned.get(sh.set_id, (0, []))
+            if plan is not None:  # verified elsewhere (the backfill's pair plan)
                 keys = self.sketcher.band_keys(sh.shingles) if keys is None else keys
-                matched = list(self._neighbours.get(sh.set_id, ()))
-                candidates, skipped = len(matched), 0
+                candidates, found = plan
+                matched, skipped = list(found), 0
             else:
-                if keys is None or probed is None:  # not new at the start of the batch:
+                if keys is None or probed is None:  # not new at the start of the batch, or
+                    # left to us by the plan (over max_candidates):
                     keys, hits = self._probe_now(sh)  # probe now (the store has the adds)
                 else:
                     hits = self._with_added(probed, sh, keys)

@@ -1,14 +1,17 @@
-"""Backfill a historical dump: sketches computed in parallel (Spark, or in-process), verdicts
-decided in arrival order by the stream's own detector, written into the store the stream
-then continues from.
+"""Backfill a historical dump: sketches and candidate pairs computed in parallel (Spark, or
+in-process), verdicts decided in arrival order by the stream's own detector, written into the
+store the stream then continues from.
 
 Why split it so: normalizing, shingling and signing are ~70 % of a fresh ad's cost and need
-nothing but the ad, so Spark executors do them (``mapPartitions`` with the same ``Sketcher``).
+nothing but the ad, so Spark executors do them (``replay/spark.py``), and then find every new
+set's candidates and verified neighbours for the whole dump at once (``replay/pairs.py``).
 The decision for each ad depends on every earlier ad (first document of a set, cluster
 merges, ``max_matches``), so it is made in the driver, in order, by ``Detector`` itself with
-the precomputed sketches: the verdicts are the stream's by construction, the store is a
-normal store (``streamdedup run``/``check`` go on from it, ``seq`` continues), and a second
-backfill of the same dump finds every (id, text) already judged and changes nothing.
+the precomputed sketches and neighbours: the verdicts are the stream's by construction, the
+store is a normal store (``streamdedup run``/``check`` go on from it, ``seq`` continues), and
+a second backfill of the same dump finds every (id, text) already judged and changes nothing.
+The pair plan is only used into an empty store (it knows this dump's sets, not the store's);
+into a store that holds documents, the driver probes it as ``check`` does.
 
 Rows that cannot be used go to an error file, as ``check`` reports them (``row``: the 0-based
 row in file order, i.e. the JSONL line number minus one; ``error``: the reason), never
@@ -17,14 +20,11 @@ silently away.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import os
-import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -35,19 +35,16 @@ from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
 from streamdedup.core.shared import detector_for
 from streamdedup.core.sketch import Shingled, Sketcher
-from streamdedup.errors import BackfillError, ConfigError, MessageError
-from streamdedup.extras import require
+from streamdedup.core.verdict import Verdict
+from streamdedup.errors import ConfigError, MessageError
 from streamdedup.replay.dump import read_dump
+from streamdedup.replay.pairs import Plan, Row, local_plan, sketch_rows
 from streamdedup.settings import Settings
 from streamdedup.store.base import Store
 
 BATCH = 500  # documents per detector call and store commit, as `check` does
 ENGINES = ("spark", "local")
 ORDERS = ("file", "timestamp")
-
-# One document's sketch as it travels from an executor: position, set id, shingles as
-# big-endian uint64 bytes, band keys as int64 bytes (no pickle of numpy objects).
-Row = tuple[int, int, bytes, bytes]
 
 
 @dataclass(frozen=True)
@@ -60,8 +57,9 @@ class BackfillConfig:
     master: str = "local[*]"
     order_by: str = "file"
     timestamp_field: str = "timestamp"
-    partitions: int = 0  # 0: Spark's default parallelism
-    verify_in_spark: bool = True  # candidate pairs and exact Jaccard in the executors
+    partitions: int = 0  # 0: 4 per core, or ~2,000 ads each
+    pairs: bool = True  # the engine finds candidate pairs and verifies them (empty store)
+    report_dir: Path | None = None  # the quality report against brute force, as replay's
 
 
 @dataclass
@@ -72,152 +70,11 @@ class BackfillResult:
     unordered: int = 0  # rows without a usable timestamp (with --order-by timestamp): last
     seconds: float = 0.0
     sketch_seconds: float = 0.0  # Spark: the parallel phase, all partitions at once
+    plan_seconds: float = 0.0
+    plan: dict[str, int] | None = None  # the pair plan's counts, when one was used
     errors_path: Path | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def sketch_rows(settings: Settings, items: Iterator[tuple[int, Mapping[str, str]]]
-                ) -> Iterator[Row]:
-    """What an executor computes for its partition (also the local engine's loop)."""
-    sketcher = Sketcher(settings)
-    for position, fields in items:
-        sh = sketcher.shingle_fields(fields)
-        keys = sketcher.band_keys(sh.shingles) if sh.shingles.size else np.zeros(0, np.int64)
-        yield (position, sh.set_id, sh.shingles.astype(">u8").tobytes(),
-               np.asarray(keys, dtype=np.int64).tobytes())
-
-
-def _local(settings: Settings, docs: Sequence[Document], config: BackfillConfig,
-           timings: dict[str, float], shared: dict[str, Any]) -> Iterator[Row]:
-    return sketch_rows(settings, ((i, d.fields) for i, d in enumerate(docs)))
-
-
-def _spark(settings: Settings, docs: Sequence[Document], config: BackfillConfig,
-           timings: dict[str, float], shared: dict[str, Any]) -> Iterator[Row]:
-    """Sketches from Spark executors, back in the driver in document order (partitions are
-    contiguous ranges, read one after another by ``toLocalIterator``)."""
-    require("pyspark", "the Spark backfill")
-    from pyspark.sql import SparkSession
-
-    builder = (SparkSession.builder.master(config.master).appName("streamdedup-backfill")
-               .config("spark.ui.showConsoleProgress", "true"))
-    if config.master.startswith("local"):
-        # Python workers run this interpreter (the one with numpy and the other dependencies;
-        # Spark would start `python3` from PATH); on a cluster, the executors' Python needs
-        # streamdedup's dependencies installed (see the README).
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        # Local mode runs the executors in the driver's JVM: 1 GB (Spark's default) ran out
-        # on 50,000 generated ads (a partition on its way to the driver is its sketches,
-        # ~8 KB an ad).
-        builder = builder.config("spark.driver.memory", "3g")
-    spark = builder.getOrCreate()
-    try:
-        sc = spark.sparkContext
-        sc.addPyFile(str(_package_zip()))  # this streamdedup, for the executors to import
-        # Partitions of ~2,000 ads (at least 4 per core): each one crosses to the driver
-        # whole, so their size bounds the driver's memory, not the dump's.
-        slices = config.partitions or max(sc.defaultParallelism * 4, len(docs) // 2000 + 1)
-        data = [(i, d.fields) for i, d in enumerate(docs)]
-
-        def work(items: Iterator[tuple[int, Mapping[str, str]]]) -> Iterator[Row]:
-            return sketch_rows(settings, items)
-
-        from pyspark import StorageLevel
-
-        try:
-            # First every partition at once on all executors (kept, spilling to disk), then
-            # in order to the driver, the next partition fetched while one is decided.
-            sketched = sc.parallelize(data, slices).mapPartitions(work)
-            sketched.persist(StorageLevel.MEMORY_AND_DISK)
-            started = time.perf_counter()
-            sketched.count()
-            timings["sketch_seconds"] = time.perf_counter() - started
-            if config.verify_in_spark:
-                started = time.perf_counter()
-                found, counts = spark_neighbours(sketched, settings.threshold)
-                shared["neighbours"] = found
-                timings.update({k: float(v) for k, v in counts.items()},
-                               verify_seconds=time.perf_counter() - started)
-            yield from sketched.toLocalIterator(prefetchPartitions=True)
-            sketched.unpersist()
-        except Exception as exc:  # py4j and Spark errors: the job failed after its retries
-            message = str(exc).strip().splitlines()
-            raise BackfillError(f"the Spark job failed: {type(exc).__name__}: "
-                                f"{message[0] if message else ''}") from exc
-    finally:
-        with contextlib.suppress(Exception):  # a JVM that died already: its error is raised
-            spark.stop()
-
-
-def _bucket_pairs(members: Any, threshold: float) -> Iterator[tuple[int, int]]:
-    """(later set, earlier set) of one bucket's sets that can reach the threshold by size:
-    members sorted by size, each compared only with the sizes its bound allows, so a hot
-    bucket of many sizes is not squared (one of many equal sizes still is: see the README)."""
-    from bisect import bisect_right
-
-    from streamdedup.core.jaccard import size_bounds
-
-    ranked = sorted(members, key=lambda m: m[2])  # (first position, set id, size)
-    sizes = [m[2] for m in ranked]
-    for i, (pos, set_id, size) in enumerate(ranked):
-        hi = bisect_right(sizes, size_bounds(size, threshold)[1])  # the stream's own bound
-        for pos2, set2, _ in ranked[i + 1:hi]:
-            yield (set2, set_id) if pos2 > pos else (set_id, set2)
-
-
-def _verify_pair(threshold: float, item: Any) -> tuple[int, tuple[int, float]] | None:
-    """((later, (earlier, later's bytes)), earlier's bytes) -> (later, (earlier, sim)) if
-    similar enough; the same function and comparison as the detector's."""
-    from streamdedup.core.jaccard import jaccard_many
-
-    earlier, ((later, later_bytes), earlier_bytes) = item
-    a = np.frombuffer(later_bytes, dtype=">u8").astype(np.uint64)
-    b = np.frombuffer(earlier_bytes, dtype=">u8").astype(np.uint64)
-    sim = float(jaccard_many(a, [b])[0])
-    return (later, (earlier, sim)) if sim >= threshold else None
-
-
-def spark_neighbours(sketched: Any, threshold: float) -> tuple[dict[int, list[tuple[int, float]]],
-                                                               dict[str, int]]:
-    """Every distinct set's verified earlier neighbours, computed by the executors: distinct
-    sets (exact copies collapse), their band-key entries grouped by key, candidate pairs
-    within the size bound, exact Jaccard. Earlier = first seen earlier in arrival order."""
-    firsts = (sketched.filter(lambda r: len(r[2]) > 0)
-              .map(lambda r: (r[1], (r[0], r[2], r[3])))
-              .reduceByKey(lambda a, b: a if a[0] <= b[0] else b))
-    entries = firsts.flatMap(lambda kv: [
-        (key, (kv[1][0], kv[0], len(kv[1][1]) // 8))
-        for key in set(np.frombuffer(kv[1][2], dtype=np.int64).tolist())])
-    candidates = (entries.groupByKey()
-                  .flatMap(lambda kv: _bucket_pairs(list(kv[1]), threshold)).distinct())
-    blobs = firsts.map(lambda kv: (kv[0], kv[1][1]))
-    verified = (candidates.join(blobs)                        # (later, (earlier, later's))
-                .map(lambda kv: (kv[1][0], (kv[0], kv[1][1])))  # (earlier, (later, later's))
-                .join(blobs)
-                .map(lambda item: _verify_pair(threshold, item))
-                .filter(lambda x: x is not None))
-    neighbours: dict[int, list[tuple[int, float]]] = {}
-    for later, (earlier, sim) in verified.collect():
-        neighbours.setdefault(later, []).append((earlier, sim))
-    counts = {"distinct_sets": firsts.count(), "candidate_pairs": candidates.count(),
-              "verified_pairs": sum(len(v) for v in neighbours.values())}
-    return neighbours, counts
-
-
-def _package_zip() -> Path:
-    """The streamdedup package as a zip (its .py files), built once per process; executors
-    import it from there, so they run the driver's exact code."""
-    import tempfile
-    import zipfile
-
-    import streamdedup
-
-    package = Path(streamdedup.__file__).parent
-    target = Path(tempfile.mkdtemp(prefix="streamdedup-backfill-")) / "streamdedup.zip"
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in sorted(package.rglob("*.py")):
-            zf.write(path, Path("streamdedup") / path.relative_to(package))
-    return target
+    report: dict[str, Any] | None = None
+    report_paths: dict[str, Path] = field(default_factory=dict)
 
 
 def order(docs: list[tuple[int, Document]], how: str, field_name: str
@@ -248,17 +105,18 @@ def _epoch(value: Any) -> float | None:
 
 
 def backfill(settings: Settings, store: Store, config: BackfillConfig,
-             progress: Callable[[int], None] = lambda _n: None) -> BackfillResult:
+             progress: Callable[[int], None] = lambda _n: None,
+             say: Callable[[str], None] = lambda _m: None) -> BackfillResult:
     if config.engine not in ENGINES:
         raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}, not {config.engine!r}")
     if config.order_by not in ORDERS:
         raise ConfigError(f"--order-by must be one of {', '.join(ORDERS)}, not "
                           f"{config.order_by!r}")
-    result = BackfillResult(errors_path=config.errors or config.out.with_suffix(".errors.jsonl"))
+    errors_path = config.errors or config.out.with_suffix(".errors.jsonl")
+    result = BackfillResult(errors_path=errors_path)
     start = time.perf_counter()
     good: list[tuple[int, Document]] = []
-    assert result.errors_path is not None
-    with result.errors_path.open("w", encoding="utf-8") as errors:
+    with errors_path.open("w", encoding="utf-8") as errors:
         for row, item in read_dump(config.dump, config.fmt, settings.text_fields,
                                    max_bytes=settings.max_message_bytes):
             if isinstance(item, MessageError):
@@ -269,26 +127,70 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
                 good.append((row, item))
     ordered, result.unordered = order(good, config.order_by, config.timestamp_field)
     docs = [d for _, d in ordered]
-    engine = _spark if config.engine == "spark" else _local
+    if config.report_dir is not None and len({d.id for d in docs}) != len(docs):
+        raise ConfigError("--report needs a dump whose ids are unique (the report's brute "
+                          "force compares documents, not versions of one id)")
+    say(f"{len(docs):,} documents, {result.bad_rows:,} bad rows (in {errors_path})")
     detector = detector_for(settings, store, Sketcher(settings))
-    timings: dict[str, float] = {}
-    shared: dict[str, Any] = {}  # the engine's verified neighbours, once its rows begin
-    # Neighbours verified in Spark cover this dump's sets only: used for an empty store; a
-    # store that already holds documents is probed as the stream would.
-    empty = store.stats()["documents"] == 0 and isinstance(detector, Detector)
-    cfg = replace(config, verify_in_spark=config.verify_in_spark and empty)
+    # The plan knows this dump's sets only: used into an empty store; a store that already
+    # holds documents is probed as the stream would.
+    use_plan = (config.pairs and isinstance(detector, Detector)
+                and store.stats()["documents"] == 0)
+    keep = _Kept() if config.report_dir is not None else None
     with config.out.open("w", encoding="utf-8") as out:
-        _decide(detector, store, docs, engine(settings, docs, cfg, timings, shared), shared,
-                out, result, progress)
+        if config.engine == "local":
+            rows: Iterable[Row] = _sketch_local(settings, docs)
+            plan = None
+            if use_plan:
+                started = time.perf_counter()
+                rows = list(rows)
+                result.sketch_seconds = time.perf_counter() - started
+                started = time.perf_counter()
+                plan = local_plan(rows, settings.threshold, settings.max_candidates,
+                                  keep_pairs=keep is not None)
+                result.plan_seconds = time.perf_counter() - started
+            _decide(detector, store, docs, iter(rows), plan, out, result, progress, keep)
+        else:
+            from streamdedup.replay import spark as sp
+
+            with sp.session(config.master, say) as spark:
+                sketches = sp.SparkSketches(spark, settings, [d.fields for d in docs],
+                                            config.partitions, say)
+                result.sketch_seconds = sketches.sketch()
+                plan = None
+                if use_plan:
+                    started = time.perf_counter()
+                    plan = sketches.plan(settings.threshold, settings.max_candidates,
+                                         keep_pairs=keep is not None)
+                    result.plan_seconds = time.perf_counter() - started
+                say("deciding in arrival order")
+                _decide(detector, store, docs, sketches.rows(), plan, out, result, progress,
+                        keep)
+    result.plan = plan.counts() if plan is not None else None
     result.seconds = time.perf_counter() - start
-    result.sketch_seconds = timings.pop("sketch_seconds", 0.0)
-    result.extra = timings
+    if keep is not None and config.report_dir is not None:
+        say("report: exact Jaccard of every pair (brute force) and the band table")
+        result.report, result.report_paths = _report(settings, config, docs, keep, plan,
+                                                     result)
     return result
 
 
+def _sketch_local(settings: Settings, docs: Sequence[Document]) -> Iterator[Row]:
+    return sketch_rows(settings, ((i, d.fields) for i, d in enumerate(docs)))
+
+
+@dataclass
+class _Kept:
+    """What the report needs from the decisions: every verdict, shingle set and set id."""
+
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    shingles: list[np.ndarray] = field(default_factory=list)
+    set_ids: list[int] = field(default_factory=list)
+
+
 def _decide(detector: Any, store: Store, docs: Sequence[Document], rows: Iterator[Row],
-            shared: Mapping[str, Any], out: TextIO, result: BackfillResult,
-            progress: Callable[[int], None]) -> None:
+            plan: Plan | None, out: TextIO, result: BackfillResult,
+            progress: Callable[[int], None], keep: _Kept | None) -> None:
     """The driver's half: batches of sketches, in document order, through the detector."""
     batch: list[Row] = []
 
@@ -297,13 +199,16 @@ def _decide(detector: Any, store: Store, docs: Sequence[Document], rows: Iterato
         shingled = [Shingled(np.frombuffer(sh, dtype=">u8").astype(np.uint64), set_id)
                     for _, set_id, sh, _ in batch]
         keys = {set_id: np.frombuffer(k, dtype=np.int64) for _, set_id, _, k in batch if k}
-        given = shared.get("neighbours")
-        found = (detector.process_many(part, (shingled, keys)) if given is None else
-                 detector.process_many(part, (shingled, keys), neighbours=given))
+        found = (detector.process_many(part, (shingled, keys)) if plan is None else
+                 detector.process_many(part, (shingled, keys), planned=plan.sets))
         for verdict in found:
             out.write(verdict.to_json() + "\n")
             result.documents += 1
             result.duplicates += verdict.duplicate
+        if keep is not None:
+            keep.verdicts.update((v.id, v) for v in found)
+            keep.shingles += [s.shingles for s in shingled]
+            keep.set_ids += [s.set_id for s in shingled]
         store.commit()
         progress(len(batch))
         batch.clear()
@@ -321,3 +226,45 @@ def _decide(detector: Any, store: Store, docs: Sequence[Document], rows: Iterato
         flush()
     if expected != len(docs):
         raise RuntimeError(f"the engine returned {expected} sketches for {len(docs)} documents")
+
+
+def _report(settings: Settings, config: BackfillConfig, docs: Sequence[Document], keep: _Kept,
+            plan: Plan | None, result: BackfillResult) -> tuple[dict[str, Any], dict[str, Path]]:
+    """replay's report for the backfill's verdicts (precision and recall against exact
+    Jaccard, the study's band table), plus a band-table row for this run's own candidate
+    pairs: the chosen bands with the size bound applied, as the plan found them."""
+    from streamdedup.core import lsh
+    from streamdedup.replay import evaluation as ev
+    from streamdedup.replay import report as rp
+    from streamdedup.replay import truth as tr
+
+    assert config.report_dir is not None
+    corpus = tr.Corpus.from_shingles([d.id for d in docs], keep.shingles)
+    truth = tr.ground_truth(corpus, settings.threshold)
+    report = ev.evaluate(docs, keep.verdicts, truth, settings, dead_letters=result.bad_rows)
+    if plan is not None and plan.pairs is not None:
+        index: dict[int, int] = {}  # sketch set id -> the corpus' set index
+        for position, set_id in enumerate(keep.set_ids):
+            if corpus.set_index[position] >= 0:
+                index.setdefault(set_id, int(corpus.set_index[position]))
+        ci = np.array([index[a] for a, _ in plan.pairs], dtype=np.int64)
+        cj = np.array([index[b] for _, b in plan.pairs], dtype=np.int64)
+        bands, rows = lsh.choose_bands(settings.threshold, settings.num_perm)
+        report["band_table"]["rows"].append(ev.table_row(
+            truth, f"{bands}x{rows}, this backfill ({config.engine}; size bound applied)",
+            ci, cj, bands=bands, rows=rows, num_perm=settings.num_perm,
+            threshold=settings.threshold, sign_s=result.sketch_seconds,
+            band_s=result.plan_seconds))
+    report.update({
+        "dump": {"path": str(config.dump), "name": config.dump.name,
+                 "sha256": tr.file_sha256(config.dump), "rows": len(docs) + result.bad_rows,
+                 "unreadable_rows": result.bad_rows},
+        "settings": {**Sketcher(settings).params(), "max_matches": settings.max_matches,
+                     "max_candidates": settings.max_candidates},
+        "backfill": {"engine": config.engine, "master": config.master,
+                     "order_by": config.order_by, "plan": plan.counts() if plan else None,
+                     "sketch_s": result.sketch_seconds, "plan_s": result.plan_seconds},
+        "elapsed_total_s": result.seconds,
+    })
+    paths = rp.write_report(report, config.report_dir)
+    return report, paths

@@ -288,11 +288,6 @@ def band_table(
     ``jaccard.all_pairs`` on all documents. Neither includes shingling, which both need.
     """
     c = truth.corpus
-    w = c.weights.astype(np.int64)
-    n_sets = len(c.sets)
-    copies = copy_pairs(w)
-    true_keys = truth.true_pair_keys()
-    true_total = truth.true_pairs
     chosen = lsh.choose_bands(settings.threshold, settings.num_perm)
     specs = [(f"{b}x{r}", b, r, num_perm) for b, r in layouts]
     specs.append((f"{chosen[0]}x{chosen[1]}, chosen", *chosen, settings.num_perm))
@@ -307,25 +302,8 @@ def band_table(
         t0 = time.perf_counter()
         ci, cj = candidate_set_pairs(lsh.band_keys_many(sigs, b, r))
         band_s = time.perf_counter() - t0
-        cand = int((w[ci] * w[cj]).sum()) + copies
-        is_true = np.isin(ci * n_sets + cj, true_keys)
-        both = int((w[ci[is_true]] * w[cj[is_true]]).sum()) + copies
-        distinct_both = int(is_true.sum())
-        rows.append({
-            "setting": label, "bands": b, "rows": r, "num_perm": perms,
-            "p_at_threshold": float(lsh.p_candidate(settings.threshold, b, r)),
-            "candidate_pairs": cand, "true_pairs": true_total, "true_candidates": both,
-            "fp_rate": _rate(cand - both, cand), "fn_rate": _rate(true_total - both, true_total),
-            "candidate_precision": _ratio(both, cand), "candidate_recall": _ratio(both, true_total),
-            "sign_s": sign_s, "band_s": band_s, "time_s": sign_s + band_s,
-            # the same between distinct texts: exact copies, trivially found, left out
-            "distinct": {
-                "candidate_pairs": int(ci.size), "true_pairs": int(true_keys.size),
-                "true_candidates": distinct_both,
-                "fp_rate": _rate(int(ci.size) - distinct_both, int(ci.size)),
-                "fn_rate": _rate(int(true_keys.size) - distinct_both, int(true_keys.size)),
-            },
-        })
+        rows.append(table_row(truth, label, ci, cj, bands=b, rows=r, num_perm=perms,
+                              threshold=settings.threshold, sign_s=sign_s, band_s=band_s))
     return {
         "rows": rows,
         "brute_force_s": truth.brute_force_s,
@@ -333,6 +311,40 @@ def band_table(
         "pairwise_estimate_s": pairwise_seconds(c),
         "fp_rate_definition": _FP_RATE_DEF,
         "fn_rate_definition": _FN_RATE_DEF,
+    }
+
+
+def table_row(truth: GroundTruth, label: str, ci: np.ndarray, cj: np.ndarray, *, bands: int,
+              rows: int, num_perm: int, threshold: float, sign_s: float, band_s: float
+              ) -> dict[str, Any]:
+    """One row of the band table from candidate pairs of distinct sets (corpus indices, any
+    order within a pair): counts in document pairs (copies are always candidates), FP and FN
+    rates against the brute force, and the same between distinct texts."""
+    c = truth.corpus
+    w = c.weights.astype(np.int64)
+    n_sets = len(c.sets)
+    ci, cj = np.minimum(ci, cj).astype(np.int64), np.maximum(ci, cj).astype(np.int64)
+    copies = copy_pairs(w)
+    true_keys = truth.true_pair_keys()
+    true_total = truth.true_pairs
+    cand = int((w[ci] * w[cj]).sum()) + copies
+    is_true = np.isin(ci * n_sets + cj, true_keys)
+    both = int((w[ci[is_true]] * w[cj[is_true]]).sum()) + copies
+    distinct_both = int(is_true.sum())
+    return {
+        "setting": label, "bands": bands, "rows": rows, "num_perm": num_perm,
+        "p_at_threshold": float(lsh.p_candidate(threshold, bands, rows)),
+        "candidate_pairs": cand, "true_pairs": true_total, "true_candidates": both,
+        "fp_rate": _rate(cand - both, cand), "fn_rate": _rate(true_total - both, true_total),
+        "candidate_precision": _ratio(both, cand), "candidate_recall": _ratio(both, true_total),
+        "sign_s": sign_s, "band_s": band_s, "time_s": sign_s + band_s,
+        # the same between distinct texts: exact copies, trivially found, left out
+        "distinct": {
+            "candidate_pairs": int(ci.size), "true_pairs": int(true_keys.size),
+            "true_candidates": distinct_both,
+            "fp_rate": _rate(int(ci.size) - distinct_both, int(ci.size)),
+            "fn_rate": _rate(int(true_keys.size) - distinct_both, int(true_keys.size)),
+        },
     }
 
 

@@ -19,6 +19,7 @@ from streamdedup.core.sketch import Sketcher
 from streamdedup.errors import StoreParamsError
 from streamdedup.replay.backfill import BackfillConfig, backfill, order
 from streamdedup.replay.dump import read_dump
+from streamdedup.replay.pairs import bucket_pairs, sketch_rows
 from streamdedup.settings import build_settings
 from streamdedup.store import open_store
 from streamdedup.store.sqlite import SqliteStore
@@ -120,25 +121,95 @@ def test_timestamp_order_is_stable_and_puts_rows_without_one_last() -> None:
 
 @pytest.mark.slow
 @pytest.mark.dump
-def test_spark_in_local_mode_gives_the_same_verdicts_through_the_cli(
+def test_spark_in_local_mode_gives_checks_verdicts_and_the_report_through_the_cli(
         kijiji_path: Path, tmp_path: Path) -> None:
     """Real pyspark on the machine's Java, two local executor threads, candidate pairs and
     exact Jaccard computed in the executors: the command's verdicts equal `check`'s on the
-    same dump, field by field, but for candidates and skipped (which count other things)."""
+    same dump byte for byte, and its report holds the band table with this run's pairs."""
     dump = kijiji_jsonl(kijiji_path, tmp_path, 600)
     run = subprocess.run(
         [sys.executable, "-m", "streamdedup", "backfill", str(dump), "--engine", "spark",
          "--master", "local[2]", "--partitions", "3", "--store", str(tmp_path / "store"),
-         "--out", str(tmp_path / "v.jsonl"), "--preset", "reference"],
+         "--out", str(tmp_path / "v.jsonl"), "--preset", "reference",
+         "--report", str(tmp_path / "report")],
         capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "600 documents" in run.stderr and "2 bad rows" in run.stderr
-    assert "verified in Spark" in run.stderr
-    got = [json.loads(x) for x in (tmp_path / "v.jsonl").read_text().splitlines()]
-    want = [json.loads(x) for x in check_verdicts(dump, SqliteStore(tmp_path / "check"))]
-    for v in got + want:
-        del v["candidates"], v["skipped"]
-    assert got == want and sum(v["duplicate"] for v in got) > 100
+    assert "spark: sketching in 3 partitions" in run.stderr  # progress, phase by phase
+    assert "spark: candidate pairs and exact Jaccard" in run.stderr
+    got = (tmp_path / "v.jsonl").read_text().splitlines()
+    assert got == check_verdicts(dump, SqliteStore(tmp_path / "check"))
+    assert sum('"duplicate":true' in v for v in got) > 100
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert (report["verdicts"], report["dead_letters"]) == (600, 2)
+    assert report["doc_precision"] == report["doc_recall"] == 1.0
+    rows = report["band_table"]["rows"]
+    ours = next(r for r in rows if r["setting"].endswith("this backfill (spark; size bound "
+                                                         "applied)"))["distinct"]
+    chosen = next(r for r in rows if r["setting"].endswith(", chosen"))["distinct"]
+    # the size bound only drops pairs that cannot reach the threshold: same misses, fewer FP
+    assert ours["fn_rate"] == chosen["fn_rate"] and ours["true_pairs"] == chosen["true_pairs"]
+    assert 0 < ours["candidate_pairs"] <= chosen["candidate_pairs"]
+    assert "this backfill" in (tmp_path / "report" / "report.md").read_text()
+    assert "precision 1.0000" in run.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.dump
+def test_a_spark_task_that_crashes_is_retried_and_a_job_that_fails_leaves_a_store_to_go_on(
+        kijiji_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real Python workers die (os._exit) in the sketch stage and in the verification stage,
+    the first task of each on its first attempt: Spark retries the tasks and the verdicts are
+    check's. With task retries turned off (local[2,1]) the job fails with a clear error
+    before anything is decided, and a second backfill into the same store gives check's
+    verdicts."""
+    from streamdedup.errors import BackfillError
+    from streamdedup.replay import pairs, spark
+
+    dump = kijiji_jsonl(kijiji_path, tmp_path, 400)
+    marks = tmp_path / "crashed"
+    marks.mkdir()
+
+    def dies_once(where: str) -> None:
+        import os
+
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()  # the first task of the stage to get here, first attempt
+        if ctx is not None and ctx.attemptNumber() == 0 and not any(marks.glob(f"{where}-*")):
+            (marks / f"{where}-{ctx.partitionId()}").touch()
+            os._exit(1)  # the Python worker dies mid-task, as a SIGKILL would leave it
+
+    def sketch_rows(settings: Any, items: Any) -> Any:
+        dies_once("sketch")
+        return pairs.sketch_rows(settings, items)
+
+    def verify_pair(threshold: float, later: bytes, earlier: bytes) -> float | None:
+        dies_once("verify")
+        return pairs.verify_pair(threshold, later, earlier)
+
+    monkeypatch.setattr(spark, "sketch_rows", sketch_rows)
+    monkeypatch.setattr(spark, "verify_pair", verify_pair)
+    want = check_verdicts(dump, SqliteStore(tmp_path / "check"))
+
+    run_backfill(dump, tmp_path / "retried", tmp_path / "a.jsonl", engine="spark")
+    assert {p.name.split("-")[0] for p in marks.iterdir()} == {"sketch", "verify"}
+    assert (tmp_path / "a.jsonl").read_text().splitlines() == want
+
+    for mark in marks.iterdir():
+        mark.unlink()  # crash again
+    store = open_store("sqlite", str(tmp_path / "failed"), Sketcher(SETTINGS).params())
+    try:
+        with pytest.raises(BackfillError, match=r"failed after its task retries: .*Job aborted "
+                           r"due to stage failure: .* failed 1 times.*run it again"):
+            backfill(SETTINGS, store, BackfillConfig(dump=dump, out=tmp_path / "b.jsonl",
+                                                     engine="spark", master="local[2,1]"))
+        assert store.stats()["documents"] == 0
+    finally:
+        store.close()
+    monkeypatch.undo()
+    run_backfill(dump, tmp_path / "failed", tmp_path / "c.jsonl", engine="spark")
+    assert (tmp_path / "c.jsonl").read_text().splitlines() == want
 
 
 @pytest.mark.dump
@@ -160,10 +231,65 @@ def test_a_backfill_into_redis_gives_the_shared_stores_verdicts(
     assert got == want
 
 
-def test_bucket_pairs_respect_the_size_bound_and_arrival_order() -> None:
-    from streamdedup.replay.backfill import _bucket_pairs
-
+def test_bucket_pairs_are_the_later_sets_probe_candidates() -> None:
     members = [(5, 50, 10), (1, 10, 10), (9, 90, 13), (3, 30, 40)]  # (first pos, set, size)
-    # the stream's own bound, rounded outwards: with 10 shingles, up to ceil(10 / t)
-    assert set(_bucket_pairs(members, 0.9)) == {(50, 10)}  # 13 > ceil(11.1); 40 never
-    assert set(_bucket_pairs(members, 0.8)) == {(50, 10), (90, 50), (90, 10)}  # 13 <= 13
+    # the later set's bound, as its probe applies it: 10 shingles at 0.9 accept 9..12
+    assert set(bucket_pairs(members, 0.9)) == {(50, 10)}
+    assert set(bucket_pairs(members, 0.8)) == {(50, 10), (90, 50), (90, 10)}  # 13 in 10..17
+    # the bound is the later set's, rounded outwards: 11 at 0.8 accepts 8..14, 8 accepts 6..10
+    assert list(bucket_pairs([(1, 1, 8), (2, 2, 11)], 0.8)) == [(2, 1)]
+    assert list(bucket_pairs([(1, 1, 11), (2, 2, 8)], 0.8)) == []
+
+
+def test_a_set_over_max_candidates_is_left_to_the_detector_and_still_equals_check(
+        tmp_path: Path) -> None:
+    """A hot bucket of 40 variants of one text with max_candidates 5: the stream verifies
+    only the 5 candidates with most shared bands, so the plan hands those sets back to the
+    detector, and the verdicts (candidates and skipped included) are check's, byte for byte."""
+    import random
+
+    from streamdedup.replay.pairs import local_plan
+
+    settings = SETTINGS.replace(max_candidates=5)
+    rng = random.Random(7)
+    def word() -> str:
+        return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(7))
+
+    words = [word() for _ in range(150)]
+    rows = []
+    for n in range(40):
+        text = list(words)
+        for _ in range(rng.randrange(1, 6)):
+            text[rng.randrange(len(text))] = word()
+        rows.append(json.dumps({"id": f"v{n}", "title": "Driver", "description": " ".join(text)}))
+    dump = tmp_path / "hot.jsonl"
+    dump.write_text("\n".join(rows) + "\n")
+    store = SqliteStore(tmp_path / "store")
+    backfill(settings, store, BackfillConfig(dump=dump, out=tmp_path / "v.jsonl", engine="local"))
+    store.close()
+    check_store = SqliteStore(tmp_path / "check")
+    det = Detector(settings, check_store)
+    docs = [d for _, d in read_dump(dump, None, settings.text_fields) if isinstance(d, Document)]
+    want = [v.to_json() for v in det.process_many(docs)]
+    assert (tmp_path / "v.jsonl").read_text().splitlines() == want
+    assert any(json.loads(v)["skipped"] > 0 for v in want)
+    sketched = list(sketch_rows(settings, ((i, d.fields) for i, d in enumerate(docs))))
+    plan = local_plan(sketched, settings.threshold, settings.max_candidates)
+    assert plan.over_cap == sum(json.loads(v)["skipped"] > 0 for v in want) > 0
+
+
+@pytest.mark.dump
+def test_a_parquet_dump_gives_the_verdicts_of_the_same_rows_in_jsonl(
+        kijiji_path: Path, tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    dump = kijiji_jsonl(kijiji_path, tmp_path, 300)
+    docs = [d for _, d in read_dump(dump, None, SETTINGS.text_fields) if isinstance(d, Document)]
+    names = sorted({k for d in docs for k in d.fields})
+    pq.write_table(pa.table({"id": [d.id for d in docs],
+                             **{n: [d.fields.get(n) for d in docs] for n in names}}),
+                   tmp_path / "ads.parquet", row_group_size=128)
+    run_backfill(tmp_path / "ads.parquet", tmp_path / "store", tmp_path / "v.jsonl")
+    assert (tmp_path / "v.jsonl").read_text().splitlines() == check_verdicts(
+        dump, SqliteStore(tmp_path / "check"))

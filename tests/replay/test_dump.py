@@ -157,3 +157,49 @@ def test_rows_over_the_message_limit_are_oversized_errors_not_read_whole(
     rows = list(read_dump(tsv, None, ("title", "description"), max_bytes=1000))
     kinds = [r.reason if isinstance(r, MessageError) else r.id for _, r in rows]
     assert kinds == ["0", "oversized", "oversized", "3"]
+
+
+def test_parquet_rows_are_read_in_order_with_their_errors(tmp_path: Path) -> None:
+    """Typed columns: a timestamp becomes ISO 8601 text (so --order-by timestamp reads it),
+    a number a string; a null or empty text is empty_text; a text column of another type is
+    wrong_type, as in JSONL; an oversized row is an error, and every row keeps its index."""
+    from datetime import UTC, datetime
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "d.parquet"
+    table = pa.table({
+        "id": ["a", "b", "c", "d"],
+        "title": ["Cook", None, "", "Welder"],
+        "description": ["Kitchen help wanted", None, "  ", "x" * 5000],
+        "timestamp": [datetime(2026, 11, 2, 8, 30, tzinfo=UTC)] * 4,
+        "salary": [15, 16, 17, 18],
+    })
+    pq.write_table(table, path, row_group_size=2)
+    got = list(read_dump(path, None, FIELDS, max_bytes=4096))
+    assert [(i, outcome(item)) for i, item in got] == [
+        (0, "doc:a"), (1, "empty_text"), (2, "empty_text"), (3, "oversized")]
+    first = got[0][1]
+    assert isinstance(first, Document)
+    assert first.fields == {"id": "a", "title": "Cook", "description": "Kitchen help wanted",
+                            "timestamp": "2026-11-02T08:30:00+00:00", "salary": "15"}
+    typed = tmp_path / "typed.parquet"
+    pq.write_table(pa.table({"id": [1], "title": [7]}), typed)
+    assert [outcome(item) for _, item in read_dump(typed, None, FIELDS)] == ["wrong_type"]
+
+
+def test_a_parquet_file_that_is_not_one_or_lacks_the_text_columns_is_an_input_error(
+        tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    fake = tmp_path / "fake.parquet"
+    fake.write_text("title\nt\n", encoding="utf-8")
+    with pytest.raises(InputError, match="is not a Parquet file"):
+        list(read_dump(fake, None, FIELDS))
+    other = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"id": ["a"], "body": ["text"]}), other)
+    with pytest.raises(InputError, match="no column is one of the text fields title, "
+                                         "description"):
+        list(read_dump(other, None, FIELDS))

@@ -1,0 +1,206 @@
+"""The backfill's Spark engine: sketches and the pair plan computed by executors; the rows come
+back to the driver in document order for the detector.
+
+Executors run ``sketch_rows`` (normalize, shingle, sign: ~70 % of a fresh ad's cost) with the
+driver's own streamdedup (shipped as a zip with ``addPyFile``), and the steps of
+``replay/pairs.py`` on RDDs: distinct sets by ``reduceByKey``, buckets by ``groupByKey`` on
+the band key, exact Jaccard on joined pairs. Only the verified neighbours and the per-set
+candidate counts are collected; the sketches stay persisted and come back one partition at
+a time (``toLocalIterator``), so the driver holds one partition, not the dump.
+
+Failures: a task that dies (its Python worker killed, an executor lost) is retried by Spark;
+local mode gives a task one attempt unless told otherwise, so ``local[N]`` runs as
+``local[N,4]``, the attempts a cluster gives by default (``spark.task.maxFailures``). A job
+that fails after its retries is a ``BackfillError``; what the driver committed before it is
+a consistent store, and running the backfill again goes on from it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from streamdedup.errors import BackfillError, StreamdedupError
+from streamdedup.extras import require
+from streamdedup.replay.pairs import (
+    Plan,
+    Row,
+    assemble,
+    bucket_entries,
+    bucket_pairs,
+    sketch_rows,
+    verify_pair,
+)
+from streamdedup.settings import Settings
+
+TASK_ATTEMPTS = 4  # Spark's default spark.task.maxFailures on a cluster
+ADS_PER_PARTITION = 2_000  # each partition crosses to the driver whole: ~8 KB an ad
+_LOCAL = re.compile(r"^local(?:\[(\*|\d+)\])?$")
+
+
+def with_retries(master: str) -> str:
+    """``local`` / ``local[N]`` / ``local[*]`` with task retries; anything else unchanged."""
+    m = _LOCAL.match(master.strip())
+    return f"local[{m.group(1) or 1},{TASK_ATTEMPTS}]" if m else master
+
+
+@contextmanager
+def session(master: str, say: Callable[[str], None]) -> Iterator[Any]:
+    require("pyspark", "the Spark backfill")
+    from pyspark.sql import SparkSession
+
+    master = with_retries(master)
+    builder = (SparkSession.builder.master(master).appName("streamdedup-backfill")
+               .config("spark.ui.showConsoleProgress", "false"))  # ours names the phases
+    if master.startswith("local"):
+        # Python workers run this interpreter (the one with numpy and the other dependencies;
+        # Spark would start `python3` from PATH); on a cluster, the executors' Python needs
+        # streamdedup's dependencies installed (see the README).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        # Local mode runs the executors in the driver's JVM: 1 GB (Spark's default) ran out
+        # on 50,000 generated ads.
+        builder = builder.config("spark.driver.memory", "3g")
+    say(f"starting Spark ({master})")
+    spark = builder.getOrCreate()
+    work = Path(tempfile.mkdtemp(prefix="streamdedup-backfill-"))
+    try:
+        spark.sparkContext.setLogLevel("ERROR")  # task retries are reported by us, not logged
+        spark.sparkContext.addPyFile(str(_package_zip(work)))  # for the executors to import
+        yield spark
+    finally:
+        with suppress(Exception):  # a JVM that died already: its error is raised
+            spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+class SparkSketches:
+    """The dump's sketches as a persisted RDD, the plan from them, and the rows in order."""
+
+    def __init__(self, spark: Any, settings: Settings, fields: Sequence[Mapping[str, str]],
+                 partitions: int, say: Callable[[str], None]) -> None:
+        from pyspark import StorageLevel
+
+        self.sc = spark.sparkContext
+        self.settings = settings
+        self.say = say
+        slices = partitions or max(self.sc.defaultParallelism * 4,
+                                   len(fields) // ADS_PER_PARTITION + 1)
+
+        def work(items: Iterator[tuple[int, Mapping[str, str]]]) -> Iterator[Row]:
+            return sketch_rows(settings, items)
+
+        self.rdd = self.sc.parallelize(list(enumerate(fields)), slices).mapPartitions(work)
+        self.rdd.persist(StorageLevel.MEMORY_AND_DISK)
+        self.partitions = slices
+
+    def sketch(self) -> float:
+        """Every partition at once on all executors (kept, spilling to disk). Seconds."""
+        with self._phase(f"sketching in {self.partitions} partitions"):
+            started = time.perf_counter()
+            self.rdd.count()
+            return time.perf_counter() - started
+
+    def plan(self, threshold: float, max_candidates: int, keep_pairs: bool) -> Plan:
+        """``replay/pairs.py``'s steps on RDDs; only the outcome comes to the driver."""
+        with self._phase("candidate pairs and exact Jaccard"):
+            firsts = (self.rdd.filter(lambda r: len(r[2]) > 0)
+                      .map(lambda r: (r[1], (r[0], r[2], r[3])))
+                      .reduceByKey(lambda a, b: a if a[0] <= b[0] else b))
+            firsts.persist()
+            entries = firsts.flatMap(lambda kv: bucket_entries(kv[0], kv[1][0], kv[1][1],
+                                                               kv[1][2]))
+            pairs = (entries.groupByKey()
+                     .flatMap(lambda kv: bucket_pairs(list(kv[1]), threshold)).distinct())
+            pairs.persist()
+            candidates = dict(pairs.map(lambda p: (p[0], 1))
+                              .reduceByKey(lambda a, b: a + b).collect())
+            capped = {s for s, n in candidates.items() if n > max_candidates}
+            blobs = firsts.map(lambda kv: (kv[0], kv[1][1]))
+            found = (pairs.filter(lambda p: p[0] not in capped)
+                     .join(blobs)                                # (later, (earlier, later's))
+                     .map(lambda kv: (kv[1][0], (kv[0], kv[1][1])))  # (earlier, (later, ..))
+                     .join(blobs)
+                     .map(lambda kv: (kv[1][0][0], kv[0],
+                                      verify_pair(threshold, kv[1][0][1], kv[1][1])))
+                     .filter(lambda t: t[2] is not None)
+                     .collect())
+            plan = assemble(found, candidates, max_candidates, firsts.count())
+            if keep_pairs:
+                plan.pairs = sorted(pairs.collect())
+            pairs.unpersist()
+            firsts.unpersist()
+            return plan
+
+    def rows(self) -> Iterator[Row]:
+        """The sketches in document order (partitions are contiguous ranges, fetched one
+        after another, the next while one is decided)."""
+        with self._phase("sending sketches to the driver"):
+            yield from self.rdd.toLocalIterator(prefetchPartitions=True)
+        self.rdd.unpersist()
+
+    @contextmanager
+    def _phase(self, name: str) -> Iterator[None]:
+        """Name the phase and report its tasks while it runs (Spark's own console bar is
+        off with the log level, and says nothing of what a stage is for)."""
+        done = threading.Event()
+        watcher = threading.Thread(target=self._watch, args=(name, done), daemon=True)
+        watcher.start()
+        try:
+            yield
+        except StreamdedupError:
+            raise
+        except Exception as exc:  # py4j and Spark errors: the job failed after its retries
+            raise failed(exc) from exc
+        finally:
+            done.set()
+            watcher.join()
+
+    def _watch(self, name: str, done: threading.Event, every_s: float = 2.0) -> None:
+        tracker = self.sc.statusTracker()
+        last = ""
+        self.say(f"spark: {name}")
+        while not done.wait(every_s):
+            with suppress(Exception):  # the context is stopping
+                stages = [s for s in (tracker.getStageInfo(i)
+                                      for i in tracker.getActiveStageIds()) if s]
+                if not stages:
+                    continue
+                line = ", ".join(
+                    f"stage {s.stageId}: {s.numCompletedTasks}/{s.numTasks} tasks"
+                    + (f" ({s.numFailedTasks} failed, retried)" if s.numFailedTasks else "")
+                    for s in stages)
+                if line != last:
+                    self.say(f"spark: {name}: {line}")
+                    last = line
+
+
+def failed(exc: BaseException) -> BackfillError:
+    """The line of a py4j error that says why (its first names only the call that failed)."""
+    lines = [x.strip() for x in str(exc).strip().splitlines() if x.strip()]
+    why = next((x for x in lines if "Job aborted" in x), lines[0] if lines else "")
+    return BackfillError(f"the Spark job failed after its task retries: "
+                         f"{type(exc).__name__}: {why[:400]} (what the backfill decided "
+                         "before is committed: run it again to go on)")
+
+
+def _package_zip(work: Path) -> Path:
+    """The streamdedup package as a zip (its .py files); executors import it from there, so
+    they run the driver's exact code."""
+    import streamdedup
+
+    package = Path(streamdedup.__file__).parent
+    target = work / "streamdedup.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(package.rglob("*.py")):
+            zf.write(path, Path("streamdedup") / path.relative_to(package))
+    return target
