@@ -153,9 +153,10 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
         else:
             from streamdedup.replay import spark as sp
 
-            with sp.session(config.master, say) as spark:
+            with sp.session(config.master, say) as (spark, work):
                 sketches = sp.SparkSketches(spark, settings, [d.fields for d in docs],
-                                            config.partitions, say)
+                                            config.partitions, say,
+                                            stage=work / "texts.jsonl" if work else None)
                 result.sketch_seconds = sketches.sketch()
                 plan = None
                 if use_plan:

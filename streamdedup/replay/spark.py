@@ -17,6 +17,7 @@ a consistent store, and running the backfill again goes on from it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -55,7 +56,8 @@ def with_retries(master: str) -> str:
 
 
 @contextmanager
-def session(master: str, say: Callable[[str], None]) -> Iterator[Any]:
+def session(master: str, say: Callable[[str], None]) -> Iterator[tuple[Any, Path | None]]:
+    """A Spark session, and in local mode a directory to stage the dump's texts in."""
     require("pyspark", "the Spark backfill")
     from pyspark.sql import SparkSession
 
@@ -76,7 +78,7 @@ def session(master: str, say: Callable[[str], None]) -> Iterator[Any]:
     try:
         spark.sparkContext.setLogLevel("ERROR")  # task retries are reported by us, not logged
         spark.sparkContext.addPyFile(str(_package_zip(work)))  # for the executors to import
-        yield spark
+        yield spark, (work if master.startswith("local") else None)
     finally:
         with suppress(Exception):  # a JVM that died already: its error is raised
             spark.stop()
@@ -87,21 +89,35 @@ class SparkSketches:
     """The dump's sketches as a persisted RDD, the plan from them, and the rows in order."""
 
     def __init__(self, spark: Any, settings: Settings, fields: Sequence[Mapping[str, str]],
-                 partitions: int, say: Callable[[str], None]) -> None:
+                 partitions: int, say: Callable[[str], None], stage: Path | None = None
+                 ) -> None:
         from pyspark import StorageLevel
 
         self.sc = spark.sparkContext
-        self.settings = settings
         self.say = say
         slices = partitions or max(self.sc.defaultParallelism * 4,
                                    len(fields) // ADS_PER_PARTITION + 1)
+        names = settings.text_fields  # all that sketching reads
 
         def work(items: Iterator[tuple[int, Mapping[str, str]]]) -> Iterator[Row]:
             return sketch_rows(settings, items)
 
-        self.rdd = self.sc.parallelize(list(enumerate(fields)), slices).mapPartitions(work)
+        if stage is not None:
+            # Local mode: the ordered texts as a JSONL file that Spark splits itself, so the
+            # dump is not held in the driver's JVM as well (parallelize keeps every row
+            # there: 3 GB ran out at 1M generated ads).
+            with stage.open("w", encoding="utf-8") as fh:
+                for f in fields:
+                    fh.write(json.dumps({n: f[n] for n in names if n in f},
+                                        ensure_ascii=False) + "\n")
+            source = (self.sc.textFile(str(stage), slices).zipWithIndex()
+                      .map(lambda li: (li[1], json.loads(li[0]))))
+        else:
+            source = self.sc.parallelize(
+                [(i, {n: f[n] for n in names if n in f}) for i, f in enumerate(fields)], slices)
+        self.rdd = source.mapPartitions(work)
         self.rdd.persist(StorageLevel.MEMORY_AND_DISK)
-        self.partitions = slices
+        self.partitions = self.rdd.getNumPartitions()
 
     def sketch(self) -> float:
         """Every partition at once on all executors (kept, spilling to disk). Seconds."""

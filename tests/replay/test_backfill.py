@@ -293,3 +293,24 @@ def test_a_parquet_dump_gives_the_verdicts_of_the_same_rows_in_jsonl(
     run_backfill(tmp_path / "ads.parquet", tmp_path / "store", tmp_path / "v.jsonl")
     assert (tmp_path / "v.jsonl").read_text().splitlines() == check_verdicts(
         dump, SqliteStore(tmp_path / "check"))
+
+
+@pytest.mark.slow
+@pytest.mark.dump
+def test_spark_reads_the_texts_from_the_driver_or_from_a_staged_file_alike(
+        kijiji_path: Path, tmp_path: Path) -> None:
+    """Local mode stages the texts in a file that Spark splits; a cluster master gets them
+    from the driver (parallelize): the same rows, in the same order, either way."""
+    from streamdedup.replay import spark
+
+    docs = [d for _, d in read_dump(kijiji_jsonl(kijiji_path, tmp_path, 300), None,
+                                    SETTINGS.text_fields) if isinstance(d, Document)]
+    fields = [d.fields for d in docs]
+    with spark.session("local[2]", lambda _m: None) as (session, work):
+        assert work is not None
+        staged = spark.SparkSketches(session, SETTINGS, fields, 4, lambda _m: None,
+                                     stage=work / "texts.jsonl")
+        shipped = spark.SparkSketches(session, SETTINGS, fields, 4, lambda _m: None)
+        got = list(staged.rows())
+        assert got == list(shipped.rows()) and [r[0] for r in got] == list(range(300))
+    assert got == list(sketch_rows(SETTINGS, enumerate(fields)))
