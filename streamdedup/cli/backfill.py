@@ -22,6 +22,8 @@ from streamdedup.replay.dump import FORMATS
               show_default=True, help="where the sketches are computed")
 @click.option("--master", default="local[*]", show_default=True,
               help="Spark master (local[N], spark://host:7077, yarn, ...)")
+@click.option("--driver-memory", default="3g", show_default=True,
+              help="the Spark driver's JVM heap (in local mode the executors run in it too)")
 @click.option("--partitions", type=click.IntRange(min=0), default=0,
               help="Spark partitions of the dump [default: 4 per core]")
 @click.option("--order-by", type=click.Choice(["file", "timestamp"]), default="file",
@@ -42,7 +44,8 @@ from streamdedup.replay.dump import FORMATS
 @click.option("--errors", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="unusable rows with line number and reason [default: OUT.errors.jsonl]")
 @settings_options
-def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, partitions: int,
+def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driver_memory: str,
+                     partitions: int,
                      order_by: str, timestamp_field: str, out: Path, pairs: bool,
                      report_dir: Path | None, errors: Path | None, preset: str | None,
                      **options: Any) -> None:
@@ -57,7 +60,8 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, part
 
     settings = make_settings(preset, options)
     config = BackfillConfig(dump=dump, out=out, errors=errors, fmt=fmt, engine=engine,
-                            master=master, order_by=order_by, timestamp_field=timestamp_field,
+                            master=master, driver_memory=driver_memory, order_by=order_by,
+                            timestamp_field=timestamp_field,
                             partitions=partitions, pairs=pairs, report_dir=report_dir)
     bar = tqdm(unit="doc", disable=not sys.stderr.isatty(), file=sys.stderr, delay=0.5)
 

@@ -55,6 +55,7 @@ class BackfillConfig:
     fmt: str | None = None
     engine: str = "spark"
     master: str = "local[*]"
+    driver_memory: str = "3g"  # the Spark driver's JVM (in local mode, the executors' too)
     order_by: str = "file"
     timestamp_field: str = "timestamp"
     partitions: int = 0  # 0: 4 per core, or ~2,000 ads each
@@ -153,7 +154,7 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
         else:
             from streamdedup.replay import spark as sp
 
-            with sp.session(config.master, say) as (spark, work):
+            with sp.session(config.master, say, config.driver_memory) as (spark, work):
                 sketches = sp.SparkSketches(spark, settings, [d.fields for d in docs],
                                             config.partitions, say,
                                             stage=work / "texts.jsonl" if work else None)

@@ -31,7 +31,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from streamdedup.errors import BackfillError, StreamdedupError
+from streamdedup.errors import BackfillError, ConfigError, StreamdedupError
 from streamdedup.extras import require
 from streamdedup.replay.pairs import (
     Plan,
@@ -55,23 +55,30 @@ def with_retries(master: str) -> str:
     return f"local[{m.group(1) or 1},{TASK_ATTEMPTS}]" if m else master
 
 
+_MEMORY = re.compile(r"^\d+[kmgt]?$", re.I)
+
+
 @contextmanager
-def session(master: str, say: Callable[[str], None]) -> Iterator[tuple[Any, Path | None]]:
+def session(master: str, say: Callable[[str], None], driver_memory: str = "3g"
+            ) -> Iterator[tuple[Any, Path | None]]:
     """A Spark session, and in local mode a directory to stage the dump's texts in."""
+    if not _MEMORY.match(driver_memory):
+        raise ConfigError(f"--driver-memory must be like 3g or 512m, not {driver_memory!r}")
     require("pyspark", "the Spark backfill")
     from pyspark.sql import SparkSession
 
     master = with_retries(master)
+    # The driver's JVM is started by this process, so its memory can still be set here.
+    # Local mode runs the executors in it too: 1 GB (Spark's default) ran out on 50,000
+    # generated ads.
     builder = (SparkSession.builder.master(master).appName("streamdedup-backfill")
-               .config("spark.ui.showConsoleProgress", "false"))  # ours names the phases
+               .config("spark.ui.showConsoleProgress", "false")  # ours names the phases
+               .config("spark.driver.memory", driver_memory))
     if master.startswith("local"):
         # Python workers run this interpreter (the one with numpy and the other dependencies;
         # Spark would start `python3` from PATH); on a cluster, the executors' Python needs
         # streamdedup's dependencies installed (see the README).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        # Local mode runs the executors in the driver's JVM: 1 GB (Spark's default) ran out
-        # on 50,000 generated ads.
-        builder = builder.config("spark.driver.memory", "3g")
     say(f"starting Spark ({master})")
     spark = builder.getOrCreate()
     work = Path(tempfile.mkdtemp(prefix="streamdedup-backfill-"))

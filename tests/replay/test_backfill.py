@@ -314,3 +314,15 @@ def test_spark_reads_the_texts_from_the_driver_or_from_a_staged_file_alike(
         got = list(staged.rows())
         assert got == list(shipped.rows()) and [r[0] for r in got] == list(range(300))
     assert got == list(sketch_rows(SETTINGS, enumerate(fields)))
+
+
+def test_local_masters_get_task_retries_and_a_bad_driver_memory_is_refused() -> None:
+    from streamdedup.errors import ConfigError
+    from streamdedup.replay import spark
+
+    assert [spark.with_retries(m) for m in ("local", "local[2]", "local[*]", "local[2,1]",
+                                            "spark://h:7077")] == [
+        "local[1,4]", "local[2,4]", "local[*,4]", "local[2,1]", "spark://h:7077"]
+    with pytest.raises(ConfigError, match="--driver-memory must be like 3g"):
+        with spark.session("local[1]", lambda _m: None, "lots"):
+            pass
