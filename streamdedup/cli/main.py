@@ -21,6 +21,7 @@ from streamdedup.cli.backfill import backfill_command
 from streamdedup.cli.explain import explain_command
 from streamdedup.cli.options import make_settings, settings_options
 from streamdedup.cli.replay import replay_command
+from streamdedup.cli.store import store_command
 from streamdedup.cli.watch import monitor_command, produce_command, tail_command
 from streamdedup.errors import StreamdedupError
 from streamdedup.replay.dump import FORMATS
@@ -160,6 +161,7 @@ main.add_command(tail_command)
 main.add_command(produce_command)
 main.add_command(explain_command)
 main.add_command(backfill_command)
+main.add_command(store_command)
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ def _store_errors(method: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def _checksum(blob: bytes) -> int:
+def blob_checksum(blob: bytes) -> int:
     digest = xxhash.xxh3_64_intdigest(blob)
     return digest - (1 << 64) if digest >= 1 << 63 else digest
 
@@ -78,7 +78,7 @@ def _encode_log_row(row: LogRow) -> tuple[bytes, ...]:
     return tuple(a.astype(t).tobytes() for a, t in zip(row, _LOG_DTYPES, strict=True))
 
 
-def _decode_log_row(*blobs: bytes) -> LogRow:
+def decode_log_row(*blobs: bytes) -> LogRow:
     row = LogRow(*(np.frombuffer(b, dtype=t) for b, t in zip(blobs, _LOG_DTYPES, strict=True)))
     if not row.set_ids.size == row.sizes.size == row.counts.size or int(
             row.counts.sum()) != row.keys.size:
@@ -164,10 +164,10 @@ class SqliteStore(Store):
             cursor = self._conn.execute(
                 "SELECT row, set_ids, sizes, counts, keys, checksum FROM bucket_log ORDER BY row")
             for row, *blobs, checksum in cursor:
-                if _checksum(b"".join(blobs)) != checksum:
+                if blob_checksum(b"".join(blobs)) != checksum:
                     raise StoreCorruptError(
                         f"{self.path}: bucket log row {row} fails its checksum (damaged file)")
-                rows.append(_decode_log_row(*blobs))
+                rows.append(decode_log_row(*blobs))
                 held += rows[-1].keys.size
                 if held >= _LOAD_CHUNK:
                     self._buckets.add_many(_concat_log_rows(rows))
@@ -317,7 +317,7 @@ class SqliteStore(Store):
             return  # a set is written once; its first document stays its first
         blob = encode_shingles(shingles)
         row = self._conn.execute(
-            "INSERT INTO shingles (data, checksum) VALUES (?, ?)", (blob, _checksum(blob))
+            "INSERT INTO shingles (data, checksum) VALUES (?, ?)", (blob, blob_checksum(blob))
         ).lastrowid
         values = (record.first_seq, record.first_id, record.parent, row)
         if number is None:
@@ -357,7 +357,7 @@ class SqliteStore(Store):
                 "SELECT s.set_id, b.data, b.checksum FROM sets s JOIN shingles b "
                 f"ON b.row = s.shingles_row WHERE s.set_no IN ({marks})", chunk
             ):
-                if _checksum(blob) != checksum:  # SQLite has no page checksums of its own
+                if blob_checksum(blob) != checksum:  # SQLite has no page checksums of its own
                     raise StoreCorruptError(
                         f"{self.path}: shingle set {set_id} fails its checksum (damaged file)"
                     )
@@ -431,7 +431,7 @@ class SqliteStore(Store):
                 blobs = _encode_log_row(pending)
                 self._conn.execute(
                     "INSERT INTO bucket_log (set_ids, sizes, counts, keys, checksum) "
-                    "VALUES (?, ?, ?, ?, ?)", (*blobs, _checksum(b"".join(blobs))),
+                    "VALUES (?, ?, ?, ?, ?)", (*blobs, blob_checksum(b"".join(blobs))),
                 )
             self._conn.execute(
                 "INSERT INTO counters (name, value) VALUES ('seq', ?) "

@@ -323,6 +323,6 @@ def test_local_masters_get_task_retries_and_a_bad_driver_memory_is_refused() -> 
     assert [spark.with_retries(m) for m in ("local", "local[2]", "local[*]", "local[2,1]",
                                             "spark://h:7077")] == [
         "local[1,4]", "local[2,4]", "local[*,4]", "local[2,1]", "spark://h:7077"]
-    with pytest.raises(ConfigError, match="--driver-memory must be like 3g"):
-        with spark.session("local[1]", lambda _m: None, "lots"):
-            pass
+    with (pytest.raises(ConfigError, match="--driver-memory must be like 3g"),
+          spark.session("local[1]", lambda _m: None, "lots")):
+        pass

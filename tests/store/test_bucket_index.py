@@ -155,7 +155,7 @@ def test_runs_stop_merging_at_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_sqlite_log_row_whose_arrays_disagree_is_refused(tmp_path: Path) -> None:
     """A row can pass its checksum and still not fit together (written by a buggy build):
     counts that do not add up to the keys must stop the open, not misfile entries."""
-    from streamdedup.store.sqlite import _checksum
+    from streamdedup.store.sqlite import blob_checksum
 
     store = SqliteStore(tmp_path / "s")
     store.add_to_buckets([1, 2, 3], 5, 10)
@@ -166,7 +166,7 @@ def test_sqlite_log_row_whose_arrays_disagree_is_refused(tmp_path: Path) -> None
                          for c in ("set_ids", "sizes", "keys"))
     counts = np.array([2], dtype="<u4").tobytes()  # three keys were logged
     conn.execute("UPDATE bucket_log SET counts = ?, checksum = ?",
-                 (counts, _checksum(sets + sizes + counts + keys)))
+                 (counts, blob_checksum(sets + sizes + counts + keys)))
     conn.commit()
     conn.close()
     with pytest.raises(StoreCorruptError, match="bucket log row 1: set, size, count and key"):

@@ -1,0 +1,227 @@
+"""Administering a SQLite store from outside the detector: stats, a full integrity check,
+compaction and an export, for ``streamdedup store``.
+
+Stats, verify and export read through a read-only connection that takes no writer lock, so
+they run beside a working consumer (WAL lets a reader see the last commit while the writer
+goes on). Compact rewrites the file (``VACUUM``), so it takes the writer's lock and says who
+holds it when it cannot.
+
+Opening a store checks little on purpose (``PRAGMA quick_check`` and the bucket log's
+checksums: a million-ad store must open in seconds); ``verify`` is the full check an
+operator runs on demand: SQLite's ``integrity_check``, every shingle blob against its
+checksum, every bucket-log row, and the references between documents, sets, verdicts and
+clusters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from streamdedup.errors import StoreCorruptError, StoreError
+from streamdedup.store.sqlite import blob_checksum, decode_log_row
+from streamdedup.store.sqlite_file import DB_NAME, acquire_lock
+
+MAX_LISTED = 20  # problems listed by verify; the count is always whole
+
+
+@contextmanager
+def reading(directory: Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to the store in ``directory``."""
+    path = Path(directory) / DB_NAME
+    if not path.is_file():
+        raise StoreError(f"no store at {directory} (no {DB_NAME})")
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        yield conn
+    except sqlite3.DatabaseError as exc:
+        raise StoreCorruptError(f"{path} cannot be read: {exc}") from exc
+    finally:
+        conn.close()
+
+
+def file_bytes(directory: Path) -> int:
+    """The store file and its write-ahead log, as they take disk space now."""
+    return sum(p.stat().st_size for p in Path(directory).glob(DB_NAME + "*") if p.is_file())
+
+
+def stats(directory: Path) -> dict[str, Any]:
+    """Counts and sizes; bytes per document is what the retention and compaction work on."""
+    with reading(directory) as conn:
+        def one(sql: str) -> int:
+            return int(conn.execute(sql).fetchone()[0] or 0)
+
+        documents = one("SELECT count(*) FROM docs")
+        size = file_bytes(directory)
+        params = None
+        if one("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'"):
+            row = conn.execute("SELECT value FROM meta WHERE key = 'params'").fetchone()
+            params = json.loads(row[0]) if row else None
+        store_id = one("SELECT value FROM counters WHERE name = 'store_id'")
+        return {
+            "store": str(directory),
+            "store_id": f"{store_id:016x}" if store_id else None,
+            "documents": documents,
+            "versions": one("SELECT count(*) FROM versions"),
+            "distinct_sets": one("SELECT count(*) FROM sets WHERE first_seq IS NOT NULL"),
+            "edges": one("SELECT count(*) FROM edges"),
+            "crowded_sets": one("SELECT count(*) FROM crowded"),
+            "bucket_log_rows": one("SELECT count(*) FROM bucket_log"),
+            "bucket_entries": one("SELECT sum(length(keys)) FROM bucket_log") // 8,
+            "last_seq": one("SELECT value FROM counters WHERE name = 'seq'"),
+            "input_partitions": one("SELECT count(*) FROM positions"),
+            "bytes": {
+                "file": size,
+                "per_document": round(size / documents) if documents else 0,
+                "verdicts": one("SELECT sum(length(verdict)) FROM verdicts"),
+                "shingles": one("SELECT sum(length(data)) FROM shingles"),
+                "bucket_log": one("SELECT sum(length(set_ids) + length(sizes) + length(counts)"
+                                  " + length(keys)) FROM bucket_log"),
+            },
+            "params": params,
+        }
+
+
+def verify(directory: Path, progress: Callable[[str], None] = lambda _m: None) -> list[str]:
+    """Every problem found (empty: the store is sound)."""
+    problems: list[str] = []
+    with reading(directory) as conn:
+        progress("SQLite integrity_check (every page and index)")
+        problems += [f"sqlite: {row[0]}" for row in conn.execute("PRAGMA integrity_check")
+                     if row[0] != "ok"]
+        progress("shingle blobs against their checksums")
+        for row, data, checksum in conn.execute("SELECT row, data, checksum FROM shingles"):
+            if blob_checksum(data) != checksum:
+                problems.append(f"shingles row {row}: fails its checksum")
+            elif len(data) % 8 or not _sorted_unique(np.frombuffer(data, dtype=">u8")):
+                problems.append(f"shingles row {row}: not a sorted set of 64-bit hashes")
+        sets = {int(set_id): (first_seq, parent, shingles_row) for set_id, first_seq, parent,
+                shingles_row in conn.execute(
+                    "SELECT set_id, first_seq, parent, shingles_row FROM sets")}
+        blobs = {int(r) for (r,) in conn.execute("SELECT row FROM shingles")}
+        progress("bucket log rows")
+        for row, *parts, checksum in conn.execute(
+                "SELECT row, set_ids, sizes, counts, keys, checksum FROM bucket_log"):
+            if blob_checksum(b"".join(parts)) != checksum:
+                problems.append(f"bucket log row {row}: fails its checksum")
+                continue
+            try:
+                log = decode_log_row(*parts)
+            except ValueError as exc:
+                problems.append(f"bucket log row {row}: {exc}")
+                continue
+            unknown = [int(s) for s in log.set_ids.tolist()
+                       if sets.get(int(s), (None,))[0] is None]
+            if unknown:
+                problems.append(f"bucket log row {row}: names {len(unknown)} set(s) without "
+                                f"shingles, e.g. {unknown[0]}")
+        progress("sets and clusters")
+        for set_id, (first_seq, parent, shingles_row) in sets.items():
+            if first_seq is None:
+                continue  # numbers a set of an empty text: nothing else to hold
+            if shingles_row not in blobs:
+                problems.append(f"set {set_id}: its shingles row {shingles_row} is missing")
+            if parent is not None and sets.get(int(parent), (None,))[0] is None:
+                problems.append(f"set {set_id}: its cluster parent {parent} is not a set")
+        problems += _cycles(sets)
+        progress("documents and verdicts")
+        numbers = {int(n) for (n,) in conn.execute("SELECT set_no FROM sets")}
+        last_seq = int((conn.execute("SELECT value FROM counters WHERE name = 'seq'")
+                        .fetchone() or (0,))[0])
+        for doc_id, seq, set_no, verdict in conn.execute(
+                "SELECT d.doc_id, d.seq, d.set_no, v.verdict FROM docs d "
+                "LEFT JOIN verdicts v ON v.row = d.verdict_row"):
+            if verdict is None:
+                problems.append(f"document {doc_id!r}: its verdict row is missing")
+                continue
+            if set_no not in numbers:
+                problems.append(f"document {doc_id!r}: its set number {set_no} is missing")
+            try:
+                parsed = json.loads(verdict)
+            except ValueError:
+                problems.append(f"document {doc_id!r}: its verdict is not JSON")
+                continue
+            if parsed.get("id") != doc_id:
+                problems.append(f"document {doc_id!r}: its verdict is for {parsed.get('id')!r}")
+            if parsed.get("seq") not in (None, seq):
+                problems.append(f"document {doc_id!r}: seq {seq} but its verdict says "
+                                f"{parsed.get('seq')}")
+            if seq > last_seq:
+                problems.append(f"document {doc_id!r}: seq {seq} is past the counter "
+                                f"{last_seq} (a later document would reuse it)")
+        missing = int(conn.execute(
+            "SELECT count(*) FROM versions x LEFT JOIN verdicts v ON v.row = x.verdict_row "
+            "WHERE v.row IS NULL").fetchone()[0])
+        if missing:
+            problems.append(f"{missing} version(s) point to a missing verdict row")
+    return problems
+
+
+def _sorted_unique(values: np.ndarray) -> bool:
+    return bool(values.size < 2 or (np.diff(values.astype(np.uint64)) > 0).all())
+
+
+def _cycles(sets: dict[int, tuple[Any, Any, Any]]) -> list[str]:
+    """Cluster parent chains that loop (union-find must always reach a root)."""
+    problems: list[str] = []
+    done: set[int] = set()
+    for start in sets:
+        path: list[int] = []
+        on_path: set[int] = set()
+        node: int | None = start
+        while node is not None and node not in done:
+            if node in on_path:
+                problems.append(f"set {node}: its cluster parents loop")
+                break
+            path.append(node)
+            on_path.add(node)
+            record = sets.get(node)
+            parent = None if record is None or record[1] is None else int(record[1])
+            node = None if parent == node else parent
+        done.update(path)
+    return problems
+
+
+def export(directory: Path, out: TextIO) -> int:
+    """Every document's stored verdict, one JSON object per line, in seq order (the order
+    the store judged them); older versions of replaced ids are not documents any more."""
+    count = 0
+    with reading(directory) as conn:
+        for (verdict,) in conn.execute(
+                "SELECT v.verdict FROM docs d JOIN verdicts v ON v.row = d.verdict_row "
+                "ORDER BY d.seq"):
+            out.write(verdict + "\n")
+            count += 1
+    return count
+
+
+def compact(directory: Path) -> tuple[int, int]:
+    """Rewrite the file without its free pages (VACUUM), then truncate the write-ahead
+    log. Needs the writer's lock: a running consumer must be stopped first. Returns the
+    bytes before and after."""
+    directory = Path(directory)
+    if not (directory / DB_NAME).is_file():
+        raise StoreError(f"no store at {directory} (no {DB_NAME})")
+    fd = acquire_lock(directory)  # StoreLockedError names the writer's pid
+    try:
+        before = file_bytes(directory)
+        conn = sqlite3.connect(directory / DB_NAME, timeout=30)
+        try:
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"compacting {directory} failed: {exc} (VACUUM needs free disk "
+                             "space about the size of the store)") from exc
+        finally:
+            conn.close()
+        return before, file_bytes(directory)
+    finally:
+        os.close(fd)

@@ -1,0 +1,147 @@
+"""`streamdedup store`: stats, the full check, compaction and the export, on real SQLite
+stores built by the detector, beside an open writer, and on stores damaged on purpose."""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from streamdedup.core.detector import Detector
+from streamdedup.core.document import Document
+from streamdedup.errors import StoreError, StoreLockedError
+from streamdedup.settings import build_settings
+from streamdedup.store.maintenance import compact, export, stats, verify
+from streamdedup.store.sqlite import SqliteStore
+from streamdedup.store.sqlite_file import DB_NAME
+
+SETTINGS = build_settings("default", env={})
+
+
+def ads(n: int, seed: int = 3) -> list[Document]:
+    """n ads over 40 base texts: copies, edited copies and fresh ones."""
+    rng = random.Random(seed)
+    vocab = ["".join(rng.choice("abcdefghijklmnop") for _ in range(6)) for _ in range(300)]
+    bases = [[rng.choice(vocab) for _ in range(60)] for _ in range(40)]
+    docs = []
+    for i in range(n):
+        words = list(rng.choice(bases))
+        if rng.random() < 0.5:
+            words[rng.randrange(60)] = rng.choice(vocab)
+        docs.append(Document(f"ad{i}", {"title": "Job", "description": " ".join(words)}))
+    return docs
+
+
+def built(directory: Path, n: int = 300) -> list[str]:
+    store = SqliteStore(directory)
+    try:
+        store.put_params({"example": 1})
+        verdicts = [v.to_json() for v in Detector(SETTINGS, store).process_many(ads(n))]
+        store.commit()
+    finally:
+        store.close()
+    return verdicts
+
+
+def test_a_sound_store_verifies_and_its_stats_and_export_match_what_was_written(
+        tmp_path: Path) -> None:
+    verdicts = built(tmp_path / "s")
+    assert verify(tmp_path / "s") == []
+    found = stats(tmp_path / "s")
+    store = SqliteStore(tmp_path / "s")
+    try:
+        own = store.stats()
+    finally:
+        store.close()
+    assert (found["documents"], found["distinct_sets"], found["bucket_entries"]) == (
+        own["documents"], own["sets"], own["bucket_entries"])
+    assert found["documents"] == 300 and found["last_seq"] == 300
+    assert found["params"] == {"example": 1} and found["bytes"]["per_document"] > 0
+    out = tmp_path / "export.jsonl"
+    with out.open("w") as fh:
+        assert export(tmp_path / "s", fh) == 300
+    assert out.read_text().splitlines() == verdicts  # seq order is arrival order
+
+
+def test_reading_works_beside_the_writer_and_compacting_waits_for_it(tmp_path: Path) -> None:
+    built(tmp_path / "s")
+    writer = SqliteStore(tmp_path / "s")
+    try:
+        assert stats(tmp_path / "s")["documents"] == 300
+        assert verify(tmp_path / "s") == []
+        with pytest.raises(StoreLockedError, match="open for writing by another process"):
+            compact(tmp_path / "s")
+    finally:
+        writer.close()
+    conn = sqlite3.connect(tmp_path / "s" / DB_NAME)
+    conn.execute("CREATE TABLE junk AS SELECT randomblob(4000000) AS b")
+    conn.commit()
+    conn.execute("DROP TABLE junk")  # leaves ~4 MB of free pages behind
+    conn.commit()
+    conn.close()
+    before, after = compact(tmp_path / "s")
+    assert before - after > 3_000_000
+    assert verify(tmp_path / "s") == [] and stats(tmp_path / "s")["documents"] == 300
+
+
+def damage(directory: Path, *sql: str) -> None:
+    conn = sqlite3.connect(directory / DB_NAME)
+    for statement in sql:
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize(("sql", "expected"), [
+    (["UPDATE shingles SET data = zeroblob(length(data)) WHERE row = 3"],
+     "shingles row 3: fails its checksum"),
+    (["UPDATE bucket_log SET checksum = checksum + 1 WHERE row = 1"],
+     "bucket log row 1: fails its checksum"),
+    (["DELETE FROM verdicts WHERE row = (SELECT verdict_row FROM docs LIMIT 1)"],
+     "its verdict row is missing"),
+    (["UPDATE counters SET value = 10 WHERE name = 'seq'"], "is past the counter 10"),
+    (["UPDATE sets SET parent = (SELECT set_id FROM sets WHERE set_no = 2) WHERE set_no = 1",
+      "UPDATE sets SET parent = (SELECT set_id FROM sets WHERE set_no = 1) WHERE set_no = 2"],
+     "its cluster parents loop"),
+    (["UPDATE sets SET parent = 12345 WHERE set_no = 1"], "cluster parent 12345 is not a set"),
+    (["DELETE FROM shingles WHERE row = 2"], "shingles row 2 is missing"),
+])
+def test_damage_is_found_and_named(tmp_path: Path, sql: list[str], expected: str) -> None:
+    built(tmp_path / "s", 120)
+    damage(tmp_path / "s", *sql)
+    problems = verify(tmp_path / "s")
+    assert any(expected in p for p in problems), problems
+
+
+def test_the_command_line(tmp_path: Path) -> None:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "streamdedup", "store", *args],
+                              capture_output=True, text=True, timeout=120)
+
+    built(tmp_path / "s", 100)
+    ok = run("verify", "--store", str(tmp_path / "s"))
+    assert ok.returncode == 0 and "ok" in ok.stdout, ok.stderr
+    listed = json.loads(run("stats", "--json", "--store", str(tmp_path / "s")).stdout)
+    assert listed["documents"] == 100
+    assert "documents" in run("stats", "--store", str(tmp_path / "s")).stdout
+    exported = run("export", "--store", str(tmp_path / "s"))
+    assert len(exported.stdout.splitlines()) == 100 and "100 documents" in exported.stderr
+    damage(tmp_path / "s", "UPDATE shingles SET checksum = 0")
+    bad = run("verify", "--store", str(tmp_path / "s"))
+    assert bad.returncode == 1 and "fails its checksum" in bad.stdout
+    assert "problem(s)" in bad.stderr and "more not listed" in bad.stderr
+    missing = run("stats", "--store", str(tmp_path / "nothing"))
+    assert missing.returncode == 1 and "no store at" in missing.stderr
+    redis = run("stats", "--store-backend", "redis", "--redis-url", "redis://127.0.0.1:1/0")
+    assert redis.returncode == 2 and "works on the SQLite store" in redis.stderr
+
+
+def test_a_missing_store_is_a_clear_error(tmp_path: Path) -> None:
+    for action in (stats, verify, compact):
+        with pytest.raises(StoreError, match="no store at"):
+            action(tmp_path / "none")  # type: ignore[operator]
