@@ -64,10 +64,9 @@ def sketch_rows(settings: Settings, items: Iterator[tuple[int, Mapping[str, str]
                np.asarray(keys, dtype=np.int64).tobytes())
 
 
-def bucket_entries(set_id: int, position: int, shingles: bytes, keys: bytes
+def bucket_entries(set_id: int, position: int, size: int, keys: bytes
                    ) -> list[tuple[int, Member]]:
     """A distinct set's (band key, member) entries, one per distinct key."""
-    size = len(shingles) // 8
     return [(key, (position, set_id, size))
             for key in set(np.frombuffer(keys, dtype=np.int64).tolist())]
 
@@ -120,7 +119,7 @@ def local_plan(rows: Sequence[Row], threshold: float, max_candidates: int,
             firsts[row[1]] = row
     buckets: dict[int, list[Member]] = {}
     for pos, set_id, shingles, keys in firsts.values():
-        for key, member in bucket_entries(set_id, pos, shingles, keys):
+        for key, member in bucket_entries(set_id, pos, len(shingles) // 8, keys):
             buckets.setdefault(key, []).append(member)
     pairs = {p for members in buckets.values() if len(members) > 1
              for p in bucket_pairs(members, threshold)}

@@ -136,23 +136,24 @@ class SparkSketches:
     def plan(self, threshold: float, max_candidates: int, keep_pairs: bool) -> Plan:
         """``replay/pairs.py``'s steps on RDDs; only the outcome comes to the driver."""
         with self._phase("candidate pairs and exact Jaccard"):
+            # Each distinct set at its first position, without its shingles (a set's size
+            # and band keys are ~200 bytes, its shingles ~8 KB): only the sets of some pair
+            # send shingles through the joins below.
             firsts = (self.rdd.filter(lambda r: len(r[2]) > 0)
-                      .map(lambda r: (r[1], (r[0], r[2], r[3])))
+                      .map(lambda r: (r[1], (r[0], len(r[2]) // 8, r[3])))
                       .reduceByKey(lambda a, b: a if a[0] <= b[0] else b))
             firsts.persist()
-            entries = firsts.flatMap(lambda kv: bucket_entries(kv[0], kv[1][0], kv[1][1],
-                                                               kv[1][2]))
+            entries = firsts.flatMap(lambda kv: bucket_entries(kv[0], *kv[1]))
             pairs = (entries.groupByKey()
                      .flatMap(lambda kv: bucket_pairs(list(kv[1]), threshold)).distinct())
             pairs.persist()
             candidates = dict(pairs.map(lambda p: (p[0], 1))
                               .reduceByKey(lambda a, b: a + b).collect())
             capped = {s for s, n in candidates.items() if n > max_candidates}
-            # Only the sets of some pair send their shingles through the joins (a third of
-            # them on 50,000 generated ads; every blob is ~8 KB).
             involved = self.sc.broadcast(set(pairs.flatMap(lambda p: p).distinct().collect()))
-            blobs = (firsts.filter(lambda kv: kv[0] in involved.value)
-                     .map(lambda kv: (kv[0], kv[1][1])))
+            blobs = (self.rdd.filter(lambda r: r[1] in involved.value)
+                     .map(lambda r: (r[1], r[2]))
+                     .reduceByKey(lambda a, _b: a))  # copies: the same set, the same shingles
             found = (pairs.filter(lambda p: p[0] not in capped)
                      .join(blobs)                                # (later, (earlier, later's))
                      .map(lambda kv: (kv[1][0], (kv[0], kv[1][1])))  # (earlier, (later, ..))
