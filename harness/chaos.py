@@ -708,11 +708,13 @@ def survey_corruption(store: Path, preset: str, kinds: Sequence[str], trials: in
     ``other_error`` (some other exception: unclear), ``intact`` (opened, every row the same:
     the damage hit unused space), ``damage_on_read`` (opened, but reading the rows fails
     later: loud, at run time), ``silent`` (opened and rows differ: verdicts computed from
-    them can be wrong without any error)."""
+    them can be wrong without any error); of those, ``silent_found_by_verify`` are the ones
+    `streamdedup store verify` (the full check on demand) reports."""
     from streamdedup.core.sketch import Sketcher
     from streamdedup.errors import StoreError
     from streamdedup.settings import build_settings
     from streamdedup.store import open_store
+    from streamdedup.store.maintenance import verify
 
     params = Sketcher(build_settings(preset, env={})).params()
     rng = random.Random(seed)
@@ -746,6 +748,11 @@ def survey_corruption(store: Path, preset: str, kinds: Sequence[str], trials: in
                 counts["damage_on_read"] += 1
                 continue
             counts["intact" if same else "silent"] += 1
+            if not same:
+                try:
+                    counts["silent_found_by_verify"] += bool(verify(copy))
+                except StoreError:
+                    counts["silent_found_by_verify"] += 1
         out[how] = dict(counts)
         shutil.rmtree(work / "survey", ignore_errors=True)
     return out
