@@ -96,10 +96,11 @@ def compact_command(preset: str | None, **options: Any) -> None:
 @settings_options
 def export_command(out: Path | None, preset: str | None, **options: Any) -> None:
     """Every document's verdict as JSONL, in seq order (read-only)."""
-    from streamdedup.store.maintenance import export
+    from streamdedup.store.maintenance import export, stats
 
     directory = _directory(preset, options)
     try:
+        stats(directory)  # a missing or foreign store says so before --out is created
         if out is None:
             count = export(directory, sys.stdout)
         else:

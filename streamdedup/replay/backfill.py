@@ -135,8 +135,9 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
     detector = detector_for(settings, store, Sketcher(settings))
     # The plan knows this dump's sets only: used into an empty store; a store that already
     # holds documents is probed as the stream would.
+    held = store.stats()
     use_plan = (config.pairs and isinstance(detector, Detector)
-                and store.stats()["documents"] == 0)
+                and held["documents"] == 0 and held["sets"] == 0)
     keep = _Kept() if config.report_dir is not None else None
     with config.out.open("w", encoding="utf-8") as out:
         if config.engine == "local":

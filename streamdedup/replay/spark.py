@@ -4,9 +4,17 @@ back to the driver in document order for the detector.
 Executors run ``sketch_rows`` (normalize, shingle, sign: ~70 % of a fresh ad's cost) with the
 driver's own streamdedup (shipped as a zip with ``addPyFile``), and the steps of
 ``replay/pairs.py`` on RDDs: distinct sets by ``reduceByKey``, buckets by ``groupByKey`` on
-the band key, exact Jaccard on joined pairs. Only the verified neighbours and the per-set
-candidate counts are collected; the sketches stay persisted and come back one partition at
-a time (``toLocalIterator``), so the driver holds one partition, not the dump.
+the band key, exact Jaccard on joined pairs. What is collected to the driver: the candidate
+counts per set, the ids of the sets in some pair (broadcast back, to filter the shingles
+that enter the joins), the verified neighbours, and with ``--report`` every candidate pair.
+The sketches stay persisted and come back a partition at a time (``toLocalIterator``, the
+next one prefetched), so the driver holds two partitions of sketches besides the documents
+it decides.
+
+Executors must run the same code on the same libraries as the driver: the package is
+shipped, but Python, numpy, xxhash and nltk come from the executors' environment. In local
+mode they are the driver's; on a cluster, install the same versions (the store pins the
+sketch parameters, not the executors' libraries).
 
 Failures: a task that dies (its Python worker killed, an executor lost) is retried by Spark;
 local mode gives a task one attempt unless told otherwise, so ``local[N]`` runs as
@@ -117,8 +125,11 @@ class SparkSketches:
                 for f in fields:
                     fh.write(json.dumps({n: f[n] for n in names if n in f},
                                         ensure_ascii=False) + "\n")
-            source = (self.sc.textFile(str(stage), slices).zipWithIndex()
-                      .map(lambda li: (li[1], json.loads(li[0]))))
+            try:  # zipWithIndex runs a job (the lines per partition)
+                source = (self.sc.textFile(stage.as_uri(), slices).zipWithIndex()
+                          .map(lambda li: (li[1], json.loads(li[0]))))
+            except Exception as exc:
+                raise failed(exc) from exc
         else:
             source = self.sc.parallelize(
                 [(i, {n: f[n] for n in names if n in f}) for i, f in enumerate(fields)], slices)

@@ -9,8 +9,9 @@ holds it when it cannot.
 Opening a store checks little on purpose (``PRAGMA quick_check`` and the bucket log's
 checksums: a million-ad store must open in seconds); ``verify`` is the full check an
 operator runs on demand: SQLite's ``integrity_check``, every shingle blob against its
-checksum, every bucket-log row, and the references between documents, sets, verdicts and
-clusters.
+checksum, every bucket-log row, and the references between documents, their sets and
+verdicts, versions and verdicts, and cluster parents (edges and crowded marks are not
+checked against the sets).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,21 +29,33 @@ import numpy as np
 
 from streamdedup.errors import StoreCorruptError, StoreError
 from streamdedup.store.sqlite import blob_checksum, decode_log_row
-from streamdedup.store.sqlite_file import DB_NAME, acquire_lock
+from streamdedup.store.sqlite_file import DB_NAME, SCHEMA_VERSION, acquire_lock
 
 MAX_LISTED = 20  # problems listed by verify; the count is always whole
+_CHECKPOINT_TRIES = 10  # seconds compact waits for readers to let go of the old pages
 
 
 @contextmanager
 def reading(directory: Path) -> Iterator[sqlite3.Connection]:
-    """A read-only connection to the store in ``directory``."""
+    """A read-only connection to the store in ``directory``, held on one snapshot (one read
+    transaction) until the block ends, so a consumer committing meanwhile cannot make its
+    tables disagree with each other. While it is held the writer's WAL cannot be folded back
+    into the file, so the WAL grows by what the consumer writes meanwhile."""
     path = Path(directory) / DB_NAME
     if not path.is_file():
         raise StoreError(f"no store at {directory} (no {DB_NAME})")
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, isolation_level=None)
     try:
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        conn.execute("BEGIN")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version != SCHEMA_VERSION:
+            raise StoreCorruptError(f"{path} is not a streamdedup store of schema "
+                                    f"{SCHEMA_VERSION} (user_version {version})")
         yield conn
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise StoreError(f"{path} is busy ({exc}); try again") from exc
+        raise StoreCorruptError(f"{path} cannot be read: {exc}") from exc
     except sqlite3.DatabaseError as exc:
         raise StoreCorruptError(f"{path} cannot be read: {exc}") from exc
     finally:
@@ -215,11 +229,20 @@ def compact(directory: Path) -> tuple[int, int]:
         before = file_bytes(directory)
         conn = sqlite3.connect(directory / DB_NAME, timeout=30)
         try:
-            conn.execute("VACUUM")
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except sqlite3.OperationalError as exc:
+            conn.execute("VACUUM")  # in WAL mode: the new file goes through the WAL first
+            for _ in range(_CHECKPOINT_TRIES):
+                busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                if not busy:
+                    break
+                time.sleep(1.0)
+            else:
+                raise StoreError(
+                    f"compacted {directory}, but a reader (stats, verify, export, the monitor) "
+                    f"kept the old pages for {_CHECKPOINT_TRIES} s: the space comes back at "
+                    "the next checkpoint, or run compact again")
+        except sqlite3.DatabaseError as exc:
             raise StoreError(f"compacting {directory} failed: {exc} (VACUUM needs free disk "
-                             "space about the size of the store)") from exc
+                             "space up to twice the size of the store)") from exc
         finally:
             conn.close()
         return before, file_bytes(directory)

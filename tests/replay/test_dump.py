@@ -187,6 +187,20 @@ def test_parquet_rows_are_read_in_order_with_their_errors(tmp_path: Path) -> Non
     typed = tmp_path / "typed.parquet"
     pq.write_table(pa.table({"id": [1], "title": [7]}), typed)
     assert [outcome(item) for _, item in read_dump(typed, None, FIELDS)] == ["wrong_type"]
+    # pandas' integer ids with nulls are floats; nanosecond times; bytes, not characters
+    pandas_like = tmp_path / "pandas.parquet"
+    pq.write_table(pa.table({
+        "id": pa.array([7.0, 8.0]), "title": ["é" * 3000, "Cook"],
+        "timestamp": pa.array([1_764_578_096_123_456_789, 0], pa.timestamp("ns", "UTC")),
+    }), pandas_like)
+    got = list(read_dump(pandas_like, None, FIELDS, max_bytes=4096))
+    assert [outcome(item) for _, item in got] == ["oversized", "doc:8"]  # 6,000 bytes
+    later = got[1][1]
+    assert isinstance(later, Document)
+    assert later.fields["timestamp"] == "1970-01-01T00:00:00+00:00"
+    first = next(iter(read_dump(pandas_like, None, FIELDS)))[1]
+    assert isinstance(first, Document) and first.id == "7"
+    assert first.fields["timestamp"] == "2025-12-01T08:34:56.123456+00:00"
 
 
 def test_a_parquet_file_that_is_not_one_or_lacks_the_text_columns_is_an_input_error(

@@ -89,6 +89,25 @@ def test_reading_works_beside_the_writer_and_compacting_waits_for_it(tmp_path: P
     assert verify(tmp_path / "s") == [] and stats(tmp_path / "s")["documents"] == 300
 
 
+def test_a_reader_keeps_one_snapshot_while_the_writer_commits(tmp_path: Path) -> None:
+    """verify reads many tables one after another: a consumer committing in between must not
+    make them disagree (a seq past the counter, a set not there yet)."""
+    from streamdedup.store.maintenance import reading
+
+    built(tmp_path / "s", 100)
+    writer = SqliteStore(tmp_path / "s")
+    try:
+        with reading(tmp_path / "s") as conn:
+            before = conn.execute("SELECT count(*) FROM docs").fetchone()[0]
+            Detector(SETTINGS, writer).process_many(
+                [Document(f"new-{d.id}", d.fields) for d in ads(50, seed=9)])
+            writer.commit()
+            assert conn.execute("SELECT count(*) FROM docs").fetchone()[0] == before == 100
+        assert stats(tmp_path / "s")["documents"] == 150 and verify(tmp_path / "s") == []
+    finally:
+        writer.close()
+
+
 def damage(directory: Path, *sql: str) -> None:
     conn = sqlite3.connect(directory / DB_NAME)
     for statement in sql:
