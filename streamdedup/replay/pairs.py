@@ -43,10 +43,11 @@ class Plan:
 
     sets: dict[int, Planned] = field(default_factory=dict)  # only sets with candidates
     distinct_sets: int = 0
-    candidate_pairs: int = 0
+    candidate_pairs: int = 0  # a set over the cap counts as cap + 1 (its pairs are not listed)
     verified_pairs: int = 0
     over_cap: int = 0  # sets left to the detector (more than max_candidates candidates)
-    pairs: list[tuple[int, int]] | None = None  # (later, earlier) set ids, when asked for
+    pairs: list[tuple[int, int]] | None = None  # (later, earlier) set ids, when asked for;
+    # without the pairs of sets over the cap
 
     def counts(self) -> dict[str, int]:
         return {"distinct_sets": self.distinct_sets, "candidate_pairs": self.candidate_pairs,
@@ -71,16 +72,24 @@ def bucket_entries(set_id: int, position: int, size: int, keys: bytes
             for key in set(np.frombuffer(keys, dtype=np.int64).tolist())]
 
 
-def bucket_pairs(members: Iterable[Member], threshold: float) -> Iterator[tuple[int, int]]:
+def bucket_pairs(members: Iterable[Member], threshold: float, cap: int
+                 ) -> Iterator[tuple[int, int | None]]:
     """(later set, earlier set) of one bucket, where the earlier set's size is one the later
-    set's probe accepts. Members sorted by size: each looks only at the sizes its bound
-    allows (a bucket of many copies of one size is still quadratic: see the README)."""
+    set's probe accepts; (later set, None) when this bucket alone gives it more than ``cap``
+    (max_candidates) earlier candidates: the detector verifies that set itself, so its pairs
+    are not listed. Members sorted by size, each looks only at the sizes its bound allows:
+    a hot bucket yields at most ``cap`` pairs per member, not the square of its size (it is
+    still scanned in time quadratic in its same-size members, without holding the pairs)."""
     ranked = sorted(members, key=lambda m: m[2])
     sizes = [m[2] for m in ranked]
     for pos, set_id, size in ranked:
         lo, hi = size_bounds(size, threshold)
-        for pos2, set2, _ in ranked[bisect_left(sizes, lo):bisect_right(sizes, hi)]:
-            if pos2 < pos:
+        earlier = [set2 for pos2, set2, _ in ranked[bisect_left(sizes, lo):bisect_right(sizes, hi)]
+                   if pos2 < pos]
+        if len(earlier) > cap:
+            yield set_id, None
+        else:
+            for set2 in earlier:
                 yield set_id, set2
 
 
@@ -122,15 +131,19 @@ def local_plan(rows: Sequence[Row], threshold: float, max_candidates: int,
         for key, member in bucket_entries(set_id, pos, len(shingles) // 8, keys):
             buckets.setdefault(key, []).append(member)
     pairs = {p for members in buckets.values() if len(members) > 1
-             for p in bucket_pairs(members, threshold)}
+             for p in bucket_pairs(members, threshold, max_candidates)}
     candidates: dict[int, int] = {}
+    for later, earlier in pairs:
+        candidates[later] = candidates.get(later, 0) + (1 if earlier is not None
+                                                        else max_candidates + 1)
     found: list[tuple[int, int, float]] = []
     for later, earlier in pairs:
-        candidates[later] = candidates.get(later, 0) + 1
-        sim = verify_pair(threshold, firsts[later][2], firsts[earlier][2])
-        if sim is not None:
-            found.append((later, earlier, sim))
+        if earlier is not None and candidates[later] <= max_candidates:
+            sim = verify_pair(threshold, firsts[later][2], firsts[earlier][2])
+            if sim is not None:
+                found.append((later, earlier, sim))
     plan = assemble(found, candidates, max_candidates, len(firsts))
     if keep_pairs:
-        plan.pairs = sorted(pairs)
+        plan.pairs = sorted((a, b) for a, b in pairs
+                            if b is not None and candidates[a] <= max_candidates)
     return plan

@@ -155,17 +155,19 @@ class SparkSketches:
                       .reduceByKey(lambda a, b: a if a[0] <= b[0] else b))
             firsts.persist()
             entries = firsts.flatMap(lambda kv: bucket_entries(kv[0], *kv[1]))
+            cap = max_candidates
             pairs = (entries.groupByKey()
-                     .flatMap(lambda kv: bucket_pairs(list(kv[1]), threshold)).distinct())
+                     .flatMap(lambda kv: bucket_pairs(list(kv[1]), threshold, cap)).distinct())
             pairs.persist()
-            candidates = dict(pairs.map(lambda p: (p[0], 1))
+            candidates = dict(pairs.map(lambda p: (p[0], 1 if p[1] is not None else cap + 1))
                               .reduceByKey(lambda a, b: a + b).collect())
-            capped = {s for s, n in candidates.items() if n > max_candidates}
-            involved = self.sc.broadcast(set(pairs.flatMap(lambda p: p).distinct().collect()))
+            capped = {s for s, n in candidates.items() if n > cap}
+            listed = pairs.filter(lambda p: p[0] not in capped)  # (None marks are capped)
+            involved = self.sc.broadcast(set(listed.flatMap(lambda p: p).distinct().collect()))
             blobs = (self.rdd.filter(lambda r: r[1] in involved.value)
                      .map(lambda r: (r[1], r[2]))
                      .reduceByKey(lambda a, _b: a))  # copies: the same set, the same shingles
-            found = (pairs.filter(lambda p: p[0] not in capped)
+            found = (listed
                      .join(blobs)                                # (later, (earlier, later's))
                      .map(lambda kv: (kv[1][0], (kv[0], kv[1][1])))  # (earlier, (later, ..))
                      .join(blobs)
@@ -175,7 +177,7 @@ class SparkSketches:
                      .collect())
             plan = assemble(found, candidates, max_candidates, firsts.count())
             if keep_pairs:
-                plan.pairs = sorted(pairs.collect())
+                plan.pairs = sorted(listed.collect())
             pairs.unpersist()
             firsts.unpersist()
             involved.destroy()

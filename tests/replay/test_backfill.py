@@ -39,10 +39,10 @@ def kijiji_jsonl(kijiji: Path, tmp: Path, n: int, name: str = "ads.jsonl") -> Pa
     return path
 
 
-def check_verdicts(path: Path, store: Any) -> list[str]:
+def check_verdicts(path: Path, store: Any, settings: Any = SETTINGS) -> list[str]:
     """What `streamdedup check` writes for the dump's usable rows, on ``store``."""
-    det = Detector(SETTINGS, store)
-    docs = [d for _, d in read_dump(path, None, SETTINGS.text_fields) if isinstance(d, Document)]
+    det = Detector(settings, store)
+    docs = [d for _, d in read_dump(path, None, settings.text_fields) if isinstance(d, Document)]
     out: list[str] = []
     for start in range(0, len(docs), 500):
         out += [v.to_json() for v in det.process_many(docs[start:start + 500])]
@@ -234,11 +234,18 @@ def test_a_backfill_into_redis_gives_the_shared_stores_verdicts(
 def test_bucket_pairs_are_the_later_sets_probe_candidates() -> None:
     members = [(5, 50, 10), (1, 10, 10), (9, 90, 13), (3, 30, 40)]  # (first pos, set, size)
     # the later set's bound, as its probe applies it: 10 shingles at 0.9 accept 9..12
-    assert set(bucket_pairs(members, 0.9)) == {(50, 10)}
-    assert set(bucket_pairs(members, 0.8)) == {(50, 10), (90, 50), (90, 10)}  # 13 in 10..17
+    assert set(bucket_pairs(members, 0.9, 100)) == {(50, 10)}
+    assert set(bucket_pairs(members, 0.8, 100)) == {(50, 10), (90, 50), (90, 10)}  # 10..17
     # the bound is the later set's, rounded outwards: 11 at 0.8 accepts 8..14, 8 accepts 6..10
-    assert list(bucket_pairs([(1, 1, 8), (2, 2, 11)], 0.8)) == [(2, 1)]
-    assert list(bucket_pairs([(1, 1, 11), (2, 2, 8)], 0.8)) == []
+    assert list(bucket_pairs([(1, 1, 8), (2, 2, 11)], 0.8, 100)) == [(2, 1)]
+    assert list(bucket_pairs([(1, 1, 11), (2, 2, 8)], 0.8, 100)) == []
+
+
+def test_a_hot_bucket_yields_at_most_the_cap_per_set_not_its_square() -> None:
+    members = [(pos, 1000 + pos, 50) for pos in range(300)]  # one size: all candidates
+    pairs = list(bucket_pairs(members, 0.8, 5))
+    assert len(pairs) == 5 * 6 // 2 + 294  # sets 0..5 list their 0..5 earlier ones
+    assert {later for later, earlier in pairs if earlier is None} == set(range(1006, 1300))
 
 
 def test_a_set_over_max_candidates_is_left_to_the_detector_and_still_equals_check(
@@ -297,13 +304,15 @@ def test_a_parquet_dump_gives_the_verdicts_of_the_same_rows_in_jsonl(
 
 @pytest.mark.slow
 @pytest.mark.dump
-def test_spark_reads_the_texts_from_the_driver_or_from_a_staged_file_alike(
+def test_spark_reads_the_texts_from_the_driver_or_from_a_staged_file_alike_and_plans_alike(
         kijiji_path: Path, tmp_path: Path) -> None:
     """Local mode stages the texts in a file that Spark splits; a cluster master gets them
-    from the driver (parallelize): the same rows, in the same order, either way."""
+    from the driver (parallelize): the same rows, in the same order, either way. The plan on
+    RDDs equals the in-process plan, with and without sets over max_candidates."""
     from streamdedup.replay import spark
+    from streamdedup.replay.pairs import local_plan
 
-    docs = [d for _, d in read_dump(kijiji_jsonl(kijiji_path, tmp_path, 300), None,
+    docs = [d for _, d in read_dump(kijiji_jsonl(kijiji_path, tmp_path, 600), None,
                                     SETTINGS.text_fields) if isinstance(d, Document)]
     fields = [d.fields for d in docs]
     with spark.session("local[2]", lambda _m: None) as (session, work):
@@ -312,17 +321,10 @@ def test_spark_reads_the_texts_from_the_driver_or_from_a_staged_file_alike(
                                      stage=work / "texts.jsonl")
         shipped = spark.SparkSketches(session, SETTINGS, fields, 4, lambda _m: None)
         got = list(staged.rows())
-        assert got == list(shipped.rows()) and [r[0] for r in got] == list(range(300))
+        assert got == list(shipped.rows()) and [r[0] for r in got] == list(range(600))
+        plans = {cap: shipped.plan(SETTINGS.threshold, cap, keep_pairs=True) for cap in (2, 2000)}
     assert got == list(sketch_rows(SETTINGS, enumerate(fields)))
-
-
-def test_local_masters_get_task_retries_and_a_bad_driver_memory_is_refused() -> None:
-    from streamdedup.errors import ConfigError
-    from streamdedup.replay import spark
-
-    assert [spark.with_retries(m) for m in ("local", "local[2]", "local[*]", "local[2,1]",
-                                            "spark://h:7077")] == [
-        "local[1,4]", "local[2,4]", "local[*,4]", "local[2,1]", "spark://h:7077"]
-    with (pytest.raises(ConfigError, match="--driver-memory must be like 3g"),
-          spark.session("local[1]", lambda _m: None, "lots")):
-        pass
+    for cap, plan in plans.items():
+        assert plan == local_plan(got, SETTINGS.threshold, cap, keep_pairs=True)
+    assert plans[2].over_cap > 0 and plans[2000].over_cap == 0
+    assert plans[2000].verified_pairs > 0
