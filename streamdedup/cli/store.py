@@ -1,32 +1,43 @@
-"""`streamdedup store stats | verify | compact | export`: administering a SQLite store
-(``store/maintenance.py``). Stats, verify and export read beside a running consumer; compact
-needs the writer's lock."""
+"""`streamdedup store stats | verify | compact | export`: administering a store, SQLite
+(``store/maintenance.py``) or Redis (``store/redis/maintenance.py``). Stats, verify and export
+only read, beside running consumers; compact (SQLite) needs the writer's lock."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import click
 
 from streamdedup.cli.options import make_settings, settings_options
 from streamdedup.errors import StreamdedupError
+from streamdedup.settings import Settings
 
 
-def _directory(preset: str | None, options: dict[str, Any]) -> Path:
+def _settings(preset: str | None, options: dict[str, Any]) -> Settings:
     settings = make_settings(preset, options)
-    if settings.store_backend != "sqlite":
-        raise click.UsageError(
-            f"`streamdedup store` works on the SQLite store; {settings.store_backend!r} is not "
-            "supported yet (for Redis: redis-cli INFO keyspace and the server's own tools)")
-    return Path(settings.store)
+    if settings.store_backend not in ("sqlite", "redis"):
+        raise click.UsageError(f"`streamdedup store` works on the sqlite and redis stores, not "
+                               f"{settings.store_backend!r} (which lives in one process)")
+    return settings
+
+
+def _redis(settings: Settings) -> tuple[str, str, bool]:
+    return settings.redis_url, settings.redis_namespace, settings.redis_cluster
+
+
+def _redis_maintenance() -> Any:
+    """Imported only for a Redis store: it needs the `redis` extra (MissingExtraError)."""
+    from streamdedup.store.redis import maintenance
+
+    return maintenance
 
 
 @click.group(name="store")
 def store_command() -> None:
-    """Administer a SQLite store (--store DIR or STREAMDEDUP_STORE)."""
+    """Administer a store: --store DIR (SQLite), or --store-backend redis --redis-url URL."""
 
 
 @store_command.command(name="stats")
@@ -34,10 +45,13 @@ def store_command() -> None:
 @settings_options
 def stats_command(as_json: bool, preset: str | None, **options: Any) -> None:
     """Counts and sizes (read-only, beside a running consumer)."""
-    from streamdedup.store.maintenance import stats
+    from streamdedup.store import maintenance
 
+    settings = _settings(preset, options)
     try:
-        found = stats(_directory(preset, options))
+        found = (_redis_maintenance().stats(*_redis(settings))
+                 if settings.store_backend == "redis" else
+                 maintenance.stats(Path(settings.store)))
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
@@ -47,9 +61,13 @@ def stats_command(as_json: bool, preset: str | None, **options: Any) -> None:
     params = found.pop("params")
     for key, value in found.items():
         click.echo(f"{key:18} {value:,}" if isinstance(value, int) else f"{key:18} {value}")
-    click.echo(f"{'file bytes':18} {b['file']:,} ({b['per_document']:,} per document; "
-               f"verdicts {b['verdicts']:,}, shingles {b['shingles']:,}, bucket log "
-               f"{b['bucket_log']:,})")
+    if "file" in b:
+        click.echo(f"{'file bytes':18} {b['file']:,} ({b['per_document']:,} per document; "
+                   f"verdicts {b['verdicts']:,}, shingles {b['shingles']:,}, bucket log "
+                   f"{b['bucket_log']:,})")
+    else:
+        click.echo(f"{'server memory':18} {b['server_used_memory']:,} bytes (the whole "
+                   f"server's; {b['per_document']:,} per document of this namespace)")
     if params:
         click.echo(f"{'params':18} " + ", ".join(f"{k}={v}" for k, v in params.items()))
 
@@ -58,20 +76,28 @@ def stats_command(as_json: bool, preset: str | None, **options: Any) -> None:
 @settings_options
 def verify_command(preset: str | None, **options: Any) -> None:
     """The full integrity check (read-only): exit 1 and the problems if any."""
-    from streamdedup.store.maintenance import MAX_LISTED, verify
+    from streamdedup.store import maintenance
 
-    directory = _directory(preset, options)
+    settings = _settings(preset, options)
+    where = (f"redis namespace {settings.redis_namespace!r}"
+             if settings.store_backend == "redis" else settings.store)
+
+    def say(message: str) -> None:
+        click.echo(f"checking {message}", err=True)
+
     try:
-        problems = verify(directory, progress=lambda m: click.echo(f"checking {m}", err=True))
+        problems = (_redis_maintenance().verify(*_redis(settings), progress=say)
+                    if settings.store_backend == "redis" else
+                    maintenance.verify(Path(settings.store), progress=say))
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
     if not problems:
-        click.echo(f"store {directory}: ok")
+        click.echo(f"store {where}: ok")
         return
-    for problem in problems[:MAX_LISTED]:
+    for problem in problems[:maintenance.MAX_LISTED]:
         click.echo(problem)
-    more = len(problems) - MAX_LISTED
-    click.echo(f"store {directory}: {len(problems)} problem(s)"
+    more = len(problems) - maintenance.MAX_LISTED
+    click.echo(f"store {where}: {len(problems)} problem(s)"
                + (f" ({more} more not listed)" if more > 0 else ""), err=True)
     sys.exit(1)
 
@@ -82,7 +108,12 @@ def compact_command(preset: str | None, **options: Any) -> None:
     """Reclaim free space (VACUUM); needs the writer's lock: stop the consumer first."""
     from streamdedup.store.maintenance import compact
 
-    directory = _directory(preset, options)
+    settings = _settings(preset, options)
+    if settings.store_backend == "redis":
+        raise click.UsageError("a Redis store has nothing to compact: the server frees memory "
+                               "as keys go (its append-only file is rewritten by "
+                               "BGREWRITEAOF, the server operator's call)")
+    directory = Path(settings.store)
     try:
         before, after = compact(directory)
     except StreamdedupError as exc:
@@ -96,16 +127,26 @@ def compact_command(preset: str | None, **options: Any) -> None:
 @settings_options
 def export_command(out: Path | None, preset: str | None, **options: Any) -> None:
     """Every document's verdict as JSONL, in seq order (read-only)."""
-    from streamdedup.store.maintenance import export, stats
+    from streamdedup.store import maintenance
 
-    directory = _directory(preset, options)
+    settings = _settings(preset, options)
+
+    def write(fh: TextIO) -> int:
+        if settings.store_backend == "redis":
+            return _redis_maintenance().export(*_redis(settings)[:2], fh,
+                                            cluster=settings.redis_cluster)
+        return maintenance.export(Path(settings.store), fh)
+
     try:
-        stats(directory)  # a missing or foreign store says so before --out is created
+        if settings.store_backend == "redis":
+            _redis_maintenance().stats(*_redis(settings))  # unreachable: said before --out
+        else:
+            maintenance.stats(Path(settings.store))  # missing or foreign: said first
         if out is None:
-            count = export(directory, sys.stdout)
+            count = write(sys.stdout)
         else:
             with out.open("w", encoding="utf-8") as fh:
-                count = export(directory, fh)
+                count = write(fh)
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"{count:,} documents exported", err=True)

@@ -156,8 +156,10 @@ def test_the_command_line(tmp_path: Path) -> None:
     assert "problem(s)" in bad.stderr and "more not listed" in bad.stderr
     missing = run("stats", "--store", str(tmp_path / "nothing"))
     assert missing.returncode == 1 and "no store at" in missing.stderr
-    redis = run("stats", "--store-backend", "redis", "--redis-url", "redis://127.0.0.1:1/0")
-    assert redis.returncode == 2 and "works on the SQLite store" in redis.stderr
+    nobody = run("stats", "--store-backend", "redis", "--redis-url", "redis://127.0.0.1:1/0")
+    assert nobody.returncode == 1 and "cannot be used" in nobody.stderr
+    memory = run("stats", "--store-backend", "memory")
+    assert memory.returncode == 2 and "works on the sqlite and redis stores" in memory.stderr
 
 
 def test_a_missing_store_is_a_clear_error(tmp_path: Path) -> None:

@@ -1,0 +1,136 @@
+"""Administering a Redis store (one namespace), for ``streamdedup store``: stats, a check of
+its records, and an export. Read-only: nothing here writes, so it runs beside the consumers
+of a group. Not one snapshot: a group that is writing meanwhile can make a document appear
+whose set record arrives in the next step of its judgement; run ``verify`` on a quiet store
+(or read its findings as "at that moment").
+
+Compaction has no Redis equivalent here: the server frees memory as keys go, and rewriting
+its append-only file (``BGREWRITEAOF``) is the server operator's call, not one namespace's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
+
+import numpy as np
+
+from streamdedup.store.redis.client import Keys, call, connect
+
+_CHUNK = 1_000  # keys per pipelined round trip
+
+
+def _docs(r: Any, k: Keys) -> Iterator[tuple[str, int, int, str]]:
+    """(id, seq, set id, verdict JSON or "" while being judged) of every document."""
+    for raw_id, raw in call(lambda: list(r.hscan_iter(k("docs"), count=_CHUNK))):
+        head, _, verdict = raw.decode().partition("\n")
+        seq, set_id = head.split()
+        yield raw_id.decode(), int(seq), int(set_id), verdict
+
+
+def stats(url: str, namespace: str, cluster: bool = False) -> dict[str, Any]:
+    r = connect(url, cluster)
+    k = Keys(namespace)
+    pipe = r.pipeline(transaction=False)
+    pipe.hgetall(k("meta"))
+    pipe.hlen(k("docs"))
+    pipe.hlen(k("ver"))
+    pipe.hgetall(k("counts"))
+    pipe.get(k("seq"))
+    pipe.hlen(k("pos"))
+    meta, docs, versions, counts, seq, positions = call(pipe.execute)
+    counted = {key.decode(): int(v) for key, v in counts.items()}
+    memory = call(r.info, "memory")
+    if memory and all(isinstance(v, dict) for v in memory.values()):  # a cluster: per node
+        used = sum(int(v.get("used_memory", 0)) for v in memory.values())
+    else:
+        used = int(memory.get("used_memory", 0))
+    params = meta.get(b"params")
+    return {
+        "store": f"redis namespace {namespace!r}",
+        "store_id": meta[b"store_id"].decode() if b"store_id" in meta else None,
+        "documents": int(docs),
+        "versions": int(versions),
+        "distinct_sets": counted.get("sets", 0),
+        "bucket_entries": counted.get("bucket_entries", 0),
+        "last_seq": int(seq or 0),
+        "input_partitions": int(positions),
+        "bytes": {"server_used_memory": used,
+                  "per_document": round(used / int(docs)) if docs else 0},
+        "params": json.loads(params) if params else None,
+    }
+
+
+def verify(url: str, namespace: str, cluster: bool = False,
+           progress: Callable[[str], None] = lambda _m: None) -> list[str]:
+    """Every document's record well-formed and consistent with its verdict and the seq
+    counter; every set it names present with its shingles (sorted 64-bit hashes) and a
+    cluster parent that is a set."""
+    r = connect(url, cluster)
+    k = Keys(namespace)
+    problems: list[str] = []
+    last_seq = int(call(r.get, k("seq")) or 0)
+    progress("documents and their verdicts")
+    named: set[int] = set()
+    for doc_id, seq, set_id, verdict in _docs(r, k):
+        if seq > last_seq:
+            problems.append(f"document {doc_id!r}: seq {seq} is past the counter {last_seq}")
+        if not verdict:
+            continue  # being judged by a member right now (or left so by a crash: redone)
+        try:
+            parsed = json.loads(verdict)
+        except ValueError:
+            problems.append(f"document {doc_id!r}: its verdict is not JSON")
+            continue
+        if parsed.get("id") != doc_id:
+            problems.append(f"document {doc_id!r}: its verdict is for {parsed.get('id')!r}")
+        if parsed.get("seq") not in (None, seq):
+            problems.append(f"document {doc_id!r}: seq {seq} but its verdict says "
+                            f"{parsed.get('seq')}")
+        if parsed.get("shingles"):
+            named.add(set_id)
+    progress(f"{len(named):,} sets, their shingles and cluster parents")
+    ids = sorted(named)
+    parents: set[int] = set()
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start:start + _CHUNK]
+        pipe = r.pipeline(transaction=False)
+        for set_id in chunk:
+            pipe.hgetall(k("set", set_id))
+            pipe.get(k.shingles(set_id))
+        replies = call(pipe.execute)
+        for set_id, record, blob in zip(chunk, replies[::2], replies[1::2], strict=True):
+            if not record:
+                problems.append(f"set {set_id}: named by a document, but not stored")
+                continue
+            if record.get(b"parent") is not None:
+                parents.add(int(record[b"parent"]))
+            if blob is None:
+                problems.append(f"set {set_id}: its shingles are missing")
+            elif len(blob) % 8 or not _sorted_unique(np.frombuffer(blob, dtype=">u8")):
+                problems.append(f"set {set_id}: its shingles are not sorted 64-bit hashes")
+    unknown = sorted(parents - named)
+    for start in range(0, len(unknown), _CHUNK):
+        chunk = unknown[start:start + _CHUNK]
+        pipe = r.pipeline(transaction=False)
+        for set_id in chunk:
+            pipe.exists(k("set", set_id))
+        for set_id, exists in zip(chunk, call(pipe.execute), strict=True):
+            if not exists:
+                problems.append(f"a cluster parent {set_id} is not a stored set")
+    return problems
+
+
+def _sorted_unique(values: np.ndarray) -> bool:
+    return bool(values.size < 2 or (np.diff(values.astype(np.uint64)) > 0).all())
+
+
+def export(url: str, namespace: str, out: TextIO, cluster: bool = False) -> int:
+    """Every judged document's verdict, one JSON object per line, in seq order (held in
+    memory to sort: Redis keeps them by id)."""
+    rows = sorted((seq, verdict) for _, seq, _, verdict in _docs(connect(url, cluster),
+                                                                  Keys(namespace)) if verdict)
+    for _, verdict in rows:
+        out.write(verdict + "\n")
+    return len(rows)
