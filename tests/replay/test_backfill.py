@@ -19,7 +19,7 @@ from streamdedup.core.sketch import Sketcher
 from streamdedup.errors import StoreParamsError
 from streamdedup.replay.backfill import BackfillConfig, backfill, order
 from streamdedup.replay.dump import read_dump
-from streamdedup.replay.pairs import bucket_pairs, sketch_rows
+from streamdedup.replay.pairs import sketch_rows
 from streamdedup.settings import build_settings
 from streamdedup.store import open_store
 from streamdedup.store.sqlite import SqliteStore
@@ -231,23 +231,6 @@ def test_a_backfill_into_redis_gives_the_shared_stores_verdicts(
     assert got == want
 
 
-def test_bucket_pairs_are_the_later_sets_probe_candidates() -> None:
-    members = [(5, 50, 10), (1, 10, 10), (9, 90, 13), (3, 30, 40)]  # (first pos, set, size)
-    # the later set's bound, as its probe applies it: 10 shingles at 0.9 accept 9..12
-    assert set(bucket_pairs(members, 0.9, 100)) == {(50, 10)}
-    assert set(bucket_pairs(members, 0.8, 100)) == {(50, 10), (90, 50), (90, 10)}  # 10..17
-    # the bound is the later set's, rounded outwards: 11 at 0.8 accepts 8..14, 8 accepts 6..10
-    assert list(bucket_pairs([(1, 1, 8), (2, 2, 11)], 0.8, 100)) == [(2, 1)]
-    assert list(bucket_pairs([(1, 1, 11), (2, 2, 8)], 0.8, 100)) == []
-
-
-def test_a_hot_bucket_yields_at_most_the_cap_per_set_not_its_square() -> None:
-    members = [(pos, 1000 + pos, 50) for pos in range(300)]  # one size: all candidates
-    pairs = list(bucket_pairs(members, 0.8, 5))
-    assert len(pairs) == 5 * 6 // 2 + 294  # sets 0..5 list their 0..5 earlier ones
-    assert {later for later, earlier in pairs if earlier is None} == set(range(1006, 1300))
-
-
 def test_a_set_over_max_candidates_is_left_to_the_detector_and_still_equals_check(
         tmp_path: Path) -> None:
     """A hot bucket of 40 variants of one text with max_candidates 5: the stream verifies
@@ -300,31 +283,3 @@ def test_a_parquet_dump_gives_the_verdicts_of_the_same_rows_in_jsonl(
     run_backfill(tmp_path / "ads.parquet", tmp_path / "store", tmp_path / "v.jsonl")
     assert (tmp_path / "v.jsonl").read_text().splitlines() == check_verdicts(
         dump, SqliteStore(tmp_path / "check"))
-
-
-@pytest.mark.slow
-@pytest.mark.dump
-def test_spark_reads_the_texts_from_the_driver_or_from_a_staged_file_alike_and_plans_alike(
-        kijiji_path: Path, tmp_path: Path) -> None:
-    """Local mode stages the texts in a file that Spark splits; a cluster master gets them
-    from the driver (parallelize): the same rows, in the same order, either way. The plan on
-    RDDs equals the in-process plan, with and without sets over max_candidates."""
-    from streamdedup.replay import spark
-    from streamdedup.replay.pairs import local_plan
-
-    docs = [d for _, d in read_dump(kijiji_jsonl(kijiji_path, tmp_path, 600), None,
-                                    SETTINGS.text_fields) if isinstance(d, Document)]
-    fields = [d.fields for d in docs]
-    with spark.session("local[2]", lambda _m: None) as (session, work):
-        assert work is not None
-        staged = spark.SparkSketches(session, SETTINGS, fields, 4, lambda _m: None,
-                                     stage=work / "texts.jsonl")
-        shipped = spark.SparkSketches(session, SETTINGS, fields, 4, lambda _m: None)
-        got = list(staged.rows())
-        assert got == list(shipped.rows()) and [r[0] for r in got] == list(range(600))
-        plans = {cap: shipped.plan(SETTINGS.threshold, cap, keep_pairs=True) for cap in (2, 2000)}
-    assert got == list(sketch_rows(SETTINGS, enumerate(fields)))
-    for cap, plan in plans.items():
-        assert plan == local_plan(got, SETTINGS.threshold, cap, keep_pairs=True)
-    assert plans[2].over_cap > 0 and plans[2000].over_cap == 0
-    assert plans[2000].verified_pairs > 0

@@ -1,0 +1,55 @@
+"""The Spark engine on real pyspark in local mode: task retries, the driver memory setting,
+the texts staged or shipped, and the plan on RDDs against the in-process one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from streamdedup.core.document import Document
+from streamdedup.replay.dump import read_dump
+from streamdedup.replay.pairs import sketch_rows
+from streamdedup.settings import build_settings
+
+SETTINGS = build_settings("reference", env={})
+
+
+def test_local_masters_get_task_retries_and_a_bad_driver_memory_is_refused() -> None:
+    from streamdedup.errors import ConfigError
+    from streamdedup.replay import spark
+
+    assert [spark.with_retries(m) for m in ("local", "local[2]", "local[*]", "local[2,1]",
+                                            "spark://h:7077")] == [
+        "local[1,4]", "local[2,4]", "local[*,4]", "local[2,1]", "spark://h:7077"]
+    with (pytest.raises(ConfigError, match="--driver-memory must be like 3g"),
+          spark.session("local[1]", lambda _m: None, "lots")):
+        pass
+
+
+@pytest.mark.slow
+@pytest.mark.dump
+def test_spark_reads_the_texts_from_the_driver_or_from_a_staged_file_alike_and_plans_alike(
+        kijiji_path: Path, tmp_path: Path) -> None:
+    """Local mode stages the texts in a file that Spark splits; a cluster master gets them
+    from the driver (parallelize): the same rows, in the same order, either way. The plan on
+    RDDs equals the in-process plan, with and without sets over max_candidates."""
+    from streamdedup.replay import spark
+    from streamdedup.replay.pairs import local_plan
+
+    docs = [d for _, d in read_dump(kijiji_path, None, SETTINGS.text_fields)
+            if isinstance(d, Document)][:600]
+    fields = [d.fields for d in docs]
+    with spark.session("local[2]", lambda _m: None) as (session, work):
+        assert work is not None
+        staged = spark.SparkSketches(session, SETTINGS, fields, 4, lambda _m: None,
+                                     stage=work / "texts.jsonl")
+        shipped = spark.SparkSketches(session, SETTINGS, fields, 4, lambda _m: None)
+        got = list(staged.rows())
+        assert got == list(shipped.rows()) and [r[0] for r in got] == list(range(600))
+        plans = {cap: shipped.plan(SETTINGS.threshold, cap, keep_pairs=True) for cap in (2, 2000)}
+    assert got == list(sketch_rows(SETTINGS, enumerate(fields)))
+    for cap, plan in plans.items():
+        assert plan == local_plan(got, SETTINGS.threshold, cap, keep_pairs=True)
+    assert plans[2].over_cap > 0 and plans[2000].over_cap == 0
+    assert plans[2000].verified_pairs > 0
