@@ -17,6 +17,7 @@ texts in them. Writes become durable, all together, at ``commit()``.
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -199,3 +200,28 @@ def encode_shingles(shingles: np.ndarray) -> bytes:
 
 def decode_shingles(blob: bytes) -> np.ndarray:
     return np.frombuffer(blob, dtype=">u8").astype(np.uint64)
+
+
+def sorted_hashes(blob: bytes) -> bool:
+    """Whether ``blob`` is what ``encode_shingles`` writes: sorted, distinct 64-bit hashes."""
+    if len(blob) % 8:
+        return False
+    values = np.frombuffer(blob, dtype=">u8").astype(np.uint64)
+    return bool(values.size < 2 or (np.diff(values) > 0).all())
+
+
+def verdict_problems(doc_id: str, seq: int, verdict: str
+                     ) -> tuple[list[str], dict[str, Any] | None]:
+    """A stored verdict checked against its document's record (JSON, its id, its seq), for
+    the stores' ``verify``; returns the problems and the parsed verdict (None: not JSON)."""
+    try:
+        parsed = json.loads(verdict)
+    except ValueError:
+        return [f"document {doc_id!r}: its verdict is not JSON"], None
+    problems = []
+    if parsed.get("id") != doc_id:
+        problems.append(f"document {doc_id!r}: its verdict is for {parsed.get('id')!r}")
+    if parsed.get("seq") not in (None, seq):
+        problems.append(f"document {doc_id!r}: seq {seq} but its verdict says "
+                        f"{parsed.get('seq')}")
+    return problems, parsed

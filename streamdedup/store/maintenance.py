@@ -25,9 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-import numpy as np
-
 from streamdedup.errors import StoreCorruptError, StoreError
+from streamdedup.store.base import sorted_hashes, verdict_problems
 from streamdedup.store.sqlite import blob_checksum, decode_log_row
 from streamdedup.store.sqlite_file import DB_NAME, SCHEMA_VERSION, acquire_lock
 
@@ -115,7 +114,7 @@ def verify(directory: Path, progress: Callable[[str], None] = lambda _m: None) -
         for row, data, checksum in conn.execute("SELECT row, data, checksum FROM shingles"):
             if blob_checksum(data) != checksum:
                 problems.append(f"shingles row {row}: fails its checksum")
-            elif len(data) % 8 or not _sorted_unique(np.frombuffer(data, dtype=">u8")):
+            elif not sorted_hashes(data):
                 problems.append(f"shingles row {row}: not a sorted set of 64-bit hashes")
         sets = {int(set_id): (first_seq, parent, shingles_row) for set_id, first_seq, parent,
                 shingles_row in conn.execute(
@@ -158,16 +157,10 @@ def verify(directory: Path, progress: Callable[[str], None] = lambda _m: None) -
                 continue
             if set_no not in numbers:
                 problems.append(f"document {doc_id!r}: its set number {set_no} is missing")
-            try:
-                parsed = json.loads(verdict)
-            except ValueError:
-                problems.append(f"document {doc_id!r}: its verdict is not JSON")
+            found, parsed = verdict_problems(doc_id, seq, verdict)
+            problems += found
+            if parsed is None:
                 continue
-            if parsed.get("id") != doc_id:
-                problems.append(f"document {doc_id!r}: its verdict is for {parsed.get('id')!r}")
-            if parsed.get("seq") not in (None, seq):
-                problems.append(f"document {doc_id!r}: seq {seq} but its verdict says "
-                                f"{parsed.get('seq')}")
             if seq > last_seq:
                 problems.append(f"document {doc_id!r}: seq {seq} is past the counter "
                                 f"{last_seq} (a later document would reuse it)")
@@ -177,10 +170,6 @@ def verify(directory: Path, progress: Callable[[str], None] = lambda _m: None) -
         if missing:
             problems.append(f"{missing} version(s) point to a missing verdict row")
     return problems
-
-
-def _sorted_unique(values: np.ndarray) -> bool:
-    return bool(values.size < 2 or (np.diff(values.astype(np.uint64)) > 0).all())
 
 
 def _cycles(sets: dict[int, tuple[Any, Any, Any]]) -> list[str]:

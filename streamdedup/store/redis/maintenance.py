@@ -14,8 +14,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-import numpy as np
-
+from streamdedup.store.base import sorted_hashes, verdict_problems
 from streamdedup.store.redis.client import Keys, call, connect
 
 _CHUNK = 1_000  # keys per pipelined round trip
@@ -78,17 +77,9 @@ def verify(url: str, namespace: str, cluster: bool = False,
             problems.append(f"document {doc_id!r}: seq {seq} is past the counter {last_seq}")
         if not verdict:
             continue  # being judged by a member right now (or left so by a crash: redone)
-        try:
-            parsed = json.loads(verdict)
-        except ValueError:
-            problems.append(f"document {doc_id!r}: its verdict is not JSON")
-            continue
-        if parsed.get("id") != doc_id:
-            problems.append(f"document {doc_id!r}: its verdict is for {parsed.get('id')!r}")
-        if parsed.get("seq") not in (None, seq):
-            problems.append(f"document {doc_id!r}: seq {seq} but its verdict says "
-                            f"{parsed.get('seq')}")
-        if parsed.get("shingles"):
+        found, parsed = verdict_problems(doc_id, seq, verdict)
+        problems += found
+        if parsed is not None and parsed.get("shingles"):
             named.add(set_id)
     progress(f"{len(named):,} sets, their shingles and cluster parents")
     ids = sorted(named)
@@ -108,7 +99,7 @@ def verify(url: str, namespace: str, cluster: bool = False,
                 parents.add(int(record[b"parent"]))
             if blob is None:
                 problems.append(f"set {set_id}: its shingles are missing")
-            elif len(blob) % 8 or not _sorted_unique(np.frombuffer(blob, dtype=">u8")):
+            elif not sorted_hashes(blob):
                 problems.append(f"set {set_id}: its shingles are not sorted 64-bit hashes")
     unknown = sorted(parents - named)
     for start in range(0, len(unknown), _CHUNK):
@@ -120,10 +111,6 @@ def verify(url: str, namespace: str, cluster: bool = False,
             if not exists:
                 problems.append(f"a cluster parent {set_id} is not a stored set")
     return problems
-
-
-def _sorted_unique(values: np.ndarray) -> bool:
-    return bool(values.size < 2 or (np.diff(values.astype(np.uint64)) > 0).all())
 
 
 def export(url: str, namespace: str, out: TextIO, cluster: bool = False) -> int:
