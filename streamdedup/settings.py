@@ -37,6 +37,26 @@ def cache_root() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "streamdedup"
 
 
+_UNITS_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000,
+             "w": 604_800_000}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+
+
+def parse_duration(text: str) -> int | None:
+    """``60d``, ``12h``, ``1d12h``, ``90m``, ``30s`` -> milliseconds; '' -> None (off)."""
+    text = text.strip().lower()
+    if not text:
+        return None
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text.replace(" ", ""):
+        raise ConfigError(f"retention must be a duration such as 60d, 12h or 1d12h (units ms, "
+                          f"s, m, h, d, w), not {text!r}")
+    total = round(sum(float(n) * _UNITS_MS[u] for n, u in parts))
+    if total <= 0:
+        raise ConfigError(f"retention must be longer than 0, not {text!r}")
+    return total
+
+
 def _opt(default: Any, help: str, *, group: str, secret: bool = False) -> Any:
     return field(default=default, repr=not secret,
                  metadata={"help": help, "group": group, "secret": secret})
@@ -87,6 +107,14 @@ class Settings:
                                 group="store")
     redis_cluster: bool = _opt(False, "--redis-url names a node of a Redis Cluster",
                                group="store")
+    # --- retention (store/retention in docs/RETENTION.md)
+    retention: str = _opt(
+        "", "keep documents this long after their announcement time, measured from the newest "
+        "time seen (e.g. 60d, 12h, 1d12h); '' = forever", group="retention")
+    time_field: str = _opt(
+        "timestamp", "message field holding the announcement time (ISO 8601 or epoch seconds;"
+        " else the Kafka record time, else arrival); read only with --retention",
+        group="retention")
     # --- Kafka service
     bootstrap_servers: str = _opt("127.0.0.1:9092", "Kafka bootstrap servers", group="kafka")
     group_id: str = _opt("streamdedup", "consumer group id", group="kafka")
@@ -181,8 +209,24 @@ class Settings:
         if self.max_output_bytes < MIN_OUTPUT_BYTES:
             raise ConfigError(f"max_output_bytes must be >= {MIN_OUTPUT_BYTES} (room for a "
                               f"verdict with long ids), not {self.max_output_bytes}")
+        if parse_duration(self.retention) is not None and self.store_backend == "redis":
+            raise ConfigError(
+                "retention is built for the sqlite (and memory) store; the Redis store's "
+                "shared protocol, which consumer groups use, does not evict yet: use "
+                "--store-backend sqlite, or no --retention")
         if self.commit_interval_s < 0 or self.log_every_s <= 0:
             raise ConfigError("commit_interval_s must be >= 0 and log_every_s > 0")
+
+    @property
+    def retention_ms(self) -> int | None:
+        """The retention window in milliseconds, or None (keep forever)."""
+        return parse_duration(self.retention)
+
+    @property
+    def read_time_field(self) -> str:
+        """The field announcement times are read from: ``time_field`` with retention on, ''
+        (not read, so no time can make a message a dead letter) with it off."""
+        return self.time_field if self.retention else ""
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)

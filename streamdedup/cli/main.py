@@ -70,7 +70,8 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
 
     settings = make_settings(preset, options)
     try:
-        rows = read_dump(path, fmt, settings.text_fields, max_bytes=settings.max_message_bytes)
+        rows = read_dump(path, fmt, settings.text_fields, max_bytes=settings.max_message_bytes,
+                         time_field=settings.read_time_field)
         sketcher = Sketcher(settings)
         store = open_configured(settings, sketcher.params())
     except StreamdedupError as exc:

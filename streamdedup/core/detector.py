@@ -27,6 +27,15 @@ Each (id, text) pair is judged once: an old text of an id seen again (a redelive
 replacement) gets back the verdict it got then, and nothing changes; so replaying any stream
 onto its own store returns every verdict unchanged. ``exact`` means that documents with the
 identical set exist now.
+
+Retention (``--retention``, ``core/retention.py``): a document whose time is before the
+window's cutoff is never matched, whether the store has evicted it yet or not: expired
+documents are left out of ``members``, sets whose newest document expired are left out of
+candidates and neighbours, a document meeting an expired document of its own id makes the
+store forget that one first, and one meeting an expired set of its own text makes the store
+evict everything that has left the window first (rare: eviction keeps up in a steady
+stream), because whether that set's record stays as a tombstone decides its cluster. So a
+verdict is the same however far the bounded eviction (at the start of each batch) has got.
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ import numpy as np
 
 from streamdedup.core.document import Document
 from streamdedup.core.jaccard import jaccard_many, size_bounds
+from streamdedup.core.retention import Window, now_ms
 from streamdedup.core.sketch import Shingled, Sketcher, Sketches
 from streamdedup.core.verdict import Match, Verdict
 from streamdedup.settings import Settings
@@ -46,6 +56,10 @@ from streamdedup.store.base import DEFAULT_EDGE_CAP, DocRecord, SetRecord, Store
 # A new set's plan, computed ahead (the backfill): (candidates, verified earlier neighbours
 # as (set id, Jaccard)); None: more candidates than max_candidates, probe and verify it here.
 Planned = tuple[int, Sequence[tuple[int, float]]] | None
+# Evicted per batch at least (documents, then sets): twice a batch of 500 keeps up with a
+# steady stream, and a clock that jumps is caught up over several batches.
+EVICT_AT_LEAST = 1000
+EVICT_ALL = 1 << 62
 
 
 class Detector:
@@ -59,6 +73,8 @@ class Detector:
         self.sketcher = sketcher or Sketcher(settings)
         self._added: dict[int, list[tuple[int, int]]] = {}  # key -> (set id, size), this batch
         self._planned: Mapping[int, Planned] | None = None
+        self.window = Window(settings.retention_ms)
+        self._arrival: int | None = None
 
     def process(self, doc: Document) -> Verdict:
         return self.process_many([doc])[0]
@@ -74,6 +90,14 @@ class Detector:
         the verification: the backfill computes both for a whole dump at once (in Spark
         executors), for a store that held nothing before it."""
         self._planned = planned
+        window = self.window
+        if window.length_ms is not None:
+            # From the store, not from memory: after a rollback the batch is judged again
+            # with the clock it had before, as it would have been without the fault.
+            window.clock_ms = self.store.get_clock()
+            if window.cutoff_ms is not None:
+                self.store.evict(window.cutoff_ms, max(EVICT_AT_LEAST, 2 * len(docs)))
+            self._arrival = now_ms()
         shingled, given = _sketched(self.sketcher, docs, sketches)
         known = self.store.get_sets({s.set_id for s in shingled if s.shingles.size})
         fresh: dict[int, np.ndarray] = {}
@@ -88,13 +112,25 @@ class Detector:
             [keys[s].tolist() for s in fresh], [self._bounds(sh.size) for sh in fresh.values()]),
             strict=True))
         self._added = {}
-        return [self._decide(d, s, keys.get(s.set_id), probed.get(s.set_id))
-                for d, s in zip(docs, shingled, strict=True)]
+        verdicts = [self._decide(d, s, keys.get(s.set_id), probed.get(s.set_id))
+                    for d, s in zip(docs, shingled, strict=True)]
+        if window.clock_ms is not None:
+            self.store.put_clock(window.clock_ms)
+        return verdicts
 
     def _decide(self, doc: Document, sh: Shingled, keys: np.ndarray | None,
                 probed: dict[int, int] | None) -> Verdict:
         store = self.store
+        window = self.window
+        time: int | None = None
+        if window.length_ms is not None:  # its time, else its arrival (documented fallback)
+            time = doc.time if doc.time is not None else self._arrival
+            assert time is not None
+            window.see(time)
         prev = store.get_doc(doc.id)
+        if prev is not None and not window.live(prev.time):
+            store.forget_doc(doc.id)  # left the window: as if evicted already
+            prev = None
         if prev is not None and prev.set_id == sh.set_id:
             return _stored(prev.verdict, prev.seq)  # redelivery or replay: same answer
         if prev is not None:
@@ -108,24 +144,36 @@ class Detector:
         seq = store.next_seq()
         if not sh.shingles.size:
             verdict = Verdict(doc.id, False, None, (), doc.id, 0, shingles=0, seq=seq)
-            store.put_doc(DocRecord(doc.id, seq, sh.set_id, verdict.to_json()))
+            store.put_doc(DocRecord(doc.id, seq, sh.set_id, verdict.to_json(), time))
             return verdict
 
         candidates = skipped = 0
         merged: tuple[str, ...] = ()
         existing = store.get_sets([sh.set_id]).get(sh.set_id)
+        revived = None  # a tombstone of this text (its cluster still has live sets)
+        if existing is not None and (existing.evicted or not window.live(existing.last_time)):
+            # The text of a set that left the window is back. Whether its record stays (a
+            # tombstone: some set of its cluster is still in the window) must not depend on
+            # how far eviction has got, so the store first evicts all that has left.
+            assert window.cutoff_ms is not None
+            store.evict(window.cutoff_ms, EVICT_ALL)
+            revived = store.get_sets([sh.set_id]).get(sh.set_id)
+            existing = None
         if existing is not None:
             near = store.neighbours(sh.set_id)
             if near is None:  # a crowded set keeps no edges: verify its candidates again
                 near, candidates, skipped = self._verify(sh, self._probe_now(sh)[1])
+            else:
+                near = self._in_window(near)
             matched = [(sh.set_id, 1.0), *near]
             root = self._find(sh.set_id)
         else:
-            plan = None if self._planned is None else self._planned.get(sh.set_id, (0, []))
+            plan = None if self._planned is None or revived is not None else \
+                self._planned.get(sh.set_id, (0, []))
             if plan is not None:  # verified elsewhere (the backfill's pair plan)
                 keys = self.sketcher.band_keys(sh.shingles) if keys is None else keys
                 candidates, found = plan
-                matched, skipped = list(found), 0
+                matched, skipped = self._in_window(found), 0
             else:
                 if keys is None or probed is None:  # not new at the start of the batch, or
                     # left to us by the plan (over max_candidates):
@@ -133,14 +181,18 @@ class Detector:
                 else:
                     hits = self._with_added(probed, sh, keys)
                 matched, candidates, skipped = self._verify(sh, hits)
-            store.add_set(SetRecord(sh.set_id, seq, doc.id, sh.set_id), sh.shingles)
+            store.add_set(SetRecord(sh.set_id, seq, doc.id, sh.set_id, last_time=time),
+                          sh.shingles)
             key_list = keys.tolist()
             size = int(sh.shingles.size)
             store.add_to_buckets(key_list, sh.set_id, size)
             for k in key_list:
                 self._added.setdefault(k, []).append((sh.set_id, size))
             store.add_edges(sh.set_id, matched, self.edge_cap)
-            root, merged = self._join(sh.set_id, {self._find(other) for other, _ in matched})
+            roots = {self._find(other) for other, _ in matched}
+            if revived is not None:  # it still hangs in its old cluster
+                roots.add(self._find(sh.set_id))
+            root, merged = self._join(sh.set_id, roots)
 
         matches, duplicate_of, populated = self._expand(matched)
         cluster = store.get_sets([root])[root].first_id
@@ -159,8 +211,17 @@ class Detector:
             merged=merged,
             seq=seq,
         )
-        store.put_doc(DocRecord(doc.id, seq, sh.set_id, verdict.to_json()))
+        store.put_doc(DocRecord(doc.id, seq, sh.set_id, verdict.to_json(), time))
         return verdict
+
+    def _in_window(self, pairs: Iterable[tuple[int, float]]) -> list[tuple[int, float]]:
+        """(set id, similarity) of the sets still in the retention window."""
+        pairs = list(pairs)
+        if self.window.cutoff_ms is None or not pairs:
+            return pairs
+        recs = self.store.get_sets([s for s, _ in pairs])
+        return [(s, sim) for s, sim in pairs
+                if s in recs and not recs[s].evicted and self.window.live(recs[s].last_time)]
 
     def _probe_now(self, sh: Shingled) -> tuple[np.ndarray, dict[int, int]]:
         """One set's band keys and its hits in the store as it is now, batch adds included."""
@@ -186,6 +247,9 @@ class Detector:
     def _verify(self, sh: Shingled, hits: dict[int, int]
                 ) -> tuple[list[tuple[int, float]], int, int]:
         hits.pop(sh.set_id, None)
+        if self.window.cutoff_ms is not None and hits:
+            live = {s for s, _ in self._in_window((s, 0.0) for s in hits)}
+            hits = {s: n for s, n in hits.items() if s in live}
         t = self.settings.threshold
         ranked = sorted(hits, key=lambda c: (-hits[c], c))
         chosen = ranked[: self.settings.max_candidates]
@@ -202,8 +266,9 @@ class Detector:
         limit = self.settings.max_matches
         found: list[tuple[float, int, str]] = []
         populated: set[int] = set()
+        since = self.window.cutoff_ms
         for set_id, sim in matched:
-            members = self.store.members(set_id, limit)
+            members = self.store.members(set_id, limit, since)
             if members:
                 populated.add(set_id)
             found.extend((sim, seq, doc_id) for seq, doc_id in members)

@@ -8,7 +8,10 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Document:
-    """``fields`` holds the announcement's string fields (title, description, ...)."""
+    """``fields`` holds the announcement's string fields (title, description, ...); ``time``
+    its announcement time in milliseconds since the epoch, when retention needs it (else
+    None; see ``core/retention.py``)."""
 
     id: str
     fields: Mapping[str, str] = field(default_factory=dict)
+    time: int | None = None

@@ -21,11 +21,9 @@ silently away.
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -33,6 +31,7 @@ import numpy as np
 
 from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
+from streamdedup.core.retention import parse_time
 from streamdedup.core.shared import detector_for
 from streamdedup.core.sketch import Shingled, Sketcher
 from streamdedup.core.verdict import Verdict
@@ -91,18 +90,13 @@ def order(docs: list[tuple[int, Document]], how: str, field_name: str
 
 
 def _epoch(value: Any) -> float | None:
+    """A row's time in ms (``core/retention.py``'s reading), or None when it has none."""
     if value is None or value == "":
         return None
     try:
-        number = float(value)
-        return number if math.isfinite(number) else None
-    except (TypeError, ValueError):
-        pass
-    try:
-        when = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        return float(parse_time(value))
     except ValueError:
         return None
-    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()  # naive: UTC
 
 
 def backfill(settings: Settings, store: Store, config: BackfillConfig,
@@ -119,7 +113,8 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
     good: list[tuple[int, Document]] = []
     with errors_path.open("w", encoding="utf-8") as errors:
         for row, item in read_dump(config.dump, config.fmt, settings.text_fields,
-                                   max_bytes=settings.max_message_bytes):
+                                   max_bytes=settings.max_message_bytes,
+                                   time_field=settings.read_time_field):
             if isinstance(item, MessageError):
                 result.bad_rows += 1
                 errors.write(json.dumps({"row": row, "error": item.reason,  # as `check`
@@ -134,10 +129,12 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
     say(f"{len(docs):,} documents, {result.bad_rows:,} bad rows (in {errors_path})")
     detector = detector_for(settings, store, Sketcher(settings))
     # The plan knows this dump's sets only: used into an empty store; a store that already
-    # holds documents is probed as the stream would.
+    # holds documents is probed as the stream would. With retention, too: a pair plan knows
+    # nothing of the window (the sketches still come from the engine).
     held = store.stats()
     use_plan = (config.pairs and isinstance(detector, Detector)
-                and held["documents"] == 0 and held["sets"] == 0)
+                and held["documents"] == 0 and held["sets"] == 0
+                and settings.retention_ms is None)
     keep = _Kept() if config.report_dir is not None else None
     with config.out.open("w", encoding="utf-8") as out:
         if config.engine == "local":

@@ -10,7 +10,8 @@ batch is held whole, whatever ``max_bytes`` says); its text columns must be stri
 JSONL; other columns that hold numbers, booleans, dates or timestamps become strings
 (timestamps in ISO 8601 to the microsecond, so ``--order-by timestamp`` reads them), and
 columns of other types (binary, nested, decimal...) are left out, as JSONL leaves out
-non-string values.
+non-string values. With ``time_field`` (given when retention is on) each row's time is read
+from that column, as a message's is (``service/message.py``).
 """
 
 from __future__ import annotations
@@ -45,21 +46,22 @@ def detect_format(path: Path) -> str:
 
 
 def read_dump(path: str | os.PathLike[str], fmt: str | None, text_fields: tuple[str, ...],
-              *, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[Row]:
+              *, max_bytes: int = DEFAULT_MAX_BYTES, time_field: str = "") -> Iterator[Row]:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"no such file: {path}")
     fmt = fmt or detect_format(path)
     if fmt == "tsv":
-        return _read_tsv(path, text_fields, max_bytes)
+        return _read_tsv(path, text_fields, max_bytes, time_field)
     if fmt == "jsonl":
-        return _read_jsonl(path, text_fields, max_bytes)
+        return _read_jsonl(path, text_fields, max_bytes, time_field)
     if fmt == "parquet":
-        return _read_parquet(path, text_fields, max_bytes)
+        return _read_parquet(path, text_fields, max_bytes, time_field)
     raise InputError(f"unknown format {fmt!r}; use tsv, jsonl or parquet")
 
 
-def _read_tsv(path: Path, text_fields: tuple[str, ...], max_bytes: int) -> Iterator[Row]:
+def _read_tsv(path: Path, text_fields: tuple[str, ...], max_bytes: int, time_field: str
+              ) -> Iterator[Row]:
     # A field over the limit makes the csv module raise (a malformed row, below) before the
     # field is built; a row of several smaller fields is measured once read.
     csv.field_size_limit(min(sys.maxsize, max_bytes))
@@ -93,12 +95,13 @@ def _read_tsv(path: Path, text_fields: tuple[str, ...], max_bytes: int) -> Itera
             if size > max_bytes:
                 yield index, MessageError("oversized", f"{size} characters > limit {max_bytes}")
             else:
-                yield index, _tsv_row(index, header, values, text_fields)
+                yield index, _tsv_row(index, header, values, text_fields, time_field)
             index += 1
 
 
 def _tsv_row(
-    index: int, header: list[str], values: list[str], text_fields: tuple[str, ...]
+    index: int, header: list[str], values: list[str], text_fields: tuple[str, ...],
+    time_field: str,
 ) -> Document | MessageError:
     if len(values) != len(header):
         return MessageError(
@@ -109,12 +112,13 @@ def _tsv_row(
         return MessageError("not_utf8", "the row has bytes that are not UTF-8")
     row.setdefault("id", str(index))
     try:
-        return document_from_object(row, text_fields)
+        return document_from_object(row, text_fields, time_field)
     except MessageError as exc:
         return exc
 
 
-def _read_jsonl(path: Path, text_fields: tuple[str, ...], max_bytes: int) -> Iterator[Row]:
+def _read_jsonl(path: Path, text_fields: tuple[str, ...], max_bytes: int, time_field: str
+                ) -> Iterator[Row]:
     with path.open("rb") as fh:
         index = -1
         while True:
@@ -130,12 +134,13 @@ def _read_jsonl(path: Path, text_fields: tuple[str, ...], max_bytes: int) -> Ite
             if not line:
                 continue
             try:
-                yield index, decode_message(line, text_fields, max_bytes=max_bytes)
+                yield index, decode_message(line, text_fields, max_bytes, time_field)
             except MessageError as exc:
                 yield index, exc
 
 
-def _read_parquet(path: Path, text_fields: tuple[str, ...], max_bytes: int) -> Iterator[Row]:
+def _read_parquet(path: Path, text_fields: tuple[str, ...], max_bytes: int, time_field: str
+                  ) -> Iterator[Row]:
     pq = require("pyarrow.parquet", "reading a Parquet dump")
     try:
         parquet = pq.ParquetFile(path)
@@ -154,12 +159,12 @@ def _read_parquet(path: Path, text_fields: tuple[str, ...], max_bytes: int) -> I
              if pa.types.is_timestamp(c.type) and c.type.unit == "ns" else c
              for c in batch.columns], schema=None, names=batch.schema.names)
         for values in batch.to_pylist():
-            yield index, _parquet_row(values, text_fields, max_bytes)
+            yield index, _parquet_row(values, text_fields, max_bytes, time_field)
             index += 1
 
 
-def _parquet_row(values: dict[str, Any], text_fields: tuple[str, ...], max_bytes: int
-                 ) -> Document | MessageError:
+def _parquet_row(values: dict[str, Any], text_fields: tuple[str, ...], max_bytes: int,
+                 time_field: str) -> Document | MessageError:
     obj = {name: value if name in text_fields or name == "id" else _as_text(value)
            for name, value in values.items() if value is not None}
     if isinstance(obj.get("id"), float) and obj["id"].is_integer():
@@ -169,7 +174,7 @@ def _parquet_row(values: dict[str, Any], text_fields: tuple[str, ...], max_bytes
     if size > max_bytes:
         return MessageError("oversized", f"{size} bytes > limit {max_bytes}")
     try:
-        return document_from_object(obj, text_fields)
+        return document_from_object(obj, text_fields, time_field)
     except MessageError as exc:
         return exc
 

@@ -15,6 +15,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from types import FrameType
 from typing import Any
 
@@ -169,9 +170,12 @@ class Service:
         for rec in records:
             src = Source(rec.topic, rec.partition, rec.offset, rec.timestamp)
             try:
-                item: Document | MessageError = decode_message(
-                    rec.value, s.text_fields, s.max_message_bytes
-                )
+                doc = decode_message(rec.value, s.text_fields, s.max_message_bytes,
+                                     s.read_time_field)
+                if s.retention and doc.time is None and rec.timestamp is not None \
+                        and rec.timestamp >= 0:  # no time of its own: the record's
+                    doc = replace(doc, time=int(rec.timestamp))
+                item: Document | MessageError = doc
             except MessageError as exc:
                 item = exc
             slots.append((rec, src, item))

@@ -3,7 +3,8 @@
 Every way a message can be unusable has a short reason code, because each becomes a dead
 letter that a person will read: ``empty_payload``, ``oversized``, ``not_utf8``,
 ``malformed_json``, ``not_an_object``, ``wrong_type``, ``empty_text``, ``reserved_id``,
-``id_too_long`` (over 4,096 bytes: every verdict naming it must fit a Kafka record).
+``id_too_long`` (over 4,096 bytes: every verdict naming it must fit a Kafka record),
+``bad_time`` (with retention on, a time field that is neither ISO 8601 nor epoch seconds).
 
 A message without an ``id`` gets ``auto-`` + the xxh3-128 of its canonical JSON (sorted keys),
 so a redelivered message keeps its id while reposts (other link or timestamp) get new ones.
@@ -25,11 +26,12 @@ from typing import Any
 import xxhash
 
 from streamdedup.core.document import Document
+from streamdedup.core.retention import parse_time
 from streamdedup.errors import MessageError
 
 REASONS = (
     "empty_payload", "oversized", "not_utf8", "malformed_json", "not_an_object",
-    "wrong_type", "empty_text", "reserved_id", "id_too_long",
+    "wrong_type", "empty_text", "reserved_id", "id_too_long", "bad_time",
 )
 MAX_ID_BYTES = 4096  # ids are identifiers (a URL at most): a verdict names up to a dozen
 AUTO_PREFIX = "auto-"
@@ -50,8 +52,10 @@ def auto_id(obj: dict[str, Any]) -> str:
     return AUTO_PREFIX + xxhash.xxh3_128_hexdigest(canonical.encode("utf-8", "surrogatepass"))
 
 
-def document_from_object(obj: Any, text_fields: tuple[str, ...]) -> Document:
-    """Validate a parsed announcement; keeps only string fields."""
+def document_from_object(obj: Any, text_fields: tuple[str, ...], time_field: str = ""
+                         ) -> Document:
+    """Validate a parsed announcement; keeps only string fields, and with ``time_field`` (given
+    when retention is on) its announcement time, if it has one."""
     if not isinstance(obj, dict):
         raise MessageError("not_an_object", f"got JSON {type(obj).__name__}")
     raw_id = obj.get("id")
@@ -85,11 +89,18 @@ def document_from_object(obj: Any, text_fields: tuple[str, ...]) -> Document:
     if not any((obj.get(name) or "").strip() for name in text_fields):
         raise MessageError("empty_text", f"none of {', '.join(text_fields)} has text")
     fields = {k: v for k, v in obj.items() if isinstance(v, str)}
-    return Document(doc_id, fields)
+    raw_time = obj.get(time_field) if time_field else None
+    if raw_time is None or raw_time == "":
+        return Document(doc_id, fields)
+    try:
+        time_ms = parse_time(raw_time)
+    except ValueError as exc:
+        raise MessageError("bad_time", f"{time_field}: {exc}") from None
+    return Document(doc_id, fields, time_ms)
 
 
 def decode_message(
-    payload: bytes | None, text_fields: tuple[str, ...], max_bytes: int
+    payload: bytes | None, text_fields: tuple[str, ...], max_bytes: int, time_field: str = ""
 ) -> Document:
     """One Kafka message value -> Document; raises MessageError with the reason."""
     if not payload:
@@ -106,4 +117,4 @@ def decode_message(
         obj = json.loads(text, parse_int=_parse_int)
     except (ValueError, RecursionError) as exc:
         raise MessageError("malformed_json", str(exc)[:200]) from None
-    return document_from_object(obj, text_fields)
+    return document_from_object(obj, text_fields, time_field)

@@ -8,7 +8,14 @@ Four kinds of state, each with batched, idempotent operations so that a networke
 - **shingle sets**: set id -> sorted shingle hashes, plus the set's first document and its
   cluster parent (union-find), and verified edges to similar sets;
 - **documents**: document id -> arrival sequence, set id, and the verdict it got;
-- **metadata**: the sketch parameters the index was built with.
+- **metadata**: the sketch parameters the index was built with, and the retention clock.
+
+Retention (``core/retention.py``): documents carry their announcement time and sets the time
+of their newest document, so ``evict`` can remove, a bounded number at a time and oldest
+first, documents and sets that left the window. A set still named as the parent of other
+sets (union-find) stays as a *tombstone* (its record, no shingles, no buckets, no edges) until
+none is, so a cluster keeps its id after its first document has gone; ``set_parent`` keeps the
+count of children that decides it.
 
 Buckets hold *distinct* shingle sets, not documents: exact copies (most of a real scrape) join
 their set without touching a bucket, so hot buckets stay as small as the number of distinct
@@ -36,6 +43,7 @@ class DocRecord:
     seq: int
     set_id: int
     verdict: str  # the verdict JSON as first emitted
+    time: int | None = None  # announcement time, ms since the epoch (retention); None: none
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,9 @@ class SetRecord:
     first_seq: int
     first_id: str
     parent: int
+    last_time: int | None = None  # newest announcement time of its documents (retention)
+    children: int = 0  # sets whose parent it is, itself not counted
+    evicted: bool = False  # a tombstone: left the window, kept while it has children
 
 
 DEFAULT_EDGE_CAP = 256
@@ -73,6 +84,14 @@ class Store(ABC):
     def next_seq(self) -> int:
         """A new arrival sequence number, strictly increasing over the store's life."""
 
+    @abstractmethod
+    def get_clock(self) -> int | None:
+        """The retention clock (newest announcement time seen, ms) as of the last commit and
+        the writes since, or None."""
+
+    @abstractmethod
+    def put_clock(self, clock_ms: int) -> None: ...
+
     # --- input positions
     @abstractmethod
     def put_positions(self, positions: Mapping[tuple[str, int], int]) -> None:
@@ -96,7 +115,8 @@ class Store(ABC):
     @abstractmethod
     def put_doc(self, doc: DocRecord) -> None:
         """Insert or replace by id (idempotent); the first verdict of each (id, set) pair is
-        also kept as that pair's version, whatever replaces the document later."""
+        also kept as that pair's version, whatever replaces the document later. A time moves
+        its set's ``last_time`` forward."""
 
     @abstractmethod
     def delete_doc(self, doc_id: str) -> None:
@@ -108,8 +128,10 @@ class Store(ABC):
         redelivered old version of a replaced document gets its old answer again."""
 
     @abstractmethod
-    def members(self, set_id: int, limit: int) -> list[tuple[int, str]]:
-        """Up to ``limit`` (seq, doc id) of the set's documents, earliest first."""
+    def members(self, set_id: int, limit: int, since: int | None = None
+                ) -> list[tuple[int, str]]:
+        """Up to ``limit`` (seq, doc id) of the set's documents, earliest first; with
+        ``since``, only documents with no time or a time at or after it (in the window)."""
 
     # --- shingle sets and clusters
     @abstractmethod
@@ -117,10 +139,80 @@ class Store(ABC):
 
     @abstractmethod
     def add_set(self, record: SetRecord, shingles: np.ndarray) -> None:
-        """Store a new distinct set; a set id already present is left as it is."""
+        """Store a new distinct set; a set id already present is left as it is, except a
+        tombstone, which comes back to life (its shingles and ``last_time`` from here; its
+        first document, parent and children as they were, so its cluster keeps its id)."""
+
+    def set_parent(self, set_id: int, parent: int) -> None:
+        """Link a set under ``parent``, keeping both parents' child counts; an old parent
+        that is a tombstone and loses its last child goes (``_release``)."""
+        rec = self.get_sets([set_id]).get(set_id)
+        if rec is None or rec.parent == parent:
+            return
+        self._write_parent(set_id, parent)
+        if parent != set_id:
+            self._add_children(parent, 1)
+        if rec.parent != set_id:
+            left = self._add_children(rec.parent, -1)
+            old = self.get_sets([rec.parent]).get(rec.parent)
+            if old is not None and old.evicted and left == 0:
+                self._release(rec.parent)
+
+    # --- retention
+    @abstractmethod
+    def evict(self, cutoff_ms: int, limit: int) -> int:
+        """Remove up to ``limit`` documents with a time before ``cutoff_ms``, oldest first
+        (with their versions), and up to ``limit`` sets whose newest time is before it
+        (``evict_set``); returns how many documents and sets went. Bounded, so a checkpoint
+        after a jump of the clock does not stall; the detector ignores what is left."""
+
+    def evict_set(self, set_id: int) -> None:
+        """A set that left the window goes now: its documents and their versions, shingles,
+        buckets and edges; its record too, unless it is a parent (then a tombstone)."""
+        self._drop_set(set_id)
+        self._release(set_id)
 
     @abstractmethod
-    def set_parent(self, set_id: int, parent: int) -> None: ...
+    def forget_doc(self, doc_id: str) -> None:
+        """A document that left the window goes now, with every version of its id."""
+
+    def _release(self, set_id: int) -> None:
+        """After a set's data went: keep its record as a tombstone while other sets name it
+        as their parent, else delete it and let its parent lose a child, up the tree."""
+        while True:
+            rec = self.get_sets([set_id]).get(set_id)
+            if rec is None:
+                return
+            if rec.children > 0:
+                self._mark_evicted(set_id)
+                return
+            self._delete_set(set_id)
+            if rec.parent == set_id:
+                return
+            left = self._add_children(rec.parent, -1)
+            parent = self.get_sets([rec.parent]).get(rec.parent)
+            if parent is None or not parent.evicted or left > 0:
+                return
+            set_id = rec.parent
+
+    # Primitives of the rules above, one per store.
+    @abstractmethod
+    def _write_parent(self, set_id: int, parent: int) -> None: ...
+
+    @abstractmethod
+    def _add_children(self, set_id: int, delta: int) -> int:
+        """Change a set's child count; returns the new count (0 for a set not present)."""
+
+    @abstractmethod
+    def _drop_set(self, set_id: int) -> None:
+        """Delete a set's documents (with their versions), shingles, bucket entries, edges
+        (both ways) and crowded mark; leave its record."""
+
+    @abstractmethod
+    def _mark_evicted(self, set_id: int) -> None: ...
+
+    @abstractmethod
+    def _delete_set(self, set_id: int) -> None: ...
 
     @abstractmethod
     def get_shingles(self, set_ids: Iterable[int]) -> dict[int, np.ndarray]: ...

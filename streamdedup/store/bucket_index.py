@@ -21,6 +21,14 @@ similarity 0.2-0.3, and over half of them are ruled out by size alone.
 
 Transactions follow the store's: ``add`` is visible to ``probe`` at once, ``pending()`` is what
 the store writes to its log, then ``commit()`` or ``rollback()``.
+
+Removal (retention): ``remove`` marks a set's reference dead, and probes skip it at once. The
+entries go from memory when runs merge, or all at once when dead entries outnumber live ones
+(about once per retention window; ~1.6M entries take tens of milliseconds), when references
+are also renumbered, so memory stays flat under a sliding window. On disk, each log row knows
+its live sets: a row whose sets all went is deleted, and a row kept by a few long-lived sets
+is written again as part of a new row (``sparse_rows``), so the log stays flat too. A
+rollback after a removal is undone by the store rebuilding the index from its tables.
 """
 
 from __future__ import annotations
@@ -80,9 +88,18 @@ class BucketIndex:
         self._uncommitted: list[tuple[list[int], int]] = []
         self._seen = np.zeros(_SEEN_BITS // 64, dtype=np.uint64)
         self._present = np.zeros(_KEY_BITS // 64, dtype=np.uint64)
+        # Removal: per ref, whether it is live, its number of keys and its log row (-1: not
+        # logged yet); per log row, its live refs.
+        self._alive = np.zeros(1024, dtype=bool)
+        self._nkeys = np.zeros(1024, dtype=np.uint32)
+        self._row = np.full(1024, -1, dtype=np.int64)
+        self._row_live: dict[int, int] = {}
+        self._row_total: dict[int, int] = {}  # sets logged in the row
+        self._dead_entries = 0
 
     def __len__(self) -> int:
-        return sum(k.size for k in self._keys) + self._recent_count
+        """Live entries."""
+        return sum(k.size for k in self._keys) + self._recent_count - self._dead_entries
 
     def add(self, keys: Sequence[int], set_id: int, size: int) -> None:
         """Set-add: a (key, set) pair already present is not added again. ``size`` is the
@@ -97,6 +114,7 @@ class BucketIndex:
         else:
             _set_bits(self._seen, ids, _SEEN_BITS)
         ref = self._new_ref(set_id, size)
+        self._nkeys[ref] = len(keys)
         recent = self._recent
         for k in keys:
             recent.setdefault(k, []).append(ref)
@@ -114,10 +132,64 @@ class BucketIndex:
             np.array([k for ks, _ in self._uncommitted for k in ks], dtype=np.int64),
         )
 
-    def commit(self) -> None:
+    def commit(self, row: int | None = None) -> None:
+        """``row``: the log row the pending adds were written to."""
+        if row is not None and self._uncommitted:
+            refs = np.array([ref for _, ref in self._uncommitted], dtype=np.int64)
+            self._row[refs] = row
+            self._row_live[row] = int(self._alive[refs].sum())
+            self._row_total[row] = refs.size
         self._uncommitted = []
+        if self._dead_entries and self._dead_entries * 2 > len(self) + self._dead_entries:
+            self._compact()
         if self._recent_count >= self.run_size:
             self._seal()
+
+    def remove(self, set_ids: Sequence[int]) -> list[int]:
+        """Take sets out of every bucket; returns the log rows left with no live set (the
+        store deletes them in the same transaction)."""
+        if not set_ids:
+            return []
+        n = self._n_sets
+        refs = np.flatnonzero(self._alive[:n] & np.isin(self._set_ids[:n],
+                                                           np.asarray(set_ids, np.int64)))
+        self._alive[refs] = False
+        self._dead_entries += int(self._nkeys[refs].sum())
+        emptied = []
+        for row in self._row[refs].tolist():
+            if row >= 0:
+                self._row_live[row] -= 1
+                if self._row_live[row] == 0:
+                    del self._row_live[row]
+                    self._row_total.pop(row, None)
+                    emptied.append(row)
+        return emptied
+
+    def sparse_rows(self, limit: int) -> list[int]:
+        """Log rows with no live set left, or fewer than an eighth of their sets live (kept by
+        a few long-lived sets); the store writes those sets again (``relog``) and deletes the
+        row."""
+        total = self._row_total
+        return [row for row, live in self._row_live.items()
+                if live == 0 or (live * 8 < total.get(row, 0) and total.get(row, 0) >= 8)
+                ][:limit]
+
+    def relog(self, row: int, logged: LogRow) -> None:
+        """Add again the still-live sets of log row ``row`` (its content ``logged``), so they
+        go to the next commit's row, and forget the row (the store deletes it)."""
+        n = self._n_sets
+        refs = np.flatnonzero((self._row[:n] == row) & self._alive[:n])
+        live = {int(self._set_ids[r]) for r in refs.tolist()}
+        self.remove(list(live))
+        self._row_live.pop(row, None)
+        self._row_total.pop(row, None)
+        ends = np.cumsum(logged.counts.astype(np.int64))
+        starts = ends - logged.counts.astype(np.int64)
+        for i, set_id in enumerate(logged.set_ids.tolist()):
+            if set_id in live:
+                live.discard(set_id)  # a set is logged once per row
+                self.add(logged.keys[starts[i]:ends[i]].tolist(), set_id,
+                         int(logged.sizes[i]))
 
     def rollback(self) -> None:
         """Forget the adds since the last commit (newest first, so each is last in its list)."""
@@ -132,13 +204,17 @@ class BucketIndex:
             self._n_sets -= 1
         self._uncommitted = []
 
-    def add_many(self, row: LogRow) -> None:
-        """Bulk load of log rows (used when a store is opened)."""
+    def add_many(self, row: LogRow, rows: np.ndarray | None = None) -> None:
+        """Bulk load of log rows (used when a store is opened); ``rows``: the log row of each
+        set. Call ``loaded`` after the last."""
         if not row.keys.size:
             return
         first = self._n_sets
         for set_id, size in zip(row.set_ids.tolist(), row.sizes.tolist(), strict=True):
             self._new_ref(set_id, size)
+        self._nkeys[first:self._n_sets] = row.counts
+        if rows is not None:
+            self._row[first:self._n_sets] = rows
         _set_bits(self._seen, row.set_ids.astype(np.int64, copy=False), _SEEN_BITS)
         refs = np.repeat(np.arange(first, self._n_sets, dtype=np.uint32),
                          row.counts.astype(np.int64))
@@ -146,6 +222,27 @@ class BucketIndex:
         _set_bits(self._present, keys, _KEY_BITS)
         order = np.argsort(keys, kind="stable")
         self._push(keys[order], refs[order])
+
+    def loaded(self, live_sets: np.ndarray | None) -> None:
+        """After a bulk load: with ``live_sets`` (the sets the store holds shingles for),
+        every other set's entries are dead (evicted after they were logged), and so is all
+        but the newest reference of a set logged twice (evicted and added again)."""
+        n = self._n_sets
+        if live_sets is not None and n:
+            ids = self._set_ids[:n]
+            newest = np.zeros(n, dtype=bool)
+            _, last = np.unique(ids[::-1], return_index=True)
+            newest[n - 1 - last] = True
+            dead = ~(newest & np.isin(ids, live_sets))
+            self._alive[:n] = ~dead
+            self._dead_entries = int(self._nkeys[:n][dead].sum())
+        rows, total = np.unique(self._row[:n], return_counts=True)
+        self._row_total = {r: t for r, t in zip(rows.tolist(), total.tolist(), strict=True)
+                           if r >= 0}
+        rows, live = np.unique(self._row[:n][self._alive[:n]], return_counts=True)
+        self._row_live = {r: 0 for r in self._row_total}
+        self._row_live.update((r, c) for r, c in zip(rows.tolist(), live.tolist(), strict=True)
+                              if r >= 0)
 
     def probe(self, keys: Iterable[int], sizes: tuple[int, int] | None = None
               ) -> dict[int, int]:
@@ -193,6 +290,8 @@ class BucketIndex:
         bounds = np.array(sizes, dtype=np.int64).reshape(-1, 2)
         size = self._sizes[ref]
         fits = (bounds[who, 0] <= size) & (size <= bounds[who, 1])
+        if self._dead_entries:
+            fits &= self._alive[ref]
         # A (key, set) pair is stored once (add is a set-add), so each entry is one hit.
         for w, set_id in zip(who[fits].tolist(), self._set_ids[ref[fits]].tolist(),
                              strict=True):
@@ -219,17 +318,62 @@ class BucketIndex:
             recent = self._recent
             for key in query:
                 refs.update((key, r) for r in recent.get(key, ()))
-        set_ids = self._set_ids
-        return {(key, int(set_ids[r])) for key, r in refs}
+        set_ids, alive = self._set_ids, self._alive
+        return {(key, int(set_ids[r])) for key, r in refs if alive[r]}
 
     def _new_ref(self, set_id: int, size: int) -> int:
-        if self._n_sets == self._set_ids.size:
-            self._set_ids = np.resize(self._set_ids, self._n_sets * 2)
-            self._sizes = np.resize(self._sizes, self._n_sets * 2)
-        self._set_ids[self._n_sets] = set_id
-        self._sizes[self._n_sets] = size
+        n = self._n_sets
+        if n == self._set_ids.size:
+            self._set_ids = np.resize(self._set_ids, n * 2)
+            self._sizes = np.resize(self._sizes, n * 2)
+            self._alive = np.resize(self._alive, n * 2)
+            self._nkeys = np.resize(self._nkeys, n * 2)
+            self._row = np.resize(self._row, n * 2)
+        self._set_ids[n] = set_id
+        self._sizes[n] = size
+        self._alive[n] = True
+        self._row[n] = -1
         self._n_sets += 1
-        return self._n_sets - 1
+        return n
+
+    def _compact(self) -> None:
+        """Drop dead entries from every run and renumber the live refs densely (memory
+        flat under a sliding window); rebuild both bit filters from what is left."""
+        n = self._n_sets
+        alive = self._alive[:n]
+        new_ref = (np.cumsum(alive) - 1).astype(np.uint32)
+        for i, (keys, refs) in enumerate(zip(self._keys, self._refs, strict=True)):
+            keep = alive[refs]
+            self._keys[i], self._refs[i] = keys[keep], new_ref[refs[keep]]
+        self._recent = {k: [int(new_ref[r]) for r in rs if alive[r]]
+                        for k, rs in self._recent.items()}
+        self._recent = {k: rs for k, rs in self._recent.items() if rs}
+        self._recent_count = sum(len(rs) for rs in self._recent.values())
+        keep = np.flatnonzero(alive)
+        for name in ("_set_ids", "_sizes", "_nkeys", "_row"):
+            arr = getattr(self, name)
+            setattr(self, name, np.resize(arr[keep], max(1024, keep.size * 2)))
+        self._alive = np.zeros(self._set_ids.size, dtype=bool)
+        self._alive[: keep.size] = True
+        self._n_sets = keep.size
+        self._dead_entries = 0
+        self._seen[:] = 0
+        _set_bits(self._seen, self._set_ids[: keep.size], _SEEN_BITS)
+        self._present[:] = 0
+        for keys in self._keys:
+            _set_bits(self._present, keys, _KEY_BITS)
+        if self._recent:
+            _set_bits(self._present, np.fromiter(self._recent, dtype=np.int64), _KEY_BITS)
+        self._keys, self._refs = [k for k in self._keys if k.size], \
+            [r for k, r in zip(self._keys, self._refs, strict=True) if k.size]
+
+    def _live_part(self, keys: np.ndarray, refs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        keep = self._alive[refs]
+        dropped = keep.size - int(keep.sum())
+        if not dropped:
+            return keys, refs
+        self._dead_entries -= dropped
+        return keys[keep], refs[keep]
 
     def _seal(self) -> None:
         """Sort the recent entries into a run."""
@@ -251,6 +395,8 @@ class BucketIndex:
                and self._keys[-1].size + self._keys[-2].size <= MAX_RUN):
             k2, r2 = self._keys.pop(), self._refs.pop()
             k1, r1 = self._keys.pop(), self._refs.pop()
+            if self._dead_entries:  # a merge is a good time to drop dead entries
+                k1, r1, k2, r2 = (*self._live_part(k1, r1), *self._live_part(k2, r2))
             # Merge by placing the newer, smaller run: no sort and no index array, so the
             # transient memory is the merged run plus one byte per entry.
             at = np.searchsorted(k1, k2, side="right") + np.arange(k2.size)

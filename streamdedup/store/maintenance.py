@@ -22,6 +22,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -69,6 +70,10 @@ def file_bytes(directory: Path) -> int:
 def stats(directory: Path) -> dict[str, Any]:
     """Counts and sizes; bytes per document is what the retention and compaction work on."""
     with reading(directory) as conn:
+        def maybe(sql: str) -> int | None:
+            row = conn.execute(sql).fetchone()
+            return None if row is None or row[0] is None else int(row[0])
+
         def one(sql: str) -> int:
             return int(conn.execute(sql).fetchone()[0] or 0)
 
@@ -84,7 +89,11 @@ def stats(directory: Path) -> dict[str, Any]:
             "store_id": f"{store_id:016x}" if store_id else None,
             "documents": documents,
             "versions": one("SELECT count(*) FROM versions"),
-            "distinct_sets": one("SELECT count(*) FROM sets WHERE first_seq IS NOT NULL"),
+            "distinct_sets": one("SELECT count(*) FROM sets WHERE first_seq IS NOT NULL "
+                                 "AND evicted = 0"),
+            "tombstones": one("SELECT count(*) FROM sets WHERE evicted = 1"),
+            "clock": _iso(maybe("SELECT value FROM counters WHERE name = 'clock'")),
+            "oldest_document": _iso(maybe("SELECT min(time) FROM docs")),
             "edges": one("SELECT count(*) FROM edges"),
             "crowded_sets": one("SELECT count(*) FROM crowded"),
             "bucket_log_rows": one("SELECT count(*) FROM bucket_log"),
@@ -119,7 +128,11 @@ def verify(directory: Path, progress: Callable[[str], None] = lambda _m: None) -
         sets = {int(set_id): (first_seq, parent, shingles_row) for set_id, first_seq, parent,
                 shingles_row in conn.execute(
                     "SELECT set_id, first_seq, parent, shingles_row FROM sets")}
+        # Retention: evicted sets' entries stay in the log until their row goes.
+        evicting = conn.execute("SELECT 1 FROM counters WHERE name = 'clock'").fetchone()
         blobs = {int(r) for (r,) in conn.execute("SELECT row FROM shingles")}
+        tombstones = {int(r) for (r,) in conn.execute(
+            "SELECT set_id FROM sets WHERE evicted = 1")}
         progress("bucket log rows")
         for row, *parts, checksum in conn.execute(
                 "SELECT row, set_ids, sizes, counts, keys, checksum FROM bucket_log"):
@@ -133,18 +146,21 @@ def verify(directory: Path, progress: Callable[[str], None] = lambda _m: None) -
                 continue
             unknown = [int(s) for s in log.set_ids.tolist()
                        if sets.get(int(s), (None,))[0] is None]
-            if unknown:
+            if unknown and not evicting:
                 problems.append(f"bucket log row {row}: names {len(unknown)} set(s) without "
                                 f"shingles, e.g. {unknown[0]}")
         progress("sets and clusters")
         for set_id, (first_seq, parent, shingles_row) in sets.items():
             if first_seq is None:
                 continue  # numbers a set of an empty text: nothing else to hold
-            if shingles_row not in blobs:
+            if shingles_row is None and set_id in tombstones:
+                pass  # evicted; its children keep it
+            elif shingles_row not in blobs:
                 problems.append(f"set {set_id}: its shingles row {shingles_row} is missing")
             if parent is not None and sets.get(int(parent), (None,))[0] is None:
                 problems.append(f"set {set_id}: its cluster parent {parent} is not a set")
         problems += _cycles(sets)
+        problems += _retention_problems(conn)
         progress("documents and verdicts")
         numbers = {int(n) for (n,) in conn.execute("SELECT set_no FROM sets")}
         last_seq = int((conn.execute("SELECT value FROM counters WHERE name = 'seq'")
@@ -170,6 +186,35 @@ def verify(directory: Path, progress: Callable[[str], None] = lambda _m: None) -
         if missing:
             problems.append(f"{missing} version(s) point to a missing verdict row")
     return problems
+
+
+def _retention_problems(conn: sqlite3.Connection) -> list[str]:
+    """Child counts equal to the sets that name each as parent, no tombstone without a
+    child or with documents, and no document newer than its set's newest time."""
+    problems = []
+    named = dict(conn.execute(
+        "SELECT parent, count(*) FROM sets WHERE parent != set_id AND first_seq IS NOT NULL "
+        "GROUP BY parent").fetchall())
+    for set_id, children in conn.execute(
+            "SELECT set_id, children FROM sets WHERE first_seq IS NOT NULL"):
+        if children != named.get(set_id, 0):
+            problems.append(f"set {set_id}: counts {children} children, "
+                            f"{named.get(set_id, 0)} name it")
+    for (set_id,) in conn.execute("SELECT set_id FROM sets WHERE evicted = 1 AND children = 0"):
+        problems.append(f"set {set_id}: a tombstone without children (should have gone)")
+    for doc_id, set_id in conn.execute(
+            "SELECT d.doc_id, s.set_id FROM docs d JOIN sets s ON s.set_no = d.set_no WHERE "
+            "s.evicted = 1 OR (d.time IS NOT NULL AND s.first_seq IS NOT NULL AND "
+            "(s.last_time IS NULL OR d.time > s.last_time))"):
+        problems.append(f"document {doc_id!r}: newer than its set {set_id}'s newest time, or "
+                        f"in an evicted set")
+    return problems
+
+
+def _iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
 
 
 def _cycles(sets: dict[int, tuple[Any, Any, Any]]) -> list[str]:

@@ -7,6 +7,7 @@ import itertools
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ class MemoryStore(Store):
         self._seq = 0
         self._docs: dict[str, DocRecord] = {}
         self._versions: dict[tuple[str, int], str] = {}
+        self._version_sets: dict[str, set[int]] = {}  # doc id -> set ids of its versions
         self._positions: dict[tuple[str, int], int] = {}
         self._store_id = uuid.uuid4().hex
         self._members: dict[int, dict[str, int]] = defaultdict(dict)
@@ -30,7 +32,12 @@ class MemoryStore(Store):
         self._crowded: set[int] = set()
         self._buckets: dict[int, set[int]] = defaultdict(set)
         self._sizes: dict[int, int] = {}  # set id -> shingles, as given to add_to_buckets
+        self._keys: dict[int, list[int]] = {}  # set id -> its band keys (to leave buckets)
         self._unordered: set[int] = set()  # sets whose members were not added in seq order
+        self._clock: int | None = None
+        # Oldest first, checked against the record when popped (entries go stale).
+        self._doc_times: list[tuple[int, str]] = []
+        self._set_times: list[tuple[int, int]] = []
 
     def get_params(self) -> dict[str, Any] | None:
         return None if self._params is None else dict(self._params)
@@ -41,6 +48,12 @@ class MemoryStore(Store):
     def next_seq(self) -> int:
         self._seq += 1
         return self._seq
+
+    def get_clock(self) -> int | None:
+        return self._clock
+
+    def put_clock(self, clock_ms: int) -> None:
+        self._clock = clock_ms
 
     def put_positions(self, positions: Mapping[tuple[str, int], int]) -> None:
         self._positions.update(positions)
@@ -60,10 +73,17 @@ class MemoryStore(Store):
             self._members[old.set_id].pop(old.doc_id, None)
         self._docs[doc.doc_id] = doc
         self._versions.setdefault((doc.doc_id, doc.set_id), doc.verdict)
+        self._version_sets.setdefault(doc.doc_id, set()).add(doc.set_id)
         members = self._members[doc.set_id]
         if members and doc.seq < next(reversed(members.values())):
             self._unordered.add(doc.set_id)
         members[doc.doc_id] = doc.seq
+        if doc.time is not None:
+            heapq.heappush(self._doc_times, (doc.time, doc.doc_id))
+            rec = self._sets.get(doc.set_id)
+            if rec is not None and (rec.last_time is None or doc.time > rec.last_time):
+                self._sets[doc.set_id] = replace(rec, last_time=doc.time)
+                heapq.heappush(self._set_times, (doc.time, doc.set_id))
 
     def delete_doc(self, doc_id: str) -> None:
         old = self._docs.pop(doc_id, None)
@@ -73,10 +93,16 @@ class MemoryStore(Store):
     def get_version(self, doc_id: str, set_id: int) -> str | None:
         return self._versions.get((doc_id, set_id))
 
-    def members(self, set_id: int, limit: int) -> list[tuple[int, str]]:
+    def members(self, set_id: int, limit: int, since: int | None = None
+                ) -> list[tuple[int, str]]:
         found = self._members.get(set_id)
         if not found:
             return []
+        if since is not None:
+            docs = self._docs
+            live = ((seq, d) for d, seq in found.items()
+                    if docs[d].time is None or docs[d].time >= since)  # type: ignore[operator]
+            return heapq.nsmallest(limit, live)
         if set_id in self._unordered:
             return heapq.nsmallest(limit, ((seq, doc_id) for doc_id, seq in found.items()))
         # Sequence numbers only grow, so insertion order is arrival order: no sort needed
@@ -87,15 +113,68 @@ class MemoryStore(Store):
         return {i: self._sets[i] for i in set_ids if i in self._sets}
 
     def add_set(self, record: SetRecord, shingles: np.ndarray) -> None:
-        if record.set_id not in self._sets:
-            self._sets[record.set_id] = record
-            self._shingles[record.set_id] = shingles.copy()
+        old = self._sets.get(record.set_id)
+        if old is not None and not old.evicted:
+            return
+        self._sets[record.set_id] = record if old is None else replace(
+            old, evicted=False, last_time=record.last_time)
+        self._shingles[record.set_id] = shingles.copy()
+        if record.last_time is not None:
+            heapq.heappush(self._set_times, (record.last_time, record.set_id))
 
-    def set_parent(self, set_id: int, parent: int) -> None:
+    def _write_parent(self, set_id: int, parent: int) -> None:
+        self._sets[set_id] = replace(self._sets[set_id], parent=parent)
+
+    def _add_children(self, set_id: int, delta: int) -> int:
         rec = self._sets.get(set_id)
         if rec is None:
-            return  # as in SQLite: an UPDATE of no row
-        self._sets[set_id] = SetRecord(rec.set_id, rec.first_seq, rec.first_id, parent)
+            return 0
+        self._sets[set_id] = replace(rec, children=rec.children + delta)
+        return rec.children + delta
+
+    def _mark_evicted(self, set_id: int) -> None:
+        self._sets[set_id] = replace(self._sets[set_id], evicted=True, last_time=None)
+
+    def _delete_set(self, set_id: int) -> None:
+        del self._sets[set_id]
+
+    def _drop_set(self, set_id: int) -> None:
+        for doc_id in list(self._members.get(set_id, {})):
+            self.forget_doc(doc_id)
+        self._members.pop(set_id, None)
+        self._unordered.discard(set_id)
+        self._shingles.pop(set_id, None)
+        for key in self._keys.pop(set_id, ()):
+            bucket = self._buckets[key]
+            bucket.discard(set_id)
+            if not bucket:
+                del self._buckets[key]
+        self._sizes.pop(set_id, None)
+        for other in self._edges.pop(set_id, {}):
+            self._edges.get(other, {}).pop(set_id, None)
+        self._crowded.discard(set_id)
+
+    def forget_doc(self, doc_id: str) -> None:
+        self.delete_doc(doc_id)
+        for set_id in self._version_sets.pop(doc_id, ()):
+            self._versions.pop((doc_id, set_id), None)
+
+    def evict(self, cutoff_ms: int, limit: int) -> int:
+        gone = 0
+        while self._doc_times and self._doc_times[0][0] < cutoff_ms and gone < limit:
+            time, doc_id = heapq.heappop(self._doc_times)
+            doc = self._docs.get(doc_id)
+            if doc is not None and doc.time == time:
+                self.forget_doc(doc_id)
+                gone += 1
+        sets = 0
+        while self._set_times and self._set_times[0][0] < cutoff_ms and sets < limit:
+            time, set_id = heapq.heappop(self._set_times)
+            rec = self._sets.get(set_id)
+            if rec is not None and not rec.evicted and rec.last_time == time:
+                self.evict_set(set_id)
+                sets += 1
+        return gone + sets
 
     def get_shingles(self, set_ids: Iterable[int]) -> dict[int, np.ndarray]:
         return {i: self._shingles[i] for i in set_ids if i in self._shingles}
@@ -128,6 +207,7 @@ class MemoryStore(Store):
 
     def add_to_buckets(self, keys: Sequence[int], set_id: int, size: int) -> None:
         self._sizes[set_id] = size
+        self._keys.setdefault(set_id, []).extend(int(k) for k in keys)
         for key in keys:
             self._buckets[int(key)].add(set_id)
 

@@ -41,7 +41,7 @@ class SetNumbers:
         if found is not None:
             return found
         i = int(np.searchsorted(self._ids, set_id))
-        if i < self._ids.size and int(self._ids[i]) == set_id:
+        if i < self._ids.size and int(self._ids[i]) == set_id and self._numbers[i] >= 0:
             return int(self._numbers[i])
         return None
 
@@ -58,7 +58,7 @@ class SetNumbers:
         if rest and self._ids.size:
             query = np.array(rest, dtype=np.int64)
             at = np.minimum(np.searchsorted(self._ids, query), self._ids.size - 1)
-            hit = self._ids[at] == query
+            hit = (self._ids[at] == query) & (self._numbers[at] >= 0)
             out.update(zip(query[hit].tolist(), self._numbers[at[hit]].tolist(), strict=True))
         return out
 
@@ -66,6 +66,15 @@ class SetNumbers:
         """Record a new id (the caller checked it has no number yet)."""
         self._recent[set_id] = number
         self._uncommitted.append(set_id)
+
+    def remove(self, set_id: int) -> None:
+        """Forget an id (its set was deleted). Not undone by ``rollback``: the store reloads
+        the map after a rolled-back eviction."""
+        if self._recent.pop(set_id, None) is not None:
+            return
+        i = int(np.searchsorted(self._ids, set_id))
+        if i < self._ids.size and int(self._ids[i]) == set_id:
+            self._numbers[i] = -1  # dropped at the next merge
 
     def add_many(self, set_ids: np.ndarray, numbers: np.ndarray) -> None:
         """Bulk load of committed ids (used when a store is opened)."""
@@ -80,11 +89,13 @@ class SetNumbers:
 
     def rollback(self) -> None:
         for set_id in self._uncommitted:
-            del self._recent[set_id]
+            self._recent.pop(set_id, None)
         self._uncommitted = []
 
     def _merge(self, ids: np.ndarray, numbers: np.ndarray) -> None:
         ids = np.concatenate((self._ids, ids))
         numbers = np.concatenate((self._numbers, numbers))
+        kept = numbers >= 0
+        ids, numbers = ids[kept], numbers[kept]
         order = np.argsort(ids, kind="stable")
         self._ids, self._numbers = ids[order], numbers[order]

@@ -6,8 +6,11 @@ sqlite3 module directly, because sqlitedict's model does not fit it: appending a
 bucket would rewrite an ever-growing value, and probes must read many keys in one query.
 
 Durability: WAL journal with ``synchronous=FULL``, so ``commit()`` returns only once the
-batch is on disk. The file's own concerns (schema, the one-writer lock,
-opening, damage and file-system errors) are in ``sqlite_file.py``.
+batch is on disk. Retention: ``evict`` deletes rows (documents by their time, sets by their
+newest time, both through partial indexes that grow at the end) and marks the sets' bucket
+entries dead in memory, deleting log rows left with no live set; after a rolled-back
+eviction the in-memory index is rebuilt from the tables. The file's own concerns (schema,
+the one-writer lock, opening, damage and file-system errors) are in ``sqlite_file.py``.
 """
 
 from __future__ import annotations
@@ -124,11 +127,17 @@ class SqliteStore(Store):
                 conn.close()
             self._release_lock()
             raise
-        row = self._conn.execute("SELECT value FROM counters WHERE name = 'seq'").fetchone()
-        self._seq = int(row[0]) if row else 0
+        self._seq, self._clock = self._counters()
+        self._evicting = False  # an eviction is in the uncommitted transaction
         self._store_id = self._load_store_id()
 
     # --- opening
+    def _counters(self) -> tuple[int, int | None]:
+        rows = dict(self._conn.execute(
+            "SELECT name, value FROM counters WHERE name IN ('seq', 'clock')").fetchall())
+        clock = rows.get("clock")
+        return int(rows.get("seq", 0)), None if clock is None else int(clock)
+
     def _release_lock(self) -> None:
         if self._lock_fd >= 0:
             os.close(self._lock_fd)  # closing drops the flock
@@ -163,21 +172,27 @@ class SqliteStore(Store):
         try:
             cursor = self._conn.execute(
                 "SELECT row, set_ids, sizes, counts, keys, checksum FROM bucket_log ORDER BY row")
+            row_ids: list[np.ndarray] = []
             for row, *blobs, checksum in cursor:
                 if blob_checksum(b"".join(blobs)) != checksum:
                     raise StoreCorruptError(
                         f"{self.path}: bucket log row {row} fails its checksum (damaged file)")
                 rows.append(decode_log_row(*blobs))
+                row_ids.append(np.full(rows[-1].set_ids.size, row, dtype=np.int64))
                 held += rows[-1].keys.size
                 if held >= _LOAD_CHUNK:
-                    self._buckets.add_many(_concat_log_rows(rows))
-                    rows, held = [], 0
+                    self._buckets.add_many(_concat_log_rows(rows), np.concatenate(row_ids))
+                    rows, row_ids, held = [], [], 0
         except sqlite3.DatabaseError as exc:
             raise StoreCorruptError(f"{self.path}: cannot read the bucket log: {exc}") from exc
         except ValueError as exc:  # blob lengths that do not fit together
             raise StoreCorruptError(f"{self.path}: bucket log row {row}: {exc}") from exc
         if rows:
-            self._buckets.add_many(_concat_log_rows(rows))
+            self._buckets.add_many(_concat_log_rows(rows), np.concatenate(row_ids))
+        # Entries of sets evicted since they were logged are dead (retention).
+        live = np.array([r[0] for r in self._conn.execute(
+            "SELECT set_id FROM sets WHERE shingles_row IS NOT NULL")], dtype=np.int64)
+        self._buckets.loaded(live)
 
     def _meta(self) -> SqliteDict:
         return SqliteDict(
@@ -206,6 +221,12 @@ class SqliteStore(Store):
     def next_seq(self) -> int:
         self._seq += 1  # written to the counters table once per commit, not per document
         return self._seq
+
+    def get_clock(self) -> int | None:
+        return self._clock
+
+    def put_clock(self, clock_ms: int) -> None:
+        self._clock = clock_ms  # written with the commit, as seq
 
     # --- input positions
     @_store_errors
@@ -237,7 +258,7 @@ class SqliteStore(Store):
     @_store_errors
     def get_doc(self, doc_id: str) -> DocRecord | None:
         row = self._conn.execute(
-            "SELECT d.doc_id, d.seq, s.set_id, v.verdict FROM docs d "
+            "SELECT d.doc_id, d.seq, s.set_id, v.verdict, d.time FROM docs d "
             "JOIN sets s ON s.set_no = d.set_no "
             "JOIN verdicts v ON v.row = d.verdict_row WHERE d.doc_id = ?", (doc_id,)
         ).fetchone()
@@ -249,8 +270,9 @@ class SqliteStore(Store):
             "INSERT INTO verdicts (verdict) VALUES (?)", (doc.verdict,)
         ).lastrowid
         number = self._number(doc.set_id)
-        insert = "INSERT INTO docs (doc_id, seq, set_no, verdict_row) VALUES (?, ?, ?, ?)"
-        values = (doc.doc_id, doc.seq, number, row)
+        insert = ("INSERT INTO docs (doc_id, seq, set_no, verdict_row, time) "
+                  "VALUES (?, ?, ?, ?, ?)")
+        values = (doc.doc_id, doc.seq, number, row, doc.time)
         try:  # a new id, nearly always: one index lookup instead of a delete and an insert
             self._conn.execute(insert, values)
         except sqlite3.IntegrityError:  # an upsert: the old row goes first (its verdict stays
@@ -258,6 +280,12 @@ class SqliteStore(Store):
             self._conn.execute(insert, values)
         self._conn.execute("INSERT OR IGNORE INTO versions (doc_id, set_no, verdict_row) "
                            "VALUES (?, ?, ?)", (doc.doc_id, number, row))
+        if doc.time is not None:
+            self._set_cache.pop(doc.set_id, None)
+            self._conn.execute(
+                "UPDATE sets SET last_time = ? WHERE set_no = ? AND evicted = 0 AND first_seq "
+                "IS NOT NULL AND (last_time IS NULL OR last_time < ?)",
+                (doc.time, number, doc.time))
 
     @_store_errors
     def delete_doc(self, doc_id: str) -> None:
@@ -274,13 +302,14 @@ class SqliteStore(Store):
         return str(row[0]) if row else None
 
     @_store_errors
-    def members(self, set_id: int, limit: int) -> list[tuple[int, str]]:
+    def members(self, set_id: int, limit: int, since: int | None = None
+                ) -> list[tuple[int, str]]:
         number = self._numbers.get(set_id)
         if number is None:
             return []
         rows = self._conn.execute(
-            "SELECT seq, doc_id FROM docs WHERE set_no = ? ORDER BY seq LIMIT ?",
-            (number, limit),
+            "SELECT seq, doc_id FROM docs WHERE set_no = ? AND (? IS NULL OR time IS NULL OR "
+            "time >= ?) ORDER BY seq LIMIT ?", (number, since, since, limit),
         ).fetchall()
         return [(int(seq), str(doc_id)) for seq, doc_id in rows]
 
@@ -299,10 +328,12 @@ class SqliteStore(Store):
         for chunk in _chunks(list(self._numbers.get_many(ids).values())):
             marks = ",".join("?" * len(chunk))
             for row in self._conn.execute(
-                f"SELECT set_id, first_seq, first_id, parent FROM sets WHERE set_no IN ({marks})"
-                " AND first_seq IS NOT NULL", chunk,
+                "SELECT set_id, first_seq, first_id, parent, last_time, children, evicted "
+                f"FROM sets WHERE set_no IN ({marks}) AND first_seq IS NOT NULL", chunk,
             ):
-                out[row[0]] = cache[row[0]] = SetRecord(*row)
+                set_id, first_seq, first_id, parent, last_time, children, evicted = row
+                out[set_id] = cache[set_id] = SetRecord(
+                    set_id, first_seq, first_id, parent, last_time, children, bool(evicted))
         if len(cache) > _SET_CACHE_SIZE:
             cache.clear()  # simple bound; records are re-read on demand
         return out
@@ -311,33 +342,115 @@ class SqliteStore(Store):
     def add_set(self, record: SetRecord, shingles: np.ndarray) -> None:
         self._set_cache.pop(record.set_id, None)
         number = self._numbers.get(record.set_id)
-        if number is not None and self._conn.execute(
-            "SELECT first_seq IS NOT NULL FROM sets WHERE set_no = ?", (number,)
-        ).fetchone()[0]:
+        state = None if number is None else self._conn.execute(
+            "SELECT first_seq IS NOT NULL, evicted FROM sets WHERE set_no = ?", (number,)
+        ).fetchone()
+        if state is not None and state[0] and not state[1]:
             return  # a set is written once; its first document stays its first
         blob = encode_shingles(shingles)
         row = self._conn.execute(
             "INSERT INTO shingles (data, checksum) VALUES (?, ?)", (blob, blob_checksum(blob))
         ).lastrowid
-        values = (record.first_seq, record.first_id, record.parent, row)
+        if state is not None and state[1]:  # a tombstone comes back: its cluster as it was
+            self._conn.execute(
+                "UPDATE sets SET evicted = 0, shingles_row = ?, last_time = ? WHERE set_no = ?",
+                (row, record.last_time, number))
+            return
+        values = (record.first_seq, record.first_id, record.parent, row, record.last_time)
         if number is None:
             number = self._conn.execute(
-                "INSERT INTO sets (first_seq, first_id, parent, shingles_row, set_id)"
-                " VALUES (?, ?, ?, ?, ?)", (*values, record.set_id)).lastrowid
+                "INSERT INTO sets (first_seq, first_id, parent, shingles_row, last_time, set_id)"
+                " VALUES (?, ?, ?, ?, ?, ?)", (*values, record.set_id)).lastrowid
             assert number is not None
             self._numbers.add(record.set_id, number)
         else:  # numbered by a document of an empty text, or an upsert before: fill it in
             self._conn.execute(
-                "UPDATE sets SET first_seq = ?, first_id = ?, parent = ?, shingles_row = ?"
-                " WHERE set_no = ?", (*values, number))
+                "UPDATE sets SET first_seq = ?, first_id = ?, parent = ?, shingles_row = ?, "
+                "last_time = ? WHERE set_no = ?", (*values, number))
 
     @_store_errors
-    def set_parent(self, set_id: int, parent: int) -> None:
+    def _write_parent(self, set_id: int, parent: int) -> None:
         self._set_cache.pop(set_id, None)
         number = self._numbers.get(set_id)
         if number is not None:
             self._conn.execute("UPDATE sets SET parent = ? WHERE set_no = ? AND first_seq IS "
                                "NOT NULL", (parent, number))
+
+    @_store_errors
+    def _add_children(self, set_id: int, delta: int) -> int:
+        self._set_cache.pop(set_id, None)
+        number = self._numbers.get(set_id)
+        if number is None:
+            return 0
+        row = self._conn.execute("UPDATE sets SET children = children + ? WHERE set_no = ? "
+                                 "RETURNING children", (delta, number)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    # --- retention
+    @_store_errors
+    def evict(self, cutoff_ms: int, limit: int) -> int:
+        docs = [d for (d,) in self._conn.execute(
+            "SELECT doc_id FROM docs WHERE time < ? ORDER BY time LIMIT ?", (cutoff_ms, limit))]
+        for doc_id in docs:
+            self.forget_doc(doc_id)
+        sets = [s for (s,) in self._conn.execute(
+            "SELECT set_id FROM sets WHERE last_time < ? ORDER BY last_time LIMIT ?",
+            (cutoff_ms, limit))]
+        for set_id in sets:
+            self.evict_set(set_id)
+        # Log rows kept by a few long-lived sets: those sets go to this commit's row.
+        for row in self._buckets.sparse_rows(4):
+            self._evicting = True
+            found = self._conn.execute(
+                "SELECT set_ids, sizes, counts, keys FROM bucket_log WHERE row = ?", (row,)
+            ).fetchone()
+            if found is not None:
+                self._buckets.relog(row, decode_log_row(*found))
+            self._conn.execute("DELETE FROM bucket_log WHERE row = ?", (row,))
+        return len(docs) + len(sets)
+
+    @_store_errors
+    def forget_doc(self, doc_id: str) -> None:
+        self._evicting = True
+        self._conn.execute(
+            "DELETE FROM verdicts WHERE row IN (SELECT verdict_row FROM versions WHERE doc_id "
+            "= ? UNION SELECT verdict_row FROM docs WHERE doc_id = ?)", (doc_id, doc_id))
+        self._conn.execute("DELETE FROM versions WHERE doc_id = ?", (doc_id,))
+        self._conn.execute("DELETE FROM docs WHERE doc_id = ?", (doc_id,))
+
+    def _drop_set(self, set_id: int) -> None:
+        self._evicting = True
+        self._set_cache.pop(set_id, None)
+        cached = self._shingle_cache.pop(set_id, None)
+        if cached is not None:
+            self._shingle_cache_bytes -= cached.nbytes
+        number = self._numbers.get(set_id)
+        if number is None:
+            return
+        for (doc_id,) in self._conn.execute(
+                "SELECT doc_id FROM docs WHERE set_no = ?", (number,)).fetchall():
+            self.forget_doc(doc_id)
+        self._conn.execute("DELETE FROM shingles WHERE row = (SELECT shingles_row FROM sets "
+                           "WHERE set_no = ?)", (number,))
+        self._conn.execute("UPDATE sets SET shingles_row = NULL WHERE set_no = ?", (number,))
+        for row in self._buckets.remove([set_id]):
+            self._conn.execute("DELETE FROM bucket_log WHERE row = ?", (row,))
+        others = [o for (o,) in self._conn.execute(
+            "SELECT other FROM edges WHERE set_id = ?", (set_id,))]
+        self._conn.execute("DELETE FROM edges WHERE set_id = ?", (set_id,))
+        self._conn.executemany("DELETE FROM edges WHERE set_id = ? AND other = ?",
+                               [(o, set_id) for o in others])
+        self._conn.execute("DELETE FROM crowded WHERE set_id = ?", (set_id,))
+
+    def _mark_evicted(self, set_id: int) -> None:
+        self._set_cache.pop(set_id, None)
+        self._conn.execute("UPDATE sets SET evicted = 1, last_time = NULL WHERE set_no = ?",
+                           (self._numbers.get(set_id),))
+
+    def _delete_set(self, set_id: int) -> None:
+        self._set_cache.pop(set_id, None)
+        self._conn.execute("DELETE FROM sets WHERE set_no = ?", (self._numbers.get(set_id),))
+        self._numbers.remove(set_id)
 
     @_store_errors
     def get_shingles(self, set_ids: Iterable[int]) -> dict[int, np.ndarray]:
@@ -427,38 +540,49 @@ class SqliteStore(Store):
         added as one log row; the in-memory index takes them as committed only after."""
         try:
             pending = self._buckets.pending()
+            log_row = None
             if pending.keys.size:
                 blobs = _encode_log_row(pending)
-                self._conn.execute(
+                log_row = self._conn.execute(
                     "INSERT INTO bucket_log (set_ids, sizes, counts, keys, checksum) "
                     "VALUES (?, ?, ?, ?, ?)", (*blobs, blob_checksum(b"".join(blobs))),
-                )
+                ).lastrowid
             self._conn.execute(
                 "INSERT INTO counters (name, value) VALUES ('seq', ?) "
                 "ON CONFLICT (name) DO UPDATE SET value = max(value, excluded.value)",
                 (self._seq,),
             )
+            if self._clock is not None:
+                self._conn.execute(
+                    "INSERT INTO counters (name, value) VALUES ('clock', ?) "
+                    "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (self._clock,))
             self._conn.commit()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot commit to {self.path}: {exc}") from exc
-        self._buckets.commit()
+        self._buckets.commit(log_row)
         self._numbers.commit()
+        self._evicting = False
 
     def rollback(self) -> None:
         try:
             self._conn.rollback()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot roll back {self.path}: {exc}") from exc
-        self._buckets.rollback()
-        self._numbers.rollback()
+        if self._evicting:  # removals are not undone in memory: rebuild from the tables
+            self._buckets, self._numbers = BucketIndex(), SetNumbers()
+            self._load_numbers()
+            self._load_buckets()
+            self._evicting = False
+        else:
+            self._buckets.rollback()
+            self._numbers.rollback()
         self._set_cache.clear()
         self._shingle_cache.clear()
         self._shingle_cache_bytes = 0
-        row = self._conn.execute("SELECT value FROM counters WHERE name = 'seq'").fetchone()
         # The numbers handed out since the commit come again: nothing carrying them was
         # emitted (verdicts leave after the commit), so ``seq`` stays the arrival number, the
         # same after a fault as in a run without one.
-        self._seq = int(row[0]) if row else 0
+        self._seq, self._clock = self._counters()
 
     def close(self) -> None:
         if self._lock_fd < 0:

@@ -21,9 +21,10 @@ from streamdedup.errors import StoreCorruptError, StoreError, StoreLockedError
 
 DB_NAME = "index.sqlite"
 LOCK_NAME = "store.lock"
-SCHEMA_VERSION = 4  # 2: metadata apart from blobs; 3: sets numbered, bucket log per set;
+SCHEMA_VERSION = 5  # 2: metadata apart from blobs; 3: sets numbered, bucket log per set;
 # 4: versions (the first verdict of every (id, set) pair, kept when a document is replaced),
-# positions (how far each input partition is stored) and crowded sets (edges capped)
+# positions (how far each input partition is stored) and crowded sets (edges capped);
+# 5: retention (a time per document, the newest time, child count and tombstone per set)
 # Verified candidates are read again while their bucket stays hot. Bounded by bytes: a set
 # of a long ad is ~8 KB, and 65,536 of them (the former bound) were half a GiB of RSS.
 _PAGE_CACHE_KIB = 128 * 1024
@@ -40,8 +41,9 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS docs (
     doc_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, set_no INTEGER NOT NULL,
-    verdict_row INTEGER NOT NULL);
+    verdict_row INTEGER NOT NULL, time INTEGER);
 CREATE INDEX IF NOT EXISTS docs_by_set ON docs (set_no, seq);
+CREATE INDEX IF NOT EXISTS docs_by_time ON docs (time) WHERE time IS NOT NULL;
 CREATE TABLE IF NOT EXISTS verdicts (row INTEGER PRIMARY KEY, verdict TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS positions (
     topic TEXT NOT NULL, partition INTEGER NOT NULL, next_offset INTEGER NOT NULL,
@@ -51,7 +53,9 @@ CREATE TABLE IF NOT EXISTS versions (
     PRIMARY KEY (doc_id, set_no)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS sets (
     set_no INTEGER PRIMARY KEY, set_id INTEGER NOT NULL, first_seq INTEGER, first_id TEXT,
-    parent INTEGER, shingles_row INTEGER);
+    parent INTEGER, shingles_row INTEGER, last_time INTEGER,
+    children INTEGER NOT NULL DEFAULT 0, evicted INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS sets_by_time ON sets (last_time) WHERE last_time IS NOT NULL;
 CREATE TABLE IF NOT EXISTS shingles (
     row INTEGER PRIMARY KEY, data BLOB NOT NULL, checksum INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS edges (

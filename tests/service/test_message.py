@@ -18,7 +18,7 @@ LIMIT = 1 << 20
 
 
 def decode(payload: bytes | None, max_bytes: int = LIMIT) -> Document:
-    return decode_message(payload, FIELDS, max_bytes)
+    return decode_message(payload, FIELDS, max_bytes, "timestamp")  # as with --retention
 
 
 def reason_of(payload: bytes | None, max_bytes: int = LIMIT) -> str:
@@ -46,6 +46,12 @@ EXAMPLES = {
     ],
     "reserved_id": [b'{"id": "auto-0123456789abcdef0123456789abcdef", "title": "x"}'],
     "id_too_long": [json.dumps({"id": "i" * 4097, "title": "x"}).encode()],
+    "bad_time": [
+        b'{"id": "a", "title": "x", "timestamp": "21 ottobre, 17:41"}',
+        b'{"id": "a", "title": "x", "timestamp": true}',
+        b'{"id": "a", "title": "x", "timestamp": [2024]}',
+        b'{"id": "a", "title": "x", "timestamp": 1e300}',
+    ],
     "empty_text": [
         b'{"id": "a"}',
         b'{"id": "a", "title": "", "description": " \\n\\t "}',
@@ -63,6 +69,23 @@ def test_the_examples_cover_every_reason() -> None:
 )
 def test_each_reason(reason: str, payload: bytes | None) -> None:
     assert reason_of(payload, max_bytes=100 if reason == "oversized" else LIMIT) == reason
+
+
+def test_announcement_time_is_read_only_when_asked() -> None:
+    day = b'{"id": "a", "title": "x", "timestamp": "2024-03-01T10:00:00Z"}'
+    assert decode(day).time == 1_709_287_200_000
+    assert decode_message(day, FIELDS, LIMIT).time is None  # retention off: not read
+    for raw, ms in ((b'"2024-03-01T11:00:00+01:00"', 1_709_287_200_000),
+                    (b'"2024-03-01T10:00:00"', 1_709_287_200_000),  # no zone: UTC
+                    (b"1709287200", 1_709_287_200_000),  # epoch seconds
+                    (b"1709287200000", 1_709_287_200_000),  # epoch milliseconds
+                    (b'"1709287200.5"', 1_709_287_200_500),
+                    (b'""', None), (b"null", None)):  # missing: the caller falls back
+        doc = decode(b'{"id": "a", "title": "x", "timestamp": ' + raw + b"}")
+        assert doc.time == ms, raw
+    kijiji = b'{"id": "a", "title": "x", "timestamp": "21 ottobre, 17:41"}'
+    with pytest.raises(MessageError, match="timestamp: '21 ottobre, 17:41' is neither"):
+        decode(kijiji)
 
 
 def test_message_error_text_carries_reason_and_detail() -> None:

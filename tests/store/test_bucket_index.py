@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from streamdedup.errors import StoreCorruptError
+from streamdedup.store.base import SetRecord
 from streamdedup.store.bucket_index import BucketIndex
 from streamdedup.store.sqlite import SqliteStore
 from streamdedup.store.sqlite_file import DB_NAME
@@ -102,7 +103,8 @@ def test_bulk_load_equals_adding_one_by_one() -> None:
 
 def test_sqlite_store_rebuilds_the_index_from_its_log(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "s")
-    for i in range(50):
+    for i in range(50):  # buckets hold the store's sets (only those are loaded as live)
+        store.add_set(SetRecord(1000 + i, i + 1, f"d{i}", 1000 + i), np.arange(3, dtype=np.uint64))
         store.add_to_buckets([i, i + 1, 10**15 + i], 1000 + i, 1000 + i)
         if i % 10 == 9:
             store.commit()

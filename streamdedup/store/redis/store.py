@@ -4,23 +4,28 @@ Layout (keys in ``client.py``; values are explicit bytes or JSON, never pickle):
 
     meta        hash    params (JSON), store_id
     seq         string  INCR: arrival numbers, never reused (a rolled-back number is skipped)
-    docs        hash    doc id -> "seq set_id" + "\\n" + verdict JSON ("" while being judged)
+    docs        hash    doc id -> "seq set_id[ time]" + "\\n" + verdict JSON ("" while being judged)
     ver         hash    "doc id\\0set id" -> the first verdict of that pair
+    verof       hash    doc id -> its versions' set ids, space-separated (retention)
+    dtime       zset    doc ids by announcement time (retention: oldest go first)
+    stime       zset    set ids by their newest document's time (retention)
     pos         hash    "topic\\0partition" -> next offset stored
-    set:<id>    hash    first_seq, first_id, parent
+    set:<id>    hash    first_seq, first_id, parent, last_time, children, evicted
     sh:<id>     string  the sorted shingle hashes, big-endian uint64 (SET NX)
     mem:<id>    zset    the set's documents scored by seq
     edges:<id>  hash    other set id -> similarity;  crowded  set: sets over the edge cap
     b:<key>     zset    set ids under a band key, scored by set size, so a probe asks for
                         ZRANGEBYSCORE lo hi and sets of impossible sizes never cross the wire
     bsize       hash    set id -> size, for the sets already in buckets
+    bk:<id>     string  the set's band keys, big-endian int64 (to leave its buckets)
     counts      hash    sets, bucket_entries (kept in the same transactions, for stats)
     claimed     hash    "doc id\\0set id" -> seq of a pair claimed, not yet finished (shared)
     left        hash    "doc id\\0set id" -> seq at which the id left that set (shared)
 
 Here the writes of a checkpoint are kept in this process (and read back from there, so the
 detector sees its own batch) and sent at ``commit()`` as one MULTI/EXEC; ``rollback()``
-forgets them; a probe of a whole batch is one pipelined round trip. These operations assume
+forgets them; evictions too (what a checkpoint removed is hidden from its reads until then);
+a probe of a whole batch is one pipelined round trip. These operations assume
 one writer and one server; the consumers of a group use the shared protocol built on the same
 layout (``shared.py``), which is also what runs on a Redis Cluster.
 """
@@ -31,6 +36,7 @@ import json
 import uuid
 from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -88,6 +94,11 @@ class RedisStore(Store):
         self._buckets: dict[int, dict[int, int]] = defaultdict(dict)  # key -> set -> size
         self._bucketed: set[int] = set()
         self._counted = {"sets": 0, "bucket_entries": 0}
+        self._clock: int | None = None  # put in this checkpoint
+        self._gone_sets: set[int] = set()  # deleted in this checkpoint
+        self._dropped: set[int] = set()  # out of the buckets in this checkpoint
+        self._gone_versions: set[tuple[str, int]] = set()
+        self._verof: dict[str, list[int]] = {}
 
     def _do(self, method: str, *args: Any, **kwargs: Any) -> None:
         """Queue one write of this checkpoint (a redis-py pipeline method and its args)."""
@@ -109,6 +120,16 @@ class RedisStore(Store):
 
     def next_seq(self) -> int:
         return int(self._call(self.r.incr, self.k("seq")))
+
+    def get_clock(self) -> int | None:
+        if self._clock is not None:
+            return self._clock
+        raw = self._call(self.r.hget, self.k("meta"), "clock")
+        return None if raw is None else int(raw)
+
+    def put_clock(self, clock_ms: int) -> None:
+        self._clock = clock_ms
+        self._do("hset", self.k("meta"), "clock", clock_ms)
 
     def store_id(self) -> str:
         return self._store_id
@@ -135,8 +156,9 @@ class RedisStore(Store):
         if raw is None:
             return None
         head, _, verdict = raw.decode().partition("\n")
-        seq, set_id = head.split()
-        return DocRecord(doc_id, int(seq), int(set_id), verdict)
+        seq, set_id, *time = head.split()
+        return DocRecord(doc_id, int(seq), int(set_id), verdict,
+                         int(time[0]) if time else None)
 
     def put_doc(self, doc: DocRecord) -> None:
         old = self.get_doc(doc.doc_id)
@@ -145,13 +167,27 @@ class RedisStore(Store):
         else:
             self._doc_delta += 1
         self._docs[doc.doc_id] = doc
-        self._do("hset", self.k("docs"), doc.doc_id, f"{doc.seq} {doc.set_id}\n{doc.verdict}")
+        head = f"{doc.seq} {doc.set_id}" + ("" if doc.time is None else f" {doc.time}")
+        self._do("hset", self.k("docs"), doc.doc_id, f"{head}\n{doc.verdict}")
+        if doc.time is not None:
+            self._do("zadd", self.k("dtime"), {doc.doc_id: doc.time})
+            rec = self.get_sets([doc.set_id]).get(doc.set_id)
+            if rec is not None and not rec.evicted and (rec.last_time is None
+                                                        or rec.last_time < doc.time):
+                self._sets[doc.set_id] = replace(rec, last_time=doc.time)
+                self._do("hset", self.k("set", doc.set_id), "last_time", doc.time)
+                self._do("zadd", self.k("stime"), {doc.set_id: doc.time})
         self._members_del[doc.set_id].discard(doc.doc_id)
         self._members_add[doc.set_id][doc.doc_id] = doc.seq
         self._do("zadd", self.k("mem", doc.set_id), {doc.doc_id: doc.seq})
         if self.get_version(doc.doc_id, doc.set_id) is None:
             self._versions[(doc.doc_id, doc.set_id)] = doc.verdict
+            self._gone_versions.discard((doc.doc_id, doc.set_id))
             self._do("hsetnx", self.k("ver"), f"{doc.doc_id}\0{doc.set_id}", doc.verdict)
+            if doc.time is not None:  # retention: a version must be found to be removed
+                sets = [*self._version_sets(doc.doc_id), doc.set_id]
+                self._verof[doc.doc_id] = sets
+                self._do("hset", self.k("verof"), doc.doc_id, " ".join(map(str, sets)))
 
     def _leave(self, old: DocRecord) -> None:
         self._members_add[old.set_id].pop(old.doc_id, None)
@@ -167,52 +203,168 @@ class RedisStore(Store):
         self._docs[doc_id] = None
         self._do("hdel", self.k("docs"), doc_id)
 
+    def _version_sets(self, doc_id: str) -> list[int]:
+        if doc_id in self._verof:
+            return self._verof[doc_id]
+        raw = self._call(self.r.hget, self.k("verof"), doc_id)
+        return [] if raw is None else [int(x) for x in raw.split()]
+
     def get_version(self, doc_id: str, set_id: int) -> str | None:
+        if (doc_id, set_id) in self._gone_versions:
+            return None
         if (doc_id, set_id) in self._versions:
             return self._versions[(doc_id, set_id)]
         raw = self._call(self.r.hget, self.k("ver"), f"{doc_id}\0{set_id}")
         return None if raw is None else raw.decode()
 
-    def members(self, set_id: int, limit: int) -> list[tuple[int, str]]:
+    def members(self, set_id: int, limit: int, since: int | None = None
+                ) -> list[tuple[int, str]]:
         removed = self._members_del.get(set_id, set())
-        stored = self._call(self.r.zrange, self.k("mem", set_id), 0,
-                            limit + len(removed) - 1, False, True)
+        # With ``since``, every member is read: expired ones are few (eviction keeps up).
+        stop = -1 if since is not None else limit + len(removed) - 1
+        stored = self._call(self.r.zrange, self.k("mem", set_id), 0, stop, False, True)
         found = {m.decode(): int(score) for m, score in stored}
         for doc_id in removed:
             found.pop(doc_id, None)
         found.update(self._members_add.get(set_id, {}))
-        return sorted((seq, doc_id) for doc_id, seq in found.items())[:limit]
+        ordered = sorted((seq, doc_id) for doc_id, seq in found.items())
+        if since is None:
+            return ordered[:limit]
+        out = []
+        for seq, doc_id in ordered:
+            doc = self.get_doc(doc_id)
+            if doc is not None and (doc.time is None or doc.time >= since):
+                out.append((seq, doc_id))
+                if len(out) == limit:
+                    break
+        return out
 
     # --- shingle sets and clusters
     def get_sets(self, set_ids: Iterable[int]) -> dict[int, SetRecord]:
         out, missing = _split(set_ids, self._sets)
+        missing = [s for s in missing if s not in self._gone_sets]
         if missing:
             pipe = self.r.pipeline(transaction=False)
             for set_id in missing:
                 pipe.hgetall(self.k("set", set_id))
             for set_id, raw in zip(missing, self._call(pipe.execute), strict=True):
                 if raw:
-                    out[set_id] = SetRecord(set_id, int(raw[b"first_seq"]),
-                                            raw[b"first_id"].decode(), int(raw[b"parent"]))
+                    out[set_id] = self._sets[set_id] = _set_record(set_id, raw)
         return out
 
     def add_set(self, record: SetRecord, shingles: np.ndarray) -> None:
-        if self.get_sets([record.set_id]):
+        old = self.get_sets([record.set_id]).get(record.set_id)
+        if old is not None and not old.evicted:
+            return
+        self._gone_sets.discard(record.set_id)
+        self._shingles[record.set_id] = shingles.copy()
+        self._do("set", self.k.shingles(record.set_id), encode_shingles(shingles))
+        if record.last_time is not None:
+            self._do("zadd", self.k("stime"), {record.set_id: record.last_time})
+        if old is not None:  # a tombstone comes back: its cluster as it was
+            self._sets[record.set_id] = replace(old, evicted=False, last_time=record.last_time)
+            self._do("hset", self.k("set", record.set_id), mapping={
+                "evicted": 0, **_time_field(record.last_time)})
             return
         self._sets[record.set_id] = record
-        self._shingles[record.set_id] = shingles.copy()
         self._count("sets", 1)
         self._do("hset", self.k("set", record.set_id), mapping={
             "first_seq": record.first_seq, "first_id": record.first_id,
-            "parent": record.parent})
-        self._do("set", self.k.shingles(record.set_id), encode_shingles(shingles), nx=True)
+            "parent": record.parent, **_time_field(record.last_time)})
 
-    def set_parent(self, set_id: int, parent: int) -> None:
+    def _write_parent(self, set_id: int, parent: int) -> None:
+        self._sets[set_id] = replace(self._sets[set_id], parent=parent)
+        self._do("hset", self.k("set", set_id), "parent", parent)
+
+    def _add_children(self, set_id: int, delta: int) -> int:
         rec = self.get_sets([set_id]).get(set_id)
         if rec is None:
-            return
-        self._sets[set_id] = SetRecord(rec.set_id, rec.first_seq, rec.first_id, parent)
-        self._do("hset", self.k("set", set_id), "parent", parent)
+            return 0
+        self._sets[set_id] = replace(rec, children=rec.children + delta)
+        self._do("hincrby", self.k("set", set_id), "children", delta)
+        return rec.children + delta
+
+    # --- retention
+    def evict(self, cutoff_ms: int, limit: int) -> int:
+        docs = self._call(self.r.zrangebyscore, self.k("dtime"), "-inf", f"({cutoff_ms}", 0,
+                          limit)
+        gone = 0
+        for raw in docs:
+            doc = self.get_doc(raw.decode())
+            if doc is not None and doc.time is not None and doc.time < cutoff_ms:
+                self.forget_doc(doc.doc_id)
+                gone += 1
+        sets = self._call(self.r.zrangebyscore, self.k("stime"), "-inf", f"({cutoff_ms}", 0,
+                          limit)
+        for raw in sets:
+            set_id = int(raw)
+            rec = self.get_sets([set_id]).get(set_id)
+            if rec is not None and not rec.evicted and rec.last_time is not None \
+                    and rec.last_time < cutoff_ms:
+                self.evict_set(set_id)
+                gone += 1
+        return gone
+
+    def forget_doc(self, doc_id: str) -> None:
+        old = self.get_doc(doc_id)
+        self.delete_doc(doc_id)
+        self._do("zrem", self.k("dtime"), doc_id)
+        sets = self._version_sets(doc_id)
+        if old is not None and old.set_id not in sets:
+            sets = [*sets, old.set_id]
+        for set_id in sets:
+            self._versions.pop((doc_id, set_id), None)
+            self._gone_versions.add((doc_id, set_id))
+            self._do("hdel", self.k("ver"), f"{doc_id}\0{set_id}")
+        self._verof[doc_id] = []
+        self._do("hdel", self.k("verof"), doc_id)
+
+    def _drop_set(self, set_id: int) -> None:
+        stored = self._call(self.r.zrange, self.k("mem", set_id), 0, -1)
+        for doc_id in {m.decode() for m in stored} | set(self._members_add.get(set_id, {})):
+            doc = self.get_doc(doc_id)
+            if doc is not None and doc.set_id == set_id:
+                self.forget_doc(doc_id)
+        self._members_add.pop(set_id, None)
+        self._do("delete", self.k("mem", set_id))
+        self._shingles.pop(set_id, None)
+        cached = self._shingle_cache.pop(set_id, None)
+        if cached is not None:
+            self._cached_bytes -= cached.nbytes
+        self._do("delete", self.k.shingles(set_id))
+        raw_keys = self._call(self.r.get, self.k("bk", set_id))
+        keys = [] if raw_keys is None else np.frombuffer(raw_keys, ">i8").tolist()
+        keys = list(dict.fromkeys([*keys, *(k for k, b in self._buckets.items()
+                                            if set_id in b)]))
+        for key in keys:
+            self._buckets.get(key, {}).pop(set_id, None)
+            self._do("zrem", self.k.bucket(key), set_id)
+        if keys or set_id in self._bucketed:
+            self._count("bucket_entries", -len(keys))
+        self._bucketed.discard(set_id)
+        self._dropped.add(set_id)
+        self._do("hdel", self.k("bsize"), set_id)
+        self._do("delete", self.k("bk", set_id))
+        others = self.neighbours(set_id) or []
+        for other, _ in others:
+            self._edges.get(other, {}).pop(set_id, None)
+            self._do("hdel", self.k("edges", other), set_id)
+        self._edges.pop(set_id, None)
+        self._crowded.discard(set_id)
+        self._do("delete", self.k("edges", set_id))
+        self._do("srem", self.k("crowded"), set_id)
+        self._do("zrem", self.k("stime"), set_id)
+
+    def _mark_evicted(self, set_id: int) -> None:
+        self._sets[set_id] = replace(self._sets[set_id], evicted=True, last_time=None)
+        self._do("hset", self.k("set", set_id), "evicted", 1)
+        self._do("hdel", self.k("set", set_id), "last_time")
+
+    def _delete_set(self, set_id: int) -> None:
+        self._sets.pop(set_id, None)
+        self._gone_sets.add(set_id)
+        self._count("sets", -1)
+        self._do("delete", self.k("set", set_id))
 
     def get_shingles(self, set_ids: Iterable[int]) -> dict[int, np.ndarray]:
         """Pipelined GETs (an MGET cannot span a cluster's slots). A set id is the
@@ -290,7 +442,7 @@ class RedisStore(Store):
         for distinct, lo, hi in plan:
             hits: dict[int, int] = defaultdict(int)
             for key in distinct:
-                sets = {int(m) for m in found[(key, lo, hi)]}
+                sets = {int(m) for m in found[(key, lo, hi)]} - self._dropped
                 sets.update(s for s, size in self._buckets.get(key, {}).items()
                             if lo <= size <= hi)
                 for set_id in sets:
@@ -318,14 +470,17 @@ class RedisStore(Store):
 
     def add_to_buckets(self, keys: Sequence[int], set_id: int, size: int) -> None:
         distinct = list(dict.fromkeys(int(k) for k in keys))
-        new = set_id not in self._bucketed and not self._call(
-            self.r.hexists, self.k("bsize"), set_id)
+        new = set_id in self._dropped or (set_id not in self._bucketed and not self._call(
+            self.r.hexists, self.k("bsize"), set_id))
+        self._dropped.discard(set_id)
         for key in distinct:
             self._buckets[key][set_id] = size
             self._do("zadd", self.k.bucket(key), {set_id: size})
         if new:  # a set has one list of band keys: counted once, however often it is added
             self._bucketed.add(set_id)
             self._do("hset", self.k("bsize"), set_id, size)
+            self._do("set", self.k("bk", set_id),
+                     np.array(distinct, dtype=">i8").tobytes())
             self._count("bucket_entries", len(distinct))
 
     def _count(self, name: str, n: int) -> None:
@@ -361,6 +516,17 @@ class RedisStore(Store):
         return {"documents": int(docs) + self._doc_delta,
                 **{name: stored.get(name, 0) + n for name, n in self._counted.items()},
                 "bytes": 0}
+
+
+def _set_record(set_id: int, raw: Mapping[bytes, bytes]) -> SetRecord:
+    last = raw.get(b"last_time")
+    return SetRecord(set_id, int(raw[b"first_seq"]), raw[b"first_id"].decode(),
+                     int(raw[b"parent"]), None if last is None else int(last),
+                     int(raw.get(b"children", 0)), raw.get(b"evicted", b"0") == b"1")
+
+
+def _time_field(time: int | None) -> dict[str, int]:
+    return {} if time is None else {"last_time": time}
 
 
 def _split(ids: Iterable[int], local: Mapping[int, V]) -> tuple[dict[int, V], list[int]]:

@@ -1,0 +1,323 @@
+"""Retention: reading times, the window, and the detector forgetting what left it, on every
+store backend (memory, SQLite, and the single-writer Redis store on a real redis-server).
+
+The issue's case is here as it reads: originals on day 0, exact reposts of some on day 30 and
+of others on day 90; ``--retention 60d`` flags the day-30 ones and none of the day-90 ones.
+The rest checks the rules of ``core/retention.py`` and ``core/detector.py`` against a brute
+force restricted to the window, and that a verdict does not depend on how far the bounded
+eviction has got, on a reopen, or on a rollback.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from streamdedup.core import detector as detector_module
+from streamdedup.core.detector import Detector
+from streamdedup.core.document import Document
+from streamdedup.core.retention import Window, parse_time
+from streamdedup.core.sketch import Sketcher
+from streamdedup.core.verdict import Verdict
+from streamdedup.errors import ConfigError
+from streamdedup.settings import Settings, build_settings, parse_duration
+from streamdedup.store.base import Store
+from tests.core.test_detector import WORDS, run
+
+DAY = 86_400_000
+RETAIN = WORDS.replace(retention="60d")
+
+
+def ad(doc_id: str, text: str, day: float) -> Document:
+    return Document(doc_id, {"description": text}, round(day * DAY))
+
+
+# --- reading times and windows
+def test_durations() -> None:
+    assert parse_duration("60d") == 60 * DAY
+    assert parse_duration("12h") == 12 * 3_600_000
+    assert parse_duration("1d12h") == 36 * 3_600_000
+    assert parse_duration("1.5h") == 5_400_000
+    assert parse_duration("") is None
+    for bad in ("60", "d", "-1d", "0d", "60 days", "1d x"):
+        with pytest.raises(ConfigError, match="retention must be"):
+            parse_duration(bad)
+    with pytest.raises(ConfigError, match="retention must be"):
+        build_settings(overrides={"retention": "sixty days"})
+    assert build_settings(env={"STREAMDEDUP_RETENTION": "12h"}).retention_ms == 43_200_000
+
+
+def test_redis_refuses_retention_with_one_line() -> None:
+    with pytest.raises(ConfigError, match="shared protocol"):
+        build_settings(overrides={"retention": "60d", "store_backend": "redis",
+                                  "redis_url": "redis://127.0.0.1:1/0"})
+
+
+def test_times() -> None:
+    assert parse_time("2024-01-01T00:00:00Z") == 1_704_067_200_000
+    assert parse_time("2024-01-01") == 1_704_067_200_000
+    assert parse_time(1_704_067_200) == parse_time(1_704_067_200_000) == 1_704_067_200_000
+    assert parse_time(" 1704067200 ") == 1_704_067_200_000
+    for bad in ("yesterday", "", True, None, float("nan"), 1e300, [1]):
+        with pytest.raises(ValueError):
+            parse_time(bad)
+
+
+def test_the_clock_is_a_watermark() -> None:
+    w = Window(10)
+    assert w.cutoff_ms is None and w.live(0)
+    w.see(100)
+    w.see(50)  # out of order: the clock does not go back
+    assert w.clock_ms == 100 and w.cutoff_ms == 90
+    assert w.live(90) and not w.live(89) and w.live(None)
+    assert Window(None, 100).cutoff_ms is None
+
+
+# --- the issue's "done when"
+def day_0_30_90() -> list[Document]:
+    rng = random.Random(3)
+    vocab = [f"w{i}" for i in range(3000)]
+    originals = [" ".join(rng.sample(vocab, 25)) for _ in range(20)]
+    stream = [ad(f"orig-{i}", t, i / 100) for i, t in enumerate(originals)]
+    stream += [ad(f"day30-{i}", originals[i], 30 + i / 100) for i in range(10)]
+    stream += [ad(f"day90-{i}", originals[i], 90 + i / 100) for i in range(10, 20)]
+    return stream
+
+
+@pytest.mark.parametrize("retention", ["60d", ""])
+def test_reposts_on_day_30_are_duplicates_and_on_day_90_are_not(
+        store: Store, retention: str) -> None:
+    verdicts = {v.id: v for v in run(Detector(WORDS.replace(retention=retention), store),
+                                     day_0_30_90(), batch=4)}
+    day30 = [verdicts[f"day30-{i}"] for i in range(10)]
+    day90 = [verdicts[f"day90-{i}"] for i in range(10, 20)]
+    assert all(v.duplicate and v.duplicate_of == f"orig-{i}" for i, v in enumerate(day30))
+    if retention:
+        assert not any(v.duplicate for v in day90)
+        assert all(v.cluster_id == v.id and not v.exact for v in day90)
+        # What is left: the day-90 reposts only (day 30 + 0.09 is before day 90 - 60 d).
+        assert store.stats()["documents"] == 10
+    else:
+        assert all(v.duplicate and v.duplicate_of == f"orig-{i + 10}"
+                   for i, v in enumerate(day90))
+
+
+# --- against a brute force restricted to the window
+class WindowOracle:
+    """Verdicts by brute force over the documents in the window (no LSH, no store)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.sketcher = Sketcher(settings, text_cache=0)
+        self.t = settings.threshold
+        self.cap = settings.max_matches
+        self.window = Window(settings.retention_ms)
+        self.seq = 0
+        self.current: dict[str, tuple[int, int, frozenset[int], int]] = {}  # seq, set, shingles, t
+        self.verdicts: dict[str, dict[str, Any]] = {}
+        self.versions: dict[tuple[str, int], dict[str, Any]] = {}
+
+    def process(self, d: Document) -> dict[str, Any]:
+        assert d.time is not None
+        self.window.see(d.time)  # (a no-op without retention: nothing ever leaves)
+        for doc_id, (_, _, _, t) in list(self.current.items()):
+            if not self.window.live(t):  # the id leaves with every version of it
+                del self.current[doc_id]
+                self.versions = {k: v for k, v in self.versions.items() if k[0] != doc_id}
+        sh = self.sketcher.shingle_fields(d.fields)
+        key, s = sh.set_id, frozenset(sh.shingles.tolist())
+        cur = self.current.get(d.id)
+        if cur is not None and cur[1] == key:
+            return self.verdicts[d.id]
+        if (d.id, key) in self.versions:
+            return self.versions[(d.id, key)]
+        self.current.pop(d.id, None)
+        self.seq += 1
+        found = sorted((-len(s & o) / len(s | o), seq, i)
+                       for i, (seq, _, o, _) in self.current.items()
+                       if s and o and len(s & o) / len(s | o) >= self.t)
+        v = {"seq": self.seq, "duplicate": bool(found),
+             "duplicate_of": min(found, key=lambda f: f[1])[2] if found else None,
+             "matches": [{"id": i, "jaccard": round(-n, 6)} for n, _, i in found[: self.cap]],
+             "exact": bool(s) and any(k == key for _, k, _, _ in self.current.values())}
+        self.current[d.id] = (self.seq, key, s, d.time)
+        self.verdicts[d.id] = self.versions[(d.id, key)] = v
+        return v
+
+
+def windowed_stream(seed: int, n: int = 160) -> list[Document]:
+    """Near-duplicates over ~40 days with a 10-day window: reposts inside and outside it,
+    times out of order, texts coming back after their set expired, redeliveries of
+    expired documents, and ids given new texts."""
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(80)]
+    bases = [rng.sample(vocab, 12) for _ in range(4)]
+    out: list[Document] = []
+    day = 0.0
+    for i in range(n):
+        day += rng.random() * 0.5
+        when = day - (rng.random() * 3 if rng.random() < 0.1 else 0)  # late arrivals
+        roll = rng.random()
+        if roll < 0.12 and out:
+            old = rng.choice(out)  # a redelivery (its document may have expired)
+            out.append(old)
+            continue
+        # Each text family is posted for 4 days in 16: it comes back after the window.
+        words = list(bases[int(day / 4 + rng.random() * 0.3) % 4])
+        for _ in range(rng.choice([0, 0, 0, 1, 1, 2, 3, 6])):
+            words[rng.randrange(len(words))] = rng.choice(vocab)
+        rng.shuffle(words)
+        doc_id = f"d{i}" if roll < 0.9 or not out else rng.choice(out).id
+        out.append(ad(doc_id, " ".join(words), when))
+    return out
+
+
+def observable(v: Verdict) -> dict[str, Any]:
+    d = v.to_dict()
+    return {k: d[k] for k in ("seq", "duplicate", "duplicate_of", "matches", "exact")}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_stream_matches_the_windowed_oracle(store: Store, seed: int) -> None:
+    settings = WORDS.replace(retention="10d")
+    det, oracle = Detector(settings, store), WindowOracle(settings)
+    stream = windowed_stream(seed)
+    got = run(det, stream, batch=7)
+    want = [oracle.process(d) for d in stream]
+    for d, g, w in zip(stream, got, want, strict=True):
+        assert observable(g) == w, d.id
+    forever = WindowOracle(WORDS.replace(retention=""))
+    unlimited = [forever.process(d) for d in stream]
+    dups = sum(w["duplicate"] for w in want)
+    assert dups > 20  # the stream has duplicates, and the window matters:
+    pairs = zip(want, unlimited, strict=True)
+    assert sum(u["duplicate"] and not w["duplicate"] for w, u in pairs) > 5
+
+
+def test_verdicts_do_not_depend_on_how_far_eviction_has_got(
+        make_store: Callable[..., Store], monkeypatch: pytest.MonkeyPatch) -> None:
+    """One batch at a time and at most 2 removals per batch (eviction lags far behind) gives
+    the verdicts, cluster ids included, of a store that evicts everything at once."""
+    settings = WORDS.replace(retention="10d")
+    stream = windowed_stream(5, 300)
+    eager = run(Detector(settings, make_store("sqlite")), stream, batch=50)
+    assert eager != run(Detector(settings.replace(retention=""), make_store("memory")), stream)
+    monkeypatch.setattr(detector_module, "EVICT_AT_LEAST", 0)
+    lagging = run(Detector(settings, make_store("memory")), stream, batch=1)
+    assert [v.to_json() for v in lagging] == [v.to_json() for v in eager]
+
+
+def test_a_reopened_sqlite_store_goes_on_as_if_never_closed(
+        make_store: Callable[..., Store], tmp_path: Any) -> None:
+    settings = WORDS.replace(retention="10d")
+    stream = windowed_stream(6, 300)
+    whole = run(Detector(settings, make_store("sqlite", tmp_path / "a")), stream, batch=10)
+    got: list[Verdict] = []
+    for part in (stream[:97], stream[97:211], stream[211:]):
+        store = make_store("sqlite", tmp_path / "b")
+        got += run(Detector(settings, store), part, batch=10)
+        store.close()
+    assert [v.to_json() for v in got] == [v.to_json() for v in whole]
+
+
+def test_a_rolled_back_batch_is_judged_again_the_same_way(
+        make_store: Callable[..., Store], tmp_path: Any) -> None:
+    settings = WORDS.replace(retention="10d")
+    stream = windowed_stream(7, 240)
+    want = run(Detector(settings, make_store("sqlite", tmp_path / "a")), stream, batch=20)
+    store = make_store("sqlite", tmp_path / "b")
+    det = Detector(settings, store)
+    got: list[Verdict] = []
+    for start in range(0, len(stream), 20):
+        batch = stream[start:start + 20]
+        det.process_many(batch)  # evicts, judges, then a fault: nothing of it stays
+        store.rollback()
+        got += det.process_many(batch)
+        store.commit()
+    assert [v.to_json() for v in got] == [v.to_json() for v in want]
+
+
+def test_a_cluster_keeps_its_id_after_its_first_document_left(store: Store) -> None:
+    base = [f"w{i}" for i in range(12)]
+
+    def variant(k: int) -> str:
+        words = list(base)
+        words[k % 12] = f"x{k}"
+        return " ".join(words)
+
+    det = Detector(RETAIN, store)
+    first = run(det, [ad("first", variant(0), 0), ad("second", variant(1), 20)])
+    assert first[1].duplicate and first[1].cluster_id == "first"
+    # Day 70: "first" left (before day 10), "second" is in the window.
+    later = run(det, [ad("third", variant(2), 70)])[0]
+    assert later.duplicate_of == "second" and [m.id for m in later.matches] == ["second"]
+    assert later.cluster_id == "first"
+    # Day 85: "second" left too; the cluster has no live set: a new cluster.
+    last = run(det, [ad("fourth", variant(3), 140)])[0]
+    assert not last.duplicate and last.cluster_id == "fourth"
+
+
+def test_the_text_of_an_expired_root_comes_back_into_its_cluster(store: Store) -> None:
+    """An exact repost of a cluster's expired first document, while a later member lives:
+    it matches the member and keeps the cluster's id (its set was a tombstone)."""
+    words = [f"w{i}" for i in range(12)]
+    det = Detector(RETAIN, store)
+    run(det, [ad("a", " ".join(words), 0), ad("b", " ".join([*words[:11], "z"]), 40)])
+    again = run(det, [ad("a2", " ".join(words), 80)])[0]
+    assert again.duplicate_of == "b" and again.cluster_id == "a" and not again.exact
+    assert not run(det, [ad("a3", " ".join(words), 80.5)])[0].merged
+
+
+def test_documents_without_a_time_arrive_now(store: Store) -> None:
+    det = Detector(RETAIN, store)
+    v = run(det, [Document("a", {"description": "w1 w2 w3"}),
+                  Document("b", {"description": "w1 w2 w3"})])
+    assert v[1].duplicate and store.get_clock() is not None
+    assert abs(store.get_clock() - parse_time("2026-01-01")) < 10 * 365 * DAY  # type: ignore
+
+
+def test_eviction_leaves_nothing_behind(make_store: Callable[..., Store]) -> None:
+    """Once the window has passed a stream, the store holds its last window only: no
+    document, set, bucket entry, version, edge or log row of what went before."""
+    settings = WORDS.replace(retention="5d")
+    store = make_store("sqlite")
+    stream = windowed_stream(8, 300)
+    run(Detector(settings, store), stream, batch=10)
+    tail = run(Detector(settings, store), [ad(f"late-{i}", f"fresh{i} new{i} text{i}", 1000 + i)
+                                           for i in range(3)], batch=1)
+    assert not any(v.duplicate for v in tail)
+    conn = store._conn  # type: ignore[attr-defined]
+    count = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+             for t in ("docs", "versions", "verdicts", "shingles", "edges", "crowded")}
+    assert count == {"docs": 3, "versions": 3, "verdicts": 3, "shingles": 3, "edges": 0,
+                     "crowded": 0}
+    assert conn.execute("SELECT count(*) FROM sets WHERE first_seq IS NOT NULL").fetchone()[0] \
+        == 3
+    assert store.stats()["bucket_entries"] == sum(
+        len(set(Sketcher(settings).band_keys(s).tolist()))
+        for s in [Sketcher(settings).shingle_fields({"description": f"fresh{i} new{i} text{i}"})
+                  .shingles for i in range(3)])
+    assert conn.execute("SELECT count(*) FROM bucket_log").fetchone()[0] <= 3
+
+
+
+def test_a_store_after_eviction_verifies_clean(make_store: Callable[..., Store],
+                                               tmp_path: Any) -> None:
+    """``store verify`` checks the retention bookkeeping (child counts, tombstones, times);
+    a store that evicted much of a stream, tombstones included, passes it."""
+    from streamdedup.store.maintenance import verify
+
+    store = make_store("sqlite", tmp_path / "s")
+    run(Detector(WORDS.replace(retention="10d"), store), windowed_stream(9, 400), batch=10)
+    conn = store._conn  # type: ignore[attr-defined]
+    assert conn.execute("SELECT count(*) FROM sets WHERE evicted = 1").fetchone()[0] > 0
+    store.close()
+    assert verify(tmp_path / "s") == []
+    import sqlite3
+    raw = sqlite3.connect(tmp_path / "s" / "index.sqlite")
+    raw.execute("UPDATE sets SET children = children + 1 WHERE evicted = 1")
+    raw.commit()
+    raw.close()
+    assert any("children" in p for p in verify(tmp_path / "s"))
