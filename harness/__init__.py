@@ -9,6 +9,7 @@ the product never imports it (tests/test_layout.py checks both).
     chaos.py      fault injection against real consumer processes (scripts/chaos.py)
     generator.py  seeded Italian job ads with a controlled share of reposts
     edits.py      the near-duplicate edits the generator and the chaos stream share
+    soak.py       the retention soak: millions of generated ads through check --retention
 """
 
 from __future__ import annotations

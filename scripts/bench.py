@@ -19,6 +19,7 @@ The machine has two cores: run one benchmark at a time.
     scripts/bench.py profile   [--preset reference] [--copies 10]
     scripts/bench.py group     [--messages 20000] [--members 1,2,4]   (bench_group.py)
     scripts/bench.py backfill  [--messages 100000]                    (bench_backfill.py)
+    scripts/bench.py retention [--messages 100000] [--window 7d]      (bench_retention.py)
 """
 
 from __future__ import annotations
@@ -1268,9 +1269,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import bench_backfill
     import bench_group
+    import bench_retention
 
     bench_group.add_parser(sub)
     bench_backfill.add_parser(sub)
+    bench_retention.add_parser(sub)
 
     p = sub.add_parser("profile", help="pyinstrument over the whole core")
     p.add_argument("--preset", default="reference")

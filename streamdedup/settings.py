@@ -209,11 +209,12 @@ class Settings:
         if self.max_output_bytes < MIN_OUTPUT_BYTES:
             raise ConfigError(f"max_output_bytes must be >= {MIN_OUTPUT_BYTES} (room for a "
                               f"verdict with long ids), not {self.max_output_bytes}")
-        if parse_duration(self.retention) is not None and self.store_backend == "redis":
+        if parse_duration(self.retention) is not None and self.store_backend == "redis" \
+                and self.redis_cluster:
             raise ConfigError(
-                "retention is built for the sqlite (and memory) store; the Redis store's "
-                "shared protocol, which consumer groups use, does not evict yet: use "
-                "--store-backend sqlite, or no --retention")
+                "retention on Redis takes one server and one writer (its commits are one "
+                "MULTI/EXEC); a Redis Cluster serves consumer groups, whose shared protocol "
+                "does not evict yet: use one redis-server, or no --retention")
         if self.commit_interval_s < 0 or self.log_every_s <= 0:
             raise ConfigError("commit_interval_s must be >= 0 and log_every_s > 0")
 

@@ -155,8 +155,8 @@ class Detector:
             # The text of a set that left the window is back. Whether its record stays (a
             # tombstone: some set of its cluster is still in the window) must not depend on
             # how far eviction has got, so the store first evicts all that has left.
-            assert window.cutoff_ms is not None
-            store.evict(window.cutoff_ms, EVICT_ALL)
+            if window.cutoff_ms is not None:  # (None: a store evicted before, now kept)
+                store.evict(window.cutoff_ms, EVICT_ALL)
             revived = store.get_sets([sh.set_id]).get(sh.set_id)
             existing = None
         if existing is not None:

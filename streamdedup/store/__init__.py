@@ -16,15 +16,17 @@ def open_configured(settings: Settings, params: Mapping[str, Any]) -> Store:
     """The store the settings name: a directory, a Redis URL, or memory."""
     location = settings.redis_url if settings.store_backend == "redis" else settings.store
     return open_store(settings.store_backend, location, params, settings.redis_namespace,
-                      settings.redis_cluster)
+                      settings.redis_cluster, single_writer=settings.retention_ms is not None)
 
 
 def open_store(backend: str, location: str, params: Mapping[str, Any],
-               namespace: str = "streamdedup", cluster: bool = False) -> Store:
+               namespace: str = "streamdedup", cluster: bool = False,
+               single_writer: bool = False) -> Store:
     """Open (or create) a store and make sure it was built with ``params``. ``location`` is
     a directory (sqlite) or a URL (redis, whose keys live under ``namespace``; ``cluster``:
     a Redis Cluster). Redis is opened as a shared store, which any number of consumers use
-    at once."""
+    at once, unless ``single_writer`` (retention: the shared protocol does not evict), when
+    one process holds the namespace's writer lock."""
     store: Store
     if backend == "memory":
         from streamdedup.store.memory import MemoryStore
@@ -35,9 +37,14 @@ def open_store(backend: str, location: str, params: Mapping[str, Any],
 
         store = SqliteStore(location)
     elif backend == "redis":
-        from streamdedup.store.redis import SharedRedisStore
+        if single_writer:
+            from streamdedup.store.redis import RedisStore
 
-        store = SharedRedisStore(location, namespace, cluster)
+            store = RedisStore(location, namespace, cluster, writer_lock=True)
+        else:
+            from streamdedup.store.redis import SharedRedisStore
+
+            store = SharedRedisStore(location, namespace, cluster)
     else:
         raise ConfigError(f"unknown store backend {backend!r}")
     try:

@@ -52,10 +52,21 @@ _ANY_SIZE = (0, (1 << 32) - 1)  # sizes are uint32
 
 
 def _set_bits(bits: np.ndarray, values: np.ndarray, width: int) -> None:
-    """Set bit ``value mod width`` of the bitmap ``bits`` (uint64 words) for every value."""
+    """Set bit ``value mod width`` of the bitmap ``bits`` (uint64 words) for every value.
+
+    Over the bytes of the words, one pass per bit position: within a pass every write to a
+    byte sets the same bit, so repeated bytes need no ``ufunc.at`` (20x slower: 0.19 s for
+    the 1.1M keys of a 60-day window)."""
     slots = values.view(np.uint64) & np.uint64(width - 1)
-    words, offsets = slots >> np.uint64(6), slots & np.uint64(63)
-    np.bitwise_or.at(bits, words, np.left_shift(np.uint64(1), offsets))
+    if slots.size < 4096:  # a set's keys: one ufunc.at costs less than eight passes
+        np.bitwise_or.at(bits, slots >> np.uint64(6),
+                         np.left_shift(np.uint64(1), slots & np.uint64(63)))
+        return
+    as_bytes = bits.view(np.uint8)  # little-endian: bit i of word w is byte 8w + i // 8
+    index, bit = (slots >> np.uint64(3)).astype(np.int64), (slots & np.uint64(7))
+    for b in range(8):
+        at = index[bit == b]
+        as_bytes[at] |= np.uint8(1 << b)
 
 
 def _has_bits(bits: np.ndarray, values: np.ndarray, width: int) -> np.ndarray:

@@ -28,8 +28,13 @@ from typing import Any, TextIO
 
 from streamdedup.errors import StoreCorruptError, StoreError
 from streamdedup.store.base import sorted_hashes, verdict_problems
-from streamdedup.store.sqlite import blob_checksum, decode_log_row
-from streamdedup.store.sqlite_file import DB_NAME, SCHEMA_VERSION, acquire_lock
+from streamdedup.store.sqlite_file import (
+    DB_NAME,
+    SCHEMA_VERSION,
+    acquire_lock,
+    blob_checksum,
+    decode_log_row,
+)
 
 MAX_LISTED = 20  # problems listed by verify; the count is always whole
 _CHECKPOINT_TRIES = 10  # seconds compact waits for readers to let go of the old pages

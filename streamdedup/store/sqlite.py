@@ -15,18 +15,16 @@ the one-writer lock, opening, damage and file-system errors) are in ``sqlite_fil
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import secrets
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import numpy as np
-import xxhash
 from sqlitedict import SqliteDict
 
 from streamdedup.errors import StoreCorruptError, StoreError
@@ -43,55 +41,19 @@ from streamdedup.store.set_numbers import SetNumbers
 from streamdedup.store.sqlite_file import (
     DB_NAME,
     acquire_lock,
+    blob_checksum,
+    concat_log_rows,
+    decode_log_row,
+    encode_log_row,
     open_db,
     os_problem,
+    store_errors,
 )
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 _SHINGLE_CACHE_BYTES = 64 << 20
 _SET_CACHE_SIZE = 200_000
 _MAX_VARS = 900  # stay under SQLite's bound on host parameters per statement
 _LOAD_CHUNK = 1 << 21  # bucket entries handed to the index at a time when a store opens
-
-def _store_errors(method: Callable[P, R]) -> Callable[P, R]:
-    """SQLite failures (disk full, I/O error, damaged pages) become StoreError, so callers
-    can tell a store fault (retry later, lose nothing) from a bad document."""
-
-    @functools.wraps(method)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(*args, **kwargs)
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{method.__name__}: {exc}") from exc
-
-    return wrapper
-
-
-def blob_checksum(blob: bytes) -> int:
-    digest = xxhash.xxh3_64_intdigest(blob)
-    return digest - (1 << 64) if digest >= 1 << 63 else digest
-
-
-_LOG_DTYPES = ("<i8", "<u4", "<u4", "<i8")  # set_ids, sizes, counts, keys (LogRow order)
-
-
-def _encode_log_row(row: LogRow) -> tuple[bytes, ...]:
-    return tuple(a.astype(t).tobytes() for a, t in zip(row, _LOG_DTYPES, strict=True))
-
-
-def decode_log_row(*blobs: bytes) -> LogRow:
-    row = LogRow(*(np.frombuffer(b, dtype=t) for b, t in zip(blobs, _LOG_DTYPES, strict=True)))
-    if not row.set_ids.size == row.sizes.size == row.counts.size or int(
-            row.counts.sum()) != row.keys.size:
-        raise ValueError("set, size, count and key arrays do not match")
-    return row
-
-
-def _concat_log_rows(rows: Sequence[LogRow]) -> LogRow:
-    return LogRow(*(np.concatenate(parts) for parts in zip(*rows, strict=True)))
-
 
 def _chunks(items: Sequence[Any], size: int = _MAX_VARS) -> Iterable[Sequence[Any]]:
     for start in range(0, len(items), size):
@@ -129,6 +91,7 @@ class SqliteStore(Store):
             raise
         self._seq, self._clock = self._counters()
         self._evicting = False  # an eviction is in the uncommitted transaction
+        self._unbucket: list[int] = []  # sets to take out of the buckets (``_flush``)
         self._store_id = self._load_store_id()
 
     # --- opening
@@ -181,14 +144,14 @@ class SqliteStore(Store):
                 row_ids.append(np.full(rows[-1].set_ids.size, row, dtype=np.int64))
                 held += rows[-1].keys.size
                 if held >= _LOAD_CHUNK:
-                    self._buckets.add_many(_concat_log_rows(rows), np.concatenate(row_ids))
+                    self._buckets.add_many(concat_log_rows(rows), np.concatenate(row_ids))
                     rows, row_ids, held = [], [], 0
         except sqlite3.DatabaseError as exc:
             raise StoreCorruptError(f"{self.path}: cannot read the bucket log: {exc}") from exc
         except ValueError as exc:  # blob lengths that do not fit together
             raise StoreCorruptError(f"{self.path}: bucket log row {row}: {exc}") from exc
         if rows:
-            self._buckets.add_many(_concat_log_rows(rows), np.concatenate(row_ids))
+            self._buckets.add_many(concat_log_rows(rows), np.concatenate(row_ids))
         # Entries of sets evicted since they were logged are dead (retention).
         live = np.array([r[0] for r in self._conn.execute(
             "SELECT set_id FROM sets WHERE shingles_row IS NOT NULL")], dtype=np.int64)
@@ -229,14 +192,14 @@ class SqliteStore(Store):
         self._clock = clock_ms  # written with the commit, as seq
 
     # --- input positions
-    @_store_errors
+    @store_errors
     def put_positions(self, positions: Mapping[tuple[str, int], int]) -> None:
         self._conn.executemany(
             "INSERT INTO positions (topic, partition, next_offset) VALUES (?, ?, ?) "
             "ON CONFLICT (topic, partition) DO UPDATE SET next_offset = excluded.next_offset",
             [(t, p, off) for (t, p), off in positions.items()])
 
-    @_store_errors
+    @store_errors
     def get_positions(self) -> dict[tuple[str, int], int]:
         rows = self._conn.execute("SELECT topic, partition, next_offset FROM positions")
         return {(str(t), int(p)): int(off) for t, p, off in rows}
@@ -255,7 +218,7 @@ class SqliteStore(Store):
         return f"{int(row[0]):016x}"
 
     # --- documents
-    @_store_errors
+    @store_errors
     def get_doc(self, doc_id: str) -> DocRecord | None:
         row = self._conn.execute(
             "SELECT d.doc_id, d.seq, s.set_id, v.verdict, d.time FROM docs d "
@@ -264,7 +227,7 @@ class SqliteStore(Store):
         ).fetchone()
         return DocRecord(*row) if row else None
 
-    @_store_errors
+    @store_errors
     def put_doc(self, doc: DocRecord) -> None:
         row = self._conn.execute(
             "INSERT INTO verdicts (verdict) VALUES (?)", (doc.verdict,)
@@ -287,11 +250,11 @@ class SqliteStore(Store):
                 "IS NOT NULL AND (last_time IS NULL OR last_time < ?)",
                 (doc.time, number, doc.time))
 
-    @_store_errors
+    @store_errors
     def delete_doc(self, doc_id: str) -> None:
         self._conn.execute("DELETE FROM docs WHERE doc_id = ?", (doc_id,))
 
-    @_store_errors
+    @store_errors
     def get_version(self, doc_id: str, set_id: int) -> str | None:
         number = self._numbers.get(set_id)
         if number is None:
@@ -301,7 +264,7 @@ class SqliteStore(Store):
             "WHERE x.doc_id = ? AND x.set_no = ?", (doc_id, number)).fetchone()
         return str(row[0]) if row else None
 
-    @_store_errors
+    @store_errors
     def members(self, set_id: int, limit: int, since: int | None = None
                 ) -> list[tuple[int, str]]:
         number = self._numbers.get(set_id)
@@ -314,7 +277,7 @@ class SqliteStore(Store):
         return [(int(seq), str(doc_id)) for seq, doc_id in rows]
 
     # --- sets
-    @_store_errors
+    @store_errors
     def get_sets(self, set_ids: Iterable[int]) -> dict[int, SetRecord]:
         cache = self._set_cache
         out: dict[int, SetRecord] = {}
@@ -338,7 +301,7 @@ class SqliteStore(Store):
             cache.clear()  # simple bound; records are re-read on demand
         return out
 
-    @_store_errors
+    @store_errors
     def add_set(self, record: SetRecord, shingles: np.ndarray) -> None:
         self._set_cache.pop(record.set_id, None)
         number = self._numbers.get(record.set_id)
@@ -368,7 +331,7 @@ class SqliteStore(Store):
                 "UPDATE sets SET first_seq = ?, first_id = ?, parent = ?, shingles_row = ?, "
                 "last_time = ? WHERE set_no = ?", (*values, number))
 
-    @_store_errors
+    @store_errors
     def _write_parent(self, set_id: int, parent: int) -> None:
         self._set_cache.pop(set_id, None)
         number = self._numbers.get(set_id)
@@ -376,7 +339,7 @@ class SqliteStore(Store):
             self._conn.execute("UPDATE sets SET parent = ? WHERE set_no = ? AND first_seq IS "
                                "NOT NULL", (parent, number))
 
-    @_store_errors
+    @store_errors
     def _add_children(self, set_id: int, delta: int) -> int:
         self._set_cache.pop(set_id, None)
         number = self._numbers.get(set_id)
@@ -387,7 +350,7 @@ class SqliteStore(Store):
         return 0 if row is None else int(row[0])
 
     # --- retention
-    @_store_errors
+    @store_errors
     def evict(self, cutoff_ms: int, limit: int) -> int:
         docs = [d for (d,) in self._conn.execute(
             "SELECT doc_id FROM docs WHERE time < ? ORDER BY time LIMIT ?", (cutoff_ms, limit))]
@@ -399,6 +362,7 @@ class SqliteStore(Store):
         for set_id in sets:
             self.evict_set(set_id)
         # Log rows kept by a few long-lived sets: those sets go to this commit's row.
+        self._flush()
         for row in self._buckets.sparse_rows(4):
             self._evicting = True
             found = self._conn.execute(
@@ -409,7 +373,7 @@ class SqliteStore(Store):
             self._conn.execute("DELETE FROM bucket_log WHERE row = ?", (row,))
         return len(docs) + len(sets)
 
-    @_store_errors
+    @store_errors
     def forget_doc(self, doc_id: str) -> None:
         self._evicting = True
         self._conn.execute(
@@ -433,8 +397,7 @@ class SqliteStore(Store):
         self._conn.execute("DELETE FROM shingles WHERE row = (SELECT shingles_row FROM sets "
                            "WHERE set_no = ?)", (number,))
         self._conn.execute("UPDATE sets SET shingles_row = NULL WHERE set_no = ?", (number,))
-        for row in self._buckets.remove([set_id]):
-            self._conn.execute("DELETE FROM bucket_log WHERE row = ?", (row,))
+        self._unbucket.append(set_id)  # batched: one pass over the index for many sets
         others = [o for (o,) in self._conn.execute(
             "SELECT other FROM edges WHERE set_id = ?", (set_id,))]
         self._conn.execute("DELETE FROM edges WHERE set_id = ?", (set_id,))
@@ -452,7 +415,7 @@ class SqliteStore(Store):
         self._conn.execute("DELETE FROM sets WHERE set_no = ?", (self._numbers.get(set_id),))
         self._numbers.remove(set_id)
 
-    @_store_errors
+    @store_errors
     def get_shingles(self, set_ids: Iterable[int]) -> dict[int, np.ndarray]:
         out: dict[int, np.ndarray] = {}
         missing: list[int] = []
@@ -482,7 +445,7 @@ class SqliteStore(Store):
             self._shingle_cache_bytes -= cache.popitem(last=False)[1].nbytes
         return out
 
-    @_store_errors
+    @store_errors
     def add_edges(self, set_id: int, edges: Sequence[tuple[int, float]],
                   cap: int = DEFAULT_EDGE_CAP) -> None:
         if not edges:
@@ -513,7 +476,7 @@ class SqliteStore(Store):
                 f"SELECT set_id FROM crowded WHERE set_id IN ({marks})", chunk))
         return out
 
-    @_store_errors
+    @store_errors
     def neighbours(self, set_id: int) -> list[tuple[int, float]] | None:
         if self._crowded([set_id]):
             return None
@@ -525,24 +488,35 @@ class SqliteStore(Store):
     # --- buckets
     def probe(self, keys: Sequence[int], sizes: tuple[int, int] | None = None
               ) -> dict[int, int]:
+        self._flush()
         return self._buckets.probe(keys, sizes)
 
     def probe_many(self, queries: Sequence[Sequence[int]],
                    sizes: Sequence[tuple[int, int]]) -> list[dict[int, int]]:
+        self._flush()
         return self._buckets.probe_many(queries, sizes)
 
     def add_to_buckets(self, keys: Sequence[int], set_id: int, size: int) -> None:
+        self._flush()
         self._buckets.add(keys, set_id, size)
+
+    def _flush(self) -> None:
+        """Take the evicted sets out of the buckets, deleting log rows left empty."""
+        if self._unbucket:
+            for row in self._buckets.remove(self._unbucket):
+                self._conn.execute("DELETE FROM bucket_log WHERE row = ?", (row,))
+            self._unbucket = []
 
     # --- lifecycle
     def commit(self) -> None:
         """One transaction: everything written since the last commit, the bucket entries
         added as one log row; the in-memory index takes them as committed only after."""
         try:
+            self._flush()
             pending = self._buckets.pending()
             log_row = None
             if pending.keys.size:
-                blobs = _encode_log_row(pending)
+                blobs = encode_log_row(pending)
                 log_row = self._conn.execute(
                     "INSERT INTO bucket_log (set_ids, sizes, counts, keys, checksum) "
                     "VALUES (?, ?, ?, ?, ?)", (*blobs, blob_checksum(b"".join(blobs))),
@@ -568,6 +542,7 @@ class SqliteStore(Store):
             self._conn.rollback()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot roll back {self.path}: {exc}") from exc
+        self._unbucket = []
         if self._evicting:  # removals are not undone in memory: rebuild from the tables
             self._buckets, self._numbers = BucketIndex(), SetNumbers()
             self._load_numbers()
@@ -593,11 +568,12 @@ class SqliteStore(Store):
         finally:
             self._release_lock()
 
-    @_store_errors
+    @store_errors
     def stats(self) -> dict[str, int]:
         def count(table: str) -> int:
             return int(self._conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
+        self._flush()
         size = sum(
             p.stat().st_size for p in self.directory.glob(DB_NAME + "*") if p.is_file()
         )

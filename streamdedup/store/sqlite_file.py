@@ -1,7 +1,8 @@
 """The SQLite store's file: schema, the writer's lock, opening and creating, and the one-line
 messages for what the file system refuses.
 
-Apart from ``sqlite.py`` (the ``Store`` on top of it) because these are the file's concerns, not
+Apart from ``sqlite.py`` (the ``Store`` on top of it) because these are the file's concerns (and
+the encoding of its blobs: the bucket log's rows and their checksums), not
 the index's: one writer per directory (a ``flock`` on the directory itself, which no file
 deletion inside it releases; ``store.lock`` only holds the writer's pid, for the message), a
 file that exists is always a complete store (built aside, renamed into place), a damaged or
@@ -13,11 +14,21 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import os
 import sqlite3
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import ParamSpec, TypeVar
+
+import numpy as np
+import xxhash
 
 from streamdedup.errors import StoreCorruptError, StoreError, StoreLockedError
+from streamdedup.store.bucket_index import LogRow
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 DB_NAME = "index.sqlite"
 LOCK_NAME = "store.lock"
@@ -190,6 +201,48 @@ def _create(directory: Path) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def store_errors(method: Callable[P, R]) -> Callable[P, R]:
+    """SQLite failures (disk full, I/O error, damaged pages) become StoreError, so callers
+    can tell a store fault (retry later, lose nothing) from a bad document."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{method.__name__}: {exc}") from exc
+
+    return wrapper
+
+
+# --- the blobs the file holds (checksummed; explicit dtypes, never pickle)
+def blob_checksum(blob: bytes) -> int:
+    """xxh3-64 as a signed 64-bit integer (what SQLite stores)."""
+    digest = xxhash.xxh3_64_intdigest(blob)
+    return digest - (1 << 64) if digest >= 1 << 63 else digest
+
+
+_LOG_DTYPES = ("<i8", "<u4", "<u4", "<i8")  # set_ids, sizes, counts, keys (LogRow order)
+
+
+def encode_log_row(row: LogRow) -> tuple[bytes, ...]:
+    return tuple(a.astype(t).tobytes() for a, t in zip(row, _LOG_DTYPES, strict=True))
+
+
+def decode_log_row(*blobs: bytes) -> LogRow:
+    row = LogRow(*(np.frombuffer(b, dtype=t) for b, t in zip(blobs, _LOG_DTYPES, strict=True)))
+    if not row.set_ids.size == row.sizes.size == row.counts.size or int(
+            row.counts.sum()) != row.keys.size:
+        raise ValueError("set, size, count and key arrays do not match")
+    return row
+
+
+def concat_log_rows(rows: Sequence[LogRow]) -> LogRow:
+    return LogRow(*(np.concatenate(parts) for parts in zip(*rows, strict=True)))
+
+
 
 
 def read_verdict(directory: Path, doc_id: str) -> str | None:

@@ -193,3 +193,63 @@ def _free_port() -> int:
     from streamdedup.replay.process import free_port
 
     return free_port()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_check_with_retention_forgets_what_left_the_window(
+        tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
+    """The issue's case through the command: originals on day 0, exact reposts on day 30 and
+    on day 90; with --retention 60d only the day-30 ones are duplicates, without it all are.
+    On SQLite and on a real redis-server (one writer with retention, the shared protocol
+    without)."""
+    import random
+    import uuid
+
+    rng = random.Random(16)
+    words = ("sviluppatore java python milano roma torino contratto esperienza anni "
+             "azienda cerca offre progetto bancario server reti sicurezza cloud").split()
+    texts = [" ".join(rng.choice(words) + str(rng.randrange(1000)) for _ in range(40))
+             for _ in range(6)]
+    rows = [{"id": f"orig-{i}", "title": "Annuncio", "description": t,
+             "timestamp": f"2024-01-01T0{i}:00:00Z"} for i, t in enumerate(texts)]
+    rows += [{**r, "id": f"day30-{i}", "timestamp": "2024-01-31T12:00:00Z"}
+             for i, r in enumerate(rows[:3])]
+    rows += [{**r, "id": f"day90-{i}", "timestamp": 1711886400 + i}  # 2024-03-31, epoch s
+             for i, r in enumerate(rows[3:6], start=3)]
+    dump = tmp_path / "ads.jsonl"
+    dump.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    found = {}
+    for retention in ("60d", ""):
+        out = tmp_path / f"v{retention}.jsonl"
+        where = ["--store", str(tmp_path / f"s{retention}")] if backend == "sqlite" else [
+            "--store-backend", "redis", "--redis-url", request.getfixturevalue("redis_url"),
+            "--redis-namespace", f"t{uuid.uuid4().hex}"]
+        code, _, err = run("check", str(dump), *where, "--out", str(out),
+                           "--retention", retention)
+        assert code == 0, err
+        found[retention] = {v["id"]: v["duplicate"] for v in
+                            map(json.loads, out.read_text().splitlines())}
+    assert [found["60d"][f"day30-{i}"] for i in range(3)] == [True] * 3
+    assert [found["60d"][f"day90-{i}"] for i in range(3, 6)] == [False] * 3
+    assert all(found[""][r["id"]] for r in rows[6:])
+
+
+def test_check_with_retention_names_an_unreadable_time(tmp_path: Path) -> None:
+    """Kijiji's timestamps ("21 ottobre, 17:41") carry no year: with --retention each row is
+    an error record saying so, and --time-field '' uses arrival times instead."""
+    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "21 ottobre, 17:41", f"l{i}"]
+                                           for i, (t, d) in enumerate(ADS)])
+    out = tmp_path / "v.jsonl"
+    code, _, err = run("check", str(tsv), "--store", str(tmp_path / "s"), "--out", str(out),
+                       "--retention", "60d")
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["error"] for r in rows] == ["bad_time"] * 3
+    assert "neither ISO 8601" in rows[0]["detail"]
+    code, _, err = run("check", str(tsv), "--store", str(tmp_path / "s2"), "--out", str(out),
+                       "--retention", "60d", "--time-field", "")
+    assert code == 0, err
+    assert [json.loads(line)["duplicate"] for line in out.read_text().splitlines()] == \
+        [False, True, False]
+    code, _, err = run("check", str(tsv), "--store", str(tmp_path / "s3"), "--retention", "2")
+    assert code != 0 and "retention must be a duration" in err

@@ -18,6 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -569,3 +570,48 @@ def test_while_redis_is_down_the_consumer_waits_unready_and_loses_nothing(
         assert proc.wait(timeout=60) == 0
     finally:
         redis.stop()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_retention_reads_the_kafka_record_time_when_a_message_has_none(
+        kafka_bootstrap: str, topics: Topics, consumer_process: Any, backend: str,
+        request: pytest.FixtureRequest) -> None:
+    """Messages without a timestamp field take their Kafka record time (set here by the
+    producer, as a scraper's producer would at the scrape): reposts 30 days after their
+    original are duplicates, 90 days after are not; a message with its own time uses that,
+    and one with an unreadable time is a dead letter saying why. SQLite, and a real
+    redis-server (one writer under its lock)."""
+    day = 86_400_000
+    start = 1_704_067_200_000  # 2024-01-01
+    rng = random.Random(16)  # letters only: digits are stripped by the normalization
+    texts = [" ".join("".join(rng.choice("abcdefghilmnoprstuvz") for _ in range(7))
+                      for _ in range(30)) for _ in range(4)]
+    plan = [(f"orig-{i}", texts[i], start + i) for i in range(4)]
+    plan += [("day30-0", texts[0], start + 30 * day), ("day30-1", texts[1], start + 30 * day)]
+    plan += [("day90-2", texts[2], start + 90 * day), ("day90-3", texts[3], start + 90 * day)]
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
+    for doc_id, text, when in plan:
+        producer.send(topics.input, value=json.dumps({"id": doc_id, "description": text})
+                      .encode(), timestamp_ms=when)
+    # Its own field wins over the record time: day 95 by the field, day 0 by the record.
+    producer.send(topics.input, value=json.dumps(
+        {"id": "own-time", "description": texts[1], "timestamp": "2024-04-05T00:00:00Z"})
+        .encode(), timestamp_ms=start)
+    producer.send(topics.input, value=json.dumps(
+        {"id": "bad-time", "description": "x y z", "timestamp": "ieri"}).encode())
+    producer.flush()
+    producer.close()
+    redis = [] if backend == "sqlite" else [
+        "--store-backend", "redis", "--redis-url", request.getfixturevalue("redis_url"),
+        "--redis-namespace", f"t{uuid.uuid4().hex}"]
+    proc = consumer_process("--retention", "60d", *redis)
+    got = {v["id"]: v for v in read_topic(kafka_bootstrap, topics.output, len(plan) + 1)}
+    dead = read_topic(kafka_bootstrap, topics.dlq, 1)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    assert got["day30-0"]["duplicate_of"] == "orig-0" and got["day30-1"]["duplicate_of"] == \
+        "orig-1"
+    assert not got["day90-2"]["duplicate"] and not got["day90-3"]["duplicate"]
+    # Day 95: day30-1 (day 30) has left the window too, so nothing is left to match.
+    assert not got["own-time"]["duplicate"]
+    assert [d["reason"] for d in dead] == ["bad_time"]

@@ -157,7 +157,7 @@ def test_runs_stop_merging_at_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_sqlite_log_row_whose_arrays_disagree_is_refused(tmp_path: Path) -> None:
     """A row can pass its checksum and still not fit together (written by a buggy build):
     counts that do not add up to the keys must stop the open, not misfile entries."""
-    from streamdedup.store.sqlite import blob_checksum
+    from streamdedup.store.sqlite_file import blob_checksum
 
     store = SqliteStore(tmp_path / "s")
     store.add_to_buckets([1, 2, 3], 5, 10)

@@ -24,7 +24,7 @@ def _docs(r: Any, k: Keys) -> Iterator[tuple[str, int, int, str]]:
     """(id, seq, set id, verdict JSON or "" while being judged) of every document."""
     for raw_id, raw in call(lambda: list(r.hscan_iter(k("docs"), count=_CHUNK))):
         head, _, verdict = raw.decode().partition("\n")
-        seq, set_id = head.split()
+        seq, set_id, *_time = head.split()  # a time follows with retention
         yield raw_id.decode(), int(seq), int(set_id), verdict
 
 

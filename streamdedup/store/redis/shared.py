@@ -187,6 +187,7 @@ class SharedRedisStore(RedisStore, SharedStore):
     def __init__(self, url: str, namespace: str = "streamdedup", cluster: bool = False
                  ) -> None:
         super().__init__(url, namespace, cluster)
+        self._claim_mode("shared")
         self._scripts = {name: self.r.register_script(src) for name, src in
                          (("claim", _CLAIM), ("members", _MEMBERS), ("join", _JOIN),
                           ("finish", _FINISH))}

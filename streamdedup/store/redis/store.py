@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from streamdedup.errors import ConfigError
 from streamdedup.store.base import (
     DEFAULT_EDGE_CAP,
     DocRecord,
@@ -50,6 +51,7 @@ from streamdedup.store.base import (
     encode_shingles,
 )
 from streamdedup.store.redis.client import Keys, call, connect
+from streamdedup.store.redis.lock import WriterLock
 
 V = TypeVar("V")
 
@@ -65,8 +67,11 @@ SHINGLE_CACHE_BYTES = 64 << 20
 
 
 class RedisStore(Store):
-    def __init__(self, url: str, namespace: str = "streamdedup", cluster: bool = False
-                 ) -> None:
+    """``writer_lock``: take the namespace's writer lock (the product's single-writer mode,
+    used with retention), so a second writer is refused instead of corrupting the index."""
+
+    def __init__(self, url: str, namespace: str = "streamdedup", cluster: bool = False,
+                 writer_lock: bool = False) -> None:
         self.namespace = namespace
         self.k = Keys(namespace)
         self.r = connect(url, cluster)
@@ -76,7 +81,22 @@ class RedisStore(Store):
         self._store_id = call(self.r.hget, self.k("meta"), "store_id").decode()
         self._shingle_cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._cached_bytes = 0
+        self._lock: WriterLock | None = None
+        if writer_lock:
+            self._claim_mode("single")
+            self._lock = WriterLock(self.r, self.k("writer"), namespace)
         self._reset()
+
+    def _claim_mode(self, mode: str) -> None:
+        """A namespace is written either by one writer (retention: tombstones, eviction) or
+        through the shared protocol, never both: each expects the other's keys absent."""
+        call(self.r.hsetnx, self.k("meta"), "writers", mode)
+        found = call(self.r.hget, self.k("meta"), "writers").decode()
+        if found != mode:
+            how = "by one writer with --retention" if found == "single" else \
+                "by a consumer group (no --retention)"
+            raise ConfigError(f"Redis namespace {self.namespace!r} is written {how}; open it "
+                              f"the same way, or use another --redis-namespace")
 
     def _reset(self) -> None:
         """The checkpoint's writes not yet sent, and what reads must see of them."""
@@ -109,6 +129,8 @@ class RedisStore(Store):
 
     def ping(self) -> None:
         call(self.r.ping)
+        if self._lock is not None:
+            self._lock.check()
 
     # --- metadata
     def get_params(self) -> dict[str, Any] | None:
@@ -492,10 +514,13 @@ class RedisStore(Store):
         """Everything since the last commit in one MULTI/EXEC: all of it or none of it."""
         if not self._ops:
             return
-        pipe = self.r.pipeline(transaction=True)
-        for method, args, kwargs in self._ops:
-            getattr(pipe, method)(*args, **kwargs)
-        self._call(pipe.execute)
+        if self._lock is not None:
+            self._lock.commit(self._ops)
+        else:
+            pipe = self.r.pipeline(transaction=True)
+            for method, args, kwargs in self._ops:
+                getattr(pipe, method)(*args, **kwargs)
+            self._call(pipe.execute)
         self._reset()
 
     def rollback(self) -> None:
@@ -503,6 +528,9 @@ class RedisStore(Store):
 
     def close(self) -> None:
         self._reset()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
         self.r.close()
 
     def stats(self) -> dict[str, int]:

@@ -88,3 +88,42 @@ def test_a_cluster_node_named_without_the_cluster_flag_is_one_clear_error(
         redis_cluster_url: str) -> None:
     with pytest.raises(ConfigError, match="add --redis-cluster"):
         RedisStore(redis_cluster_url, "t-flag")
+
+
+def test_with_retention_one_writer_holds_a_namespace(redis_url: str) -> None:
+    """The product opens Redis with a writer lock when --retention is on: a second writer is
+    refused with the holder's name, a namespace written one way is refused the other way,
+    and a writer that lost its lock has its commits refused, never mixed in."""
+    from streamdedup.errors import StoreError, StoreLockedError
+    from streamdedup.store import open_store
+    from streamdedup.store.redis import SharedRedisStore
+    from streamdedup.store.redis.lock import WriterLock
+
+    ns = f"t{uuid.uuid4().hex}"
+    a = open_store("redis", redis_url, {"p": 1}, ns, single_writer=True)
+    assert isinstance(a, RedisStore) and not isinstance(a, SharedRedisStore)
+    with pytest.raises(StoreLockedError, match=r"open for writing by .* pid \d+"):
+        open_store("redis", redis_url, {"p": 1}, ns, single_writer=True)
+    with pytest.raises(ConfigError, match="by one writer with --retention"):
+        SharedRedisStore(redis_url, ns)
+    a.put_doc(DocRecord("d", a.next_seq(), 5, '{"v":1}', 1000))
+    a.commit()
+    a.close()  # frees the lock
+    b = open_store("redis", redis_url, {"p": 1}, ns, single_writer=True)
+    assert b.get_doc("d") == DocRecord("d", 1, 5, '{"v":1}', 1000)
+    lock = b._lock  # type: ignore[attr-defined]
+    assert isinstance(lock, WriterLock)
+    b.r.set(lock.key, "a writer that took over")  # as if this one had stalled past the TTL
+    b.put_doc(DocRecord("e", b.next_seq(), 5, '{"v":2}', 2000))
+    with pytest.raises(StoreError, match="lost the Redis writer lock"):
+        b.commit()
+    b.rollback()
+    assert b.get_doc("e") is None
+    with pytest.raises(StoreError, match="lost"):
+        b.ping()
+    b.r.delete(lock.key)
+    b.close()
+    shared_ns = f"t{uuid.uuid4().hex}"
+    SharedRedisStore(redis_url, shared_ns).close()
+    with pytest.raises(ConfigError, match="by a consumer group"):
+        open_store("redis", redis_url, {"p": 1}, shared_ns, single_writer=True)

@@ -1,0 +1,92 @@
+"""``scripts/bench.py retention``: what ``--retention`` costs `streamdedup check` (issue 16).
+
+Whole commands on the same generated JSONL (``harness/generator.py``: fresh content, 30 %
+reposts, an ad every 60 s on average, so a window of ``--window`` holds a known number of
+ads), each into a fresh SQLite store, alternated: `check` without retention (the baseline),
+then with ``--retention WINDOW``. Reported: medians of ``--repeats`` runs, the ratio, the
+store's size at the end, and the duplicates each found (the window makes some reposts of
+older ads not duplicates). The soak (millions of ads, flat size and memory) is
+``python -m harness.soak``; its figures are in BENCHMARKS.md and RELIABILITY.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import fmt_rate, header, machine, md_table, save
+from bench_backfill import write_ads
+
+ROOT = Path(__file__).resolve().parent.parent
+_SUMMARY = re.compile(r"(\d+) documents, (\d+) duplicates")
+
+
+def timed(ads: Path, store: Path, retention: str) -> dict[str, Any]:
+    argv = [sys.executable, "-m", "streamdedup", "check", str(ads), "--store", str(store),
+            "--out", str(store.with_suffix(".jsonl"))]
+    if retention:
+        argv += ["--retention", retention]
+    t0 = time.perf_counter()
+    run = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - t0
+    if run.returncode != 0:
+        raise RuntimeError(run.stderr[-2000:])
+    found = _SUMMARY.search(run.stderr)
+    assert found, run.stderr
+    size = sum(p.stat().st_size for p in store.iterdir() if p.is_file())
+    shutil.rmtree(store)
+    return {"s": wall, "documents": int(found[1]), "duplicates": int(found[2]),
+            "store_mb": size / 2**20}
+
+
+def cmd_retention(args: argparse.Namespace) -> None:
+    info = machine()
+    work = Path(tempfile.mkdtemp(prefix="bench-retention-"))
+    try:
+        ads = work / "ads.jsonl"
+        write_ads(args.dump, args.messages, args.seed, ads)
+        runs: dict[str, list[dict[str, Any]]] = {"off": [], args.window: []}
+        for i in range(args.repeats):
+            for name in runs:
+                r = timed(ads, work / f"store-{name}-{i}", "" if name == "off" else name)
+                print(f"  {name}: run {i + 1}/{args.repeats} {r['s']:.2f} s", file=sys.stderr)
+                runs[name].append(r)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    base = statistics.median(r["s"] for r in runs["off"])
+    rows = []
+    for name, rs in runs.items():
+        med = statistics.median(r["s"] for r in rs)
+        rows.append([f"check{'' if name == 'off' else ' --retention ' + name}",
+                     f"{med:.1f}", fmt_rate(args.messages / med), f"{base / med:.2f}x",
+                     f"{rs[-1]['store_mb']:.0f}", rs[-1]["duplicates"],
+                     ", ".join(f"{r['s']:.1f}" for r in rs)])
+    md = (f"```\n{header(args, info)}\n```\n\n{args.messages:,} generated ads (seed "
+          f"{args.seed}, an ad every 60 s on average: a window of {args.window} holds about "
+          f"{_window_ads(args.window):,}), whole `check` commands, medians of {args.repeats}, "
+          f"alternated.\n\n" + md_table(
+              ["command", "median s", "docs/s", "vs no retention", "store MB at the end",
+               "duplicates", "runs (s)"], rows))
+    save(args, "retention", {"machine": info, "runs": runs}, md)
+
+
+def _window_ads(window: str) -> int:
+    from streamdedup.settings import parse_duration
+
+    return (parse_duration(window) or 0) // 60_500
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("retention", help="check with and without --retention (issue 16)")
+    p.add_argument("--messages", type=int, default=100_000)
+    p.add_argument("--seed", type=int, default=16)
+    p.add_argument("--window", default="7d", help="the retention compared with none")
+    p.set_defaults(func=cmd_retention)
