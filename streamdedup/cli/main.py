@@ -105,7 +105,9 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
         f"{docs} documents, {dups} duplicates, {errors} bad rows, {elapsed:.2f} s, "
         f"{docs / elapsed if elapsed else 0:.0f} documents/s; {sketcher.bands} bands x "
         f"{sketcher.rows} rows, P(candidate | s={settings.threshold}) = "
-        f"{sketcher.recall_at_threshold():.6f}",
+        f"{sketcher.recall_at_threshold():.6f}"
+        + (f"; retention {settings.retention}: {getattr(detector, 'evicted', 0)} documents "
+           f"and sets evicted" if settings.retention else ""),
         err=True,
     )
 

@@ -74,6 +74,7 @@ class Detector:
         self._added: dict[int, list[tuple[int, int]]] = {}  # key -> (set id, size), this batch
         self._planned: Mapping[int, Planned] | None = None
         self.window = Window(settings.retention_ms)
+        self.evicted = 0  # documents and sets removed by retention (for metrics)
         self._arrival: int | None = None
 
     def process(self, doc: Document) -> Verdict:
@@ -96,7 +97,8 @@ class Detector:
             # with the clock it had before, as it would have been without the fault.
             window.clock_ms = self.store.get_clock()
             if window.cutoff_ms is not None:
-                self.store.evict(window.cutoff_ms, max(EVICT_AT_LEAST, 2 * len(docs)))
+                self.evicted += self.store.evict(window.cutoff_ms,
+                                                 max(EVICT_AT_LEAST, 2 * len(docs)))
             self._arrival = now_ms()
         shingled, given = _sketched(self.sketcher, docs, sketches)
         known = self.store.get_sets({s.set_id for s in shingled if s.shingles.size})
@@ -156,7 +158,7 @@ class Detector:
             # tombstone: some set of its cluster is still in the window) must not depend on
             # how far eviction has got, so the store first evicts all that has left.
             if window.cutoff_ms is not None:  # (None: a store evicted before, now kept)
-                store.evict(window.cutoff_ms, EVICT_ALL)
+                self.evicted += store.evict(window.cutoff_ms, EVICT_ALL)
             revived = store.get_sets([sh.set_id]).get(sh.set_id)
             existing = None
         if existing is not None:

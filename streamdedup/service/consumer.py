@@ -180,8 +180,13 @@ class Service:
                 item = exc
             slots.append((rec, src, item))
         docs = [item for _, _, item in slots if isinstance(item, Document)]
+        evicted = getattr(self.detector, "evicted", 0)
         with self.metrics.stage_seconds.labels("detect").time():
             verdicts = iter(self._detect(docs))
+        window = getattr(self.detector, "window", None)
+        if window is not None and window.clock_ms is not None:
+            self.metrics.evicted.inc(self.detector.evicted - evicted)  # type: ignore[union-attr]
+            self.metrics.retention_clock.set(window.clock_ms / 1000)
         out: list[tuple[TopicPartition, int, Outgoing | None]] = []
         for rec, src, item in slots:
             tp = TopicPartition(rec.topic, rec.partition)

@@ -65,6 +65,11 @@ class Metrics:
         self.store_documents = Gauge("streamdedup_store_documents", "documents in the store",
                                      registry=r)
         self.store_bytes = Gauge("streamdedup_store_bytes", "store size on disk", registry=r)
+        self.evicted = Counter("streamdedup_evicted", "documents and sets removed by retention",
+                               registry=r)
+        self.retention_clock = Gauge(
+            "streamdedup_retention_clock_seconds", "the retention clock: the newest "
+            "announcement time seen (epoch seconds; 0 without retention)", registry=r)
         self.commit_failures = Counter("streamdedup_commit_failures",
                                        "checkpoints that had to be retried", ["stage"],
                                        registry=r)

@@ -227,6 +227,7 @@ def test_check_with_retention_forgets_what_left_the_window(
         code, _, err = run("check", str(dump), *where, "--out", str(out),
                            "--retention", retention)
         assert code == 0, err
+        assert ("documents and sets evicted" in err) == bool(retention)
         found[retention] = {v["id"]: v["duplicate"] for v in
                             map(json.loads, out.read_text().splitlines())}
     assert [found["60d"][f"day30-{i}"] for i in range(3)] == [True] * 3

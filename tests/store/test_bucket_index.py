@@ -173,3 +173,29 @@ def test_sqlite_log_row_whose_arrays_disagree_is_refused(tmp_path: Path) -> None
     conn.close()
     with pytest.raises(StoreCorruptError, match="bucket log row 1: set, size, count and key"):
         SqliteStore(tmp_path / "s")
+
+
+def test_a_sliding_window_keeps_the_index_flat_and_its_probes_right() -> None:
+    """Sets added and removed as through a window of 500 sets, over 40 windows: references,
+    entries and the key filter stay bounded (compacted when dead refs or entries are the
+    majority), and a probe finds exactly the live sets."""
+    rng = np.random.default_rng(4)
+    index = BucketIndex(run_size=2048)
+    live: dict[int, list[int]] = {}
+    for step in range(20_000):
+        set_id = int(rng.integers(1, 2**62))
+        keys = rng.integers(-2**62, 2**62, 5).tolist()
+        index.add(keys, set_id, 10)
+        live[set_id] = keys
+        if len(live) > 500:
+            gone = next(iter(live))
+            del live[gone]
+            index.remove([gone])
+        if step % 50 == 49:
+            index.commit()
+            assert index._n_sets <= 2 * 500 + 50
+            assert len(index) == 5 * len(live)
+    sample = list(live.items())[::37]
+    for set_id, keys in sample:
+        assert index.probe(keys) == {set_id: 5}
+    assert index.probe([k + 1 for _, ks in sample for k in ks]) == {}
