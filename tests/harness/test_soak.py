@@ -14,11 +14,11 @@ from harness.soak import main, summarize
 @pytest.mark.slow
 def test_a_small_soak_samples_the_check_and_agrees_with_the_brute_force(
         kijiji_path: Path, tmp_path: Path) -> None:
-    assert main([str(kijiji_path), "--count", "4000", "--retention", "2h", "--every", "0.3",
-                 "--sample", "40", "--out", str(tmp_path)]) == 0
+    assert main([str(kijiji_path), "--count", "4000", "--retention", "1d", "--every", "0.3",
+                 "--sample", "60", "--out", str(tmp_path)]) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     brute = summary["brute_force"]
-    assert brute["checked"] == 120 and brute["duplicates"] > 10
+    assert brute["checked"] == 180 and brute["duplicates"] >= 5
     assert brute["agree"] == brute["checked"] and brute["extra"] == 0
     samples = json.loads((tmp_path / "samples.json").read_text())
     assert samples and all(s["rss_mb"] > 0 and s["store_mb"] > 0 for s in samples)
