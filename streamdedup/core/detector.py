@@ -219,11 +219,15 @@ class Detector:
     def _in_window(self, pairs: Iterable[tuple[int, float]]) -> list[tuple[int, float]]:
         """(set id, similarity) of the sets still in the retention window."""
         pairs = list(pairs)
-        if self.window.cutoff_ms is None or not pairs:
-            return pairs
-        recs = self.store.get_sets([s for s, _ in pairs])
-        return [(s, sim) for s, sim in pairs
-                if s in recs and not recs[s].evicted and self.window.live(recs[s].last_time)]
+        live = self._live({s for s, _ in pairs})
+        return [(s, sim) for s, sim in pairs if s in live]
+
+    def _live(self, set_ids: set[int]) -> set[int]:
+        """The sets among ``set_ids`` still in the retention window (all, without one)."""
+        if self.window.cutoff_ms is None or not set_ids:
+            return set_ids
+        recs = self.store.get_sets(set_ids)
+        return {s for s, r in recs.items() if not r.evicted and self.window.live(r.last_time)}
 
     def _probe_now(self, sh: Shingled) -> tuple[np.ndarray, dict[int, int]]:
         """One set's band keys and its hits in the store as it is now, batch adds included."""
@@ -250,7 +254,7 @@ class Detector:
                 ) -> tuple[list[tuple[int, float]], int, int]:
         hits.pop(sh.set_id, None)
         if self.window.cutoff_ms is not None and hits:
-            live = {s for s, _ in self._in_window((s, 0.0) for s in hits)}
+            live = self._live(set(hits))
             hits = {s: n for s, n in hits.items() if s in live}
         t = self.settings.threshold
         ranked = sorted(hits, key=lambda c: (-hits[c], c))

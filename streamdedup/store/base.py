@@ -153,10 +153,7 @@ class Store(ABC):
         if parent != set_id:
             self._add_children(parent, 1)
         if rec.parent != set_id:
-            left = self._add_children(rec.parent, -1)
-            old = self.get_sets([rec.parent]).get(rec.parent)
-            if old is not None and old.evicted and left == 0:
-                self._release(rec.parent)
+            self._lose_child(rec.parent)
 
     # --- retention
     @abstractmethod
@@ -179,21 +176,22 @@ class Store(ABC):
     def _release(self, set_id: int) -> None:
         """After a set's data went: keep its record as a tombstone while other sets name it
         as their parent, else delete it and let its parent lose a child, up the tree."""
-        while True:
-            rec = self.get_sets([set_id]).get(set_id)
-            if rec is None:
-                return
-            if rec.children > 0:
-                self._mark_evicted(set_id)
-                return
-            self._delete_set(set_id)
-            if rec.parent == set_id:
-                return
-            left = self._add_children(rec.parent, -1)
-            parent = self.get_sets([rec.parent]).get(rec.parent)
-            if parent is None or not parent.evicted or left > 0:
-                return
-            set_id = rec.parent
+        rec = self.get_sets([set_id]).get(set_id)
+        if rec is None:
+            return
+        if rec.children > 0:
+            self._mark_evicted(set_id)
+            return
+        self._delete_set(set_id)
+        if rec.parent != set_id:
+            self._lose_child(rec.parent)
+
+    def _lose_child(self, set_id: int) -> None:
+        """One set fewer names ``set_id`` as its parent; a tombstone left with none goes."""
+        left = self._add_children(set_id, -1)
+        rec = self.get_sets([set_id]).get(set_id)
+        if rec is not None and rec.evicted and left == 0:
+            self._release(set_id)
 
     # Primitives of the rules above, one per store.
     @abstractmethod

@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from streamdedup.store.base import sorted_hashes, verdict_problems
 from streamdedup.store.redis.client import Keys, call, connect
+from streamdedup.store.redis.store import doc_record
 
 _CHUNK = 1_000  # keys per pipelined round trip
 
@@ -23,9 +24,8 @@ _CHUNK = 1_000  # keys per pipelined round trip
 def _docs(r: Any, k: Keys) -> Iterator[tuple[str, int, int, str]]:
     """(id, seq, set id, verdict JSON or "" while being judged) of every document."""
     for raw_id, raw in call(lambda: list(r.hscan_iter(k("docs"), count=_CHUNK))):
-        head, _, verdict = raw.decode().partition("\n")
-        seq, set_id, *_time = head.split()  # a time follows with retention
-        yield raw_id.decode(), int(seq), int(set_id), verdict
+        doc = doc_record(raw_id.decode(), raw)
+        yield doc.doc_id, doc.seq, doc.set_id, doc.verdict
 
 
 def stats(url: str, namespace: str, cluster: bool = False) -> dict[str, Any]:

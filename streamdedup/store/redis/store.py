@@ -53,6 +53,7 @@ from streamdedup.store.base import (
 from streamdedup.store.redis.client import Keys, call, connect
 from streamdedup.store.redis.lock import WriterLock
 
+K = TypeVar("K")
 V = TypeVar("V")
 
 # KEYS: bucket keys of one shard; ARGV: (lo, hi) per key -> the set ids of each in that range
@@ -172,15 +173,16 @@ class RedisStore(Store):
 
     # --- documents
     def get_doc(self, doc_id: str) -> DocRecord | None:
-        if doc_id in self._docs:
-            return self._docs[doc_id]
-        raw = self._call(self.r.hget, self.k("docs"), doc_id)
-        if raw is None:
-            return None
-        head, _, verdict = raw.decode().partition("\n")
-        seq, set_id, *time = head.split()
-        return DocRecord(doc_id, int(seq), int(set_id), verdict,
-                         int(time[0]) if time else None)
+        return self._get_docs([doc_id])[doc_id]
+
+    def _get_docs(self, doc_ids: Sequence[str]) -> dict[str, DocRecord | None]:
+        """Records of many documents: this checkpoint's, then one HMGET for the rest."""
+        out, missing = _split(doc_ids, self._docs)
+        if missing:
+            raws = self._call(self.r.hmget, self.k("docs"), missing)
+            for doc_id, raw in zip(missing, raws, strict=True):
+                out[doc_id] = None if raw is None else doc_record(doc_id, raw)
+        return out
 
     def put_doc(self, doc: DocRecord) -> None:
         old = self.get_doc(doc.doc_id)
@@ -252,14 +254,15 @@ class RedisStore(Store):
         ordered = sorted((seq, doc_id) for doc_id, seq in found.items())
         if since is None:
             return ordered[:limit]
-        out = []
-        for seq, doc_id in ordered:
-            doc = self.get_doc(doc_id)
-            if doc is not None and (doc.time is None or doc.time >= since):
-                out.append((seq, doc_id))
-                if len(out) == limit:
-                    break
-        return out
+        out: list[tuple[int, str]] = []
+        for start in range(0, len(ordered), 2 * limit):  # one HMGET per page
+            page = ordered[start:start + 2 * limit]
+            docs = self._get_docs([doc_id for _, doc_id in page])
+            out += [(seq, doc_id) for seq, doc_id in page if (doc := docs[doc_id]) is not None
+                    and (doc.time is None or doc.time >= since)]
+            if len(out) >= limit:
+                break
+        return out[:limit]
 
     # --- shingle sets and clusters
     def get_sets(self, set_ids: Iterable[int]) -> dict[int, SetRecord]:
@@ -546,6 +549,13 @@ class RedisStore(Store):
                 "bytes": 0}
 
 
+def doc_record(doc_id: str, raw: bytes) -> DocRecord:
+    """A ``docs`` hash value ("seq set_id[ time]" + "\\n" + verdict) as a record."""
+    head, _, verdict = raw.decode().partition("\n")
+    seq, set_id, *time = head.split()
+    return DocRecord(doc_id, int(seq), int(set_id), verdict, int(time[0]) if time else None)
+
+
 def _set_record(set_id: int, raw: Mapping[bytes, bytes]) -> SetRecord:
     last = raw.get(b"last_time")
     return SetRecord(set_id, int(raw[b"first_seq"]), raw[b"first_id"].decode(),
@@ -557,10 +567,10 @@ def _time_field(time: int | None) -> dict[str, int]:
     return {} if time is None else {"last_time": time}
 
 
-def _split(ids: Iterable[int], local: Mapping[int, V]) -> tuple[dict[int, V], list[int]]:
+def _split(ids: Iterable[K], local: Mapping[K, V]) -> tuple[dict[K, V], list[K]]:
     """What this checkpoint already holds of ``ids``, and the ids to fetch from the server."""
-    found: dict[int, V] = {}
-    missing: list[int] = []
+    found: dict[K, V] = {}
+    missing: list[K] = []
     for i in ids:
         if i in local:
             found[i] = local[i]
