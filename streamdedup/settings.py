@@ -85,7 +85,11 @@ class Settings:
     # --- shingles and sketches
     shingle_kind: str = _opt("char", "'char' k-shingles or 'word' n-grams", group="sketch")
     shingle_size: int = _opt(10, "k for char shingles, n for word n-grams", group="sketch")
-    num_perm: int = _opt(128, "MinHash permutations", group="sketch")
+    num_perm: int = _opt(128, "MinHash permutations (signature rows)", group="sketch")
+    minhash: str = _opt(
+        "oph", "signature scheme: 'oph' (one permutation, densified: 6x faster) or "
+        "'multiply-shift' (one hash per row: stores made before 'oph' was the default)",
+        group="sketch")
     seed: int = _opt(1, "seed of the MinHash permutations", group="sketch")
     threshold: float = _opt(0.8, "Jaccard similarity that makes a duplicate", group="sketch")
     bands: int = _opt(0, "LSH bands; 0 = chosen from the threshold", group="sketch")
@@ -165,6 +169,8 @@ class Settings:
         process at once with one line, not retry forever or fail deep inside a library."""
         if self.shingle_kind not in ("char", "word"):
             raise ConfigError(f"shingle_kind must be 'char' or 'word', not {self.shingle_kind!r}")
+        if self.minhash not in ("oph", "multiply-shift"):
+            raise ConfigError(f"minhash must be 'oph' or 'multiply-shift', not {self.minhash!r}")
         for name in _AT_LEAST_ONE:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, not {getattr(self, name)}")

