@@ -20,6 +20,7 @@ The machine has two cores: run one benchmark at a time.
     scripts/bench.py group     [--messages 20000] [--members 1,2,4]   (bench_group.py)
     scripts/bench.py backfill  [--messages 100000]                    (bench_backfill.py)
     scripts/bench.py retention [--messages 100000] [--window 7d]      (bench_retention.py)
+    scripts/bench.py fresh     [--messages 50000] [--before REV]      (bench_fresh.py)
 """
 
 from __future__ import annotations
@@ -1268,12 +1269,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.set_defaults(func=cmd_hotbucket)
 
     import bench_backfill
+    import bench_fresh
     import bench_group
     import bench_retention
 
     bench_group.add_parser(sub)
     bench_backfill.add_parser(sub)
     bench_retention.add_parser(sub)
+    bench_fresh.add_parser(sub)
 
     p = sub.add_parser("profile", help="pyinstrument over the whole core")
     p.add_argument("--preset", default="reference")

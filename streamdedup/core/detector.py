@@ -256,6 +256,8 @@ class Detector:
         if self.window.cutoff_ms is not None and hits:
             live = self._live(set(hits))
             hits = {s: n for s, n in hits.items() if s in live}
+        if not hits:  # most fresh ads: nothing to read
+            return [], 0, 0
         t = self.settings.threshold
         ranked = sorted(hits, key=lambda c: (-hits[c], c))
         chosen = ranked[: self.settings.max_candidates]

@@ -153,16 +153,22 @@ class OnePermutationHasher:
         first = hit.argmax(axis=1)
         found = hit[np.arange(rows.size), first]
         out[rows[found], empty[found]] = out[rows[found], probes[found, first[found]]]
-        for r, i in zip(rows[~found].tolist(), empty[~found].tolist(), strict=True):
-            t = PROBES  # fewer than ~1 in 8 bins filled (tiny sets): probe on, one by one
-            while not filled[r, j := self._late_probe(i, t)]:
-                t += 1
-            out[r, i] = out[r, j]
+        rows, empty = rows[~found], empty[~found]  # tiny sets: probe on past the table
+        t = PROBES
+        while rows.size:
+            probes = self._late_probes(empty, t, PROBES)
+            hit = filled[rows[:, None], probes]
+            first = hit.argmax(axis=1)
+            found = hit[np.arange(rows.size), first]
+            out[rows[found], empty[found]] = out[rows[found], probes[found, first[found]]]
+            rows, empty, t = rows[~found], empty[~found], t + PROBES
 
-    def _late_probe(self, i: int, t: int) -> int:
-        """Bin ``i``'s probe number ``t >= PROBES``: splitmix64 of ``(i << 32) + t`` salted."""
-        x = np.array([((self.seed ^ PROBE_SALT) + (i << 32) + t) % 2**64], dtype=np.uint64)
-        return int((splitmix64(x)[0] >> _SHIFT) * np.uint64(self.num_perm) >> _SHIFT)
+    def _late_probes(self, bins: np.ndarray, start: int, n: int) -> np.ndarray:
+        """Probes ``start .. start+n`` (``>= PROBES``) of each bin: splitmix64 of
+        ``(seed ^ PROBE_SALT) + (bin << 32) + t``, as bins, shape (len(bins), n)."""
+        base = np.uint64((self.seed ^ PROBE_SALT) % 2**64) + (bins.astype(np.uint64) << _SHIFT)
+        x = base[:, None] + np.arange(start, start + n, dtype=np.uint64)[None, :]
+        return ((splitmix64(x) >> _SHIFT) * np.uint64(self.num_perm) >> _SHIFT).astype(np.int64)
 
 
 def make_hasher(scheme: str, num_perm: int, seed: int) -> MinHasher | OnePermutationHasher:

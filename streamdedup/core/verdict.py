@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
 
 @dataclass(frozen=True)
 class Match:
@@ -62,7 +64,13 @@ class Verdict:
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        """Compact JSON, made once: the store keeps it and the output writes it (``extra``
+        is not to change after this is called)."""
+        text: str | None = self.__dict__.get("_json")
+        if text is None:
+            text = _ENCODER.encode(self.to_dict())
+            object.__setattr__(self, "_json", text)
+        return text
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:

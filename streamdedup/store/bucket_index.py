@@ -99,6 +99,7 @@ class BucketIndex:
         self._uncommitted: list[tuple[list[int], int]] = []
         self._seen = np.zeros(_SEEN_BITS // 64, dtype=np.uint64)
         self._present = np.zeros(_KEY_BITS // 64, dtype=np.uint64)
+        self._unmarked: list[int] = []  # keys added, their filter bits not yet set
         # Removal: per ref, whether it is live, its number of keys and its log row (-1: not
         # logged yet); per log row, its live refs.
         self._alive = np.zeros(1024, dtype=bool)
@@ -115,24 +116,37 @@ class BucketIndex:
 
     def add(self, keys: Sequence[int], set_id: int, size: int) -> None:
         """Set-add: a (key, set) pair already present is not added again. ``size`` is the
-        set's number of shingles."""
-        keys = list(dict.fromkeys(int(k) for k in keys))
-        ids = np.array([set_id], dtype=np.int64)
-        if _has_bits(self._seen, ids, _SEEN_BITS)[0]:  # maybe added before: look (rare)
+        set's number of shingles. Plain Python on purpose: numpy calls on 25 keys cost more
+        than they save (0.17 -> 0.02 ms per set); the key filter's bits are set in bulk
+        before the next search (``_mark``)."""
+        keys = list(dict.fromkeys(keys))
+        slot = set_id & (_SEEN_BITS - 1)
+        word, bit = slot >> 6, np.uint64(1 << (slot & 63))
+        if self._seen[word] & bit:  # maybe added before: look (rare)
             present = {k for k, s in self._pairs(keys) if s == set_id}
             keys = [k for k in keys if k not in present]
             if not keys:
                 return
         else:
-            _set_bits(self._seen, ids, _SEEN_BITS)
+            self._seen[word] |= bit
         ref = self._new_ref(set_id, size)
         self._nkeys[ref] = len(keys)
         recent = self._recent
         for k in keys:
-            recent.setdefault(k, []).append(ref)
-        _set_bits(self._present, np.array(keys, dtype=np.int64), _KEY_BITS)
+            refs = recent.get(k)
+            if refs is None:
+                recent[k] = [ref]
+            else:
+                refs.append(ref)
+        self._unmarked.extend(keys)
         self._recent_count += len(keys)
         self._uncommitted.append((keys, ref))
+
+    def _mark(self) -> None:
+        """Set the key filter's bits of the keys added since the last search."""
+        if self._unmarked:
+            _set_bits(self._present, np.array(self._unmarked, dtype=np.int64), _KEY_BITS)
+            self._unmarked = []
 
     def pending(self) -> LogRow:
         """What was added since the last commit, for the store's log."""
@@ -277,6 +291,7 @@ class BucketIndex:
         probe's cost flat as runs accumulate)."""
         if not queries:
             return []
+        self._mark()
         per = [np.unique(np.asarray(q, dtype=np.int64)) for q in queries]
         owner = np.repeat(np.arange(len(per)), [q.size for q in per])
         q = np.concatenate(per)
@@ -321,6 +336,7 @@ class BucketIndex:
     # --- internals
     def _pairs(self, keys: Iterable[int]) -> set[tuple[int, int]]:
         """Distinct (key, set id) entries under ``keys`` (for ``add``'s set-add check)."""
+        self._mark()
         q = np.array(sorted(keys), dtype=np.int64)
         q = q[_has_bits(self._present, q, _KEY_BITS)]
         query = q.tolist()
@@ -379,6 +395,7 @@ class BucketIndex:
         self._seen[:] = 0
         _set_bits(self._seen, self._set_ids[: keep.size], _SEEN_BITS)
         self._present[:] = 0
+        self._unmarked = []  # the recent keys are marked below
         for keys in self._keys:
             _set_bits(self._present, keys, _KEY_BITS)
         if self._recent:

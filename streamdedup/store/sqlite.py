@@ -21,6 +21,7 @@ import secrets
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -326,6 +327,8 @@ class SqliteStore(Store):
                 " VALUES (?, ?, ?, ?, ?, ?)", (*values, record.set_id)).lastrowid
             assert number is not None
             self._numbers.add(record.set_id, number)
+            # As read back (children 0, not evicted): the verdict reads it at once.
+            self._set_cache[record.set_id] = replace(record, children=0, evicted=False)
         else:  # numbered by a document of an empty text, or an upsert before: fill it in
             self._conn.execute(
                 "UPDATE sets SET first_seq = ?, first_id = ?, parent = ?, shingles_row = ?, "

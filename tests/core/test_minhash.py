@@ -218,8 +218,9 @@ def test_oph_sign_equals_the_documented_scheme(values: set[int], k: int) -> None
     assert h.sign(as_set(values)).tolist() == oph_reference(h, values)
 
 
-def test_oph_probes_past_the_table_for_a_tiny_set() -> None:
-    h = OnePermutationHasher(128, 3)
+@pytest.mark.parametrize("seed", [3, -5, 2**64 + 9])
+def test_oph_probes_past_the_table_for_a_tiny_set(seed: int) -> None:
+    h = OnePermutationHasher(128, seed)
     one = {12345}
     sig = h.sign(as_set(one))
     assert len(set(sig.tolist())) == 1 and sig.tolist() == oph_reference(h, one)
@@ -263,3 +264,25 @@ def test_unknown_scheme_is_refused() -> None:
     assert isinstance(make_hasher("multiply-shift", 16, 1), MinHasher)
     with pytest.raises(ConfigError, match="minhash must be"):
         Settings(minhash="rotation")
+
+
+@pytest.mark.parametrize("scheme", ["oph", "multiply-shift"])
+def test_band_collisions_follow_the_s_curve(scheme: str) -> None:
+    # 1,500 independent pairs of 600-shingle sets at J = 0.55 and 0.65 (25 bands x 5 rows):
+    # the share that share a band is within 3 binomial sigma (~0.035) of 1 - (1 - J^5)^25.
+    # One permutation hashing's bins are not independent rows; this is where it would show.
+    from streamdedup.core import lsh
+    from streamdedup.core.sketch import Sketcher
+
+    sk = Sketcher(Settings(minhash=scheme))
+    rng = np.random.default_rng(7)
+    for inter in (426, 473):  # J = 426 / 774 = 0.550, 473 / 727 = 0.651
+        a, b = [], []
+        for _ in range(1500):
+            pool = splitmix64(rng.integers(0, 2**63, 1200 - inter, dtype=np.uint64))
+            a.append(np.unique(pool[:600]))
+            b.append(np.unique(pool[600 - inter:]))
+        ka, kb = sk.band_keys_many(a), sk.band_keys_many(b)
+        rate = float(np.mean((ka == kb).any(axis=1)))
+        expect = float(lsh.p_candidate(inter / (1200 - inter), sk.bands, sk.rows))
+        assert abs(rate - expect) < 0.035, (inter, rate, expect)

@@ -1,0 +1,135 @@
+"""``scripts/bench.py fresh``: `streamdedup check` on fresh content (issue 15).
+
+A stream of generated ads (``harness/generator.py``: new texts recombined from the dump's
+sentences, 30 % reposts and edited copies) costs what a copy-heavy stream hides: most ads
+are new sets to normalize, shingle, sign, probe and store. Measured here, alternated, each
+run into a fresh SQLite store:
+
+- ``check``: the whole command as a user runs it (start-up, reading, writing verdicts);
+- ``check --minhash multiply-shift``: the same with the signature scheme of older stores;
+- ``check @REV`` (``--before REV``): the same command at an older commit, from a git worktree
+  (the "before" of a speed-up);
+- datasketch 2.x ``MinHashLSH`` in memory, query then insert with exact verification, plain
+  and with our exact-set shortcut (``DatasketchRun``), in process on the same documents,
+  normalized and shingled by our code (so reading and writing are not in its time).
+
+Reported: medians of ``--repeats`` runs, docs/s, ratios against ``check`` of this commit,
+duplicates found, and the store's bytes per ad.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import DatasketchRun, fmt_rate, header, machine, md_table, save, settings_for
+from bench_backfill import write_ads
+
+from streamdedup.core.document import Document
+from streamdedup.replay.dump import read_dump
+
+ROOT = Path(__file__).resolve().parent.parent
+_SUMMARY = re.compile(r"(\d+) documents, (\d+) duplicates")
+
+
+def timed_check(ads: Path, store: Path, extra: list[str], cwd: Path) -> dict[str, Any]:
+    argv = [sys.executable, "-m", "streamdedup", "check", str(ads), "--store", str(store),
+            "--out", str(store.with_suffix(".jsonl")), *extra]
+    t0 = time.perf_counter()
+    run = subprocess.run(argv, capture_output=True, text=True, cwd=cwd,
+                         env={"PYTHONPATH": str(cwd), "PATH": "/usr/bin:/bin"})
+    wall = time.perf_counter() - t0
+    if run.returncode != 0:
+        raise RuntimeError(run.stderr[-2000:])
+    found = _SUMMARY.search(run.stderr)
+    assert found, run.stderr
+    size = sum(p.stat().st_size for p in store.iterdir() if p.is_file())
+    shutil.rmtree(store)
+    store.with_suffix(".jsonl").unlink()
+    return {"s": wall, "documents": int(found[1]), "duplicates": int(found[2]),
+            "store_bytes": size}
+
+
+def timed_datasketch(ads: Path, limit: int, exact_first: bool) -> dict[str, Any]:
+    settings = settings_for("default")
+    docs = [d for _, d in read_dump(ads, None, settings.text_fields)
+            if isinstance(d, Document)][:limit]
+    ds = DatasketchRun(settings, 25, 5, None, exact_first)  # our chosen 25 x 5 at 128
+    t0 = time.perf_counter()
+    dups = ds.run(docs)
+    return {"s": time.perf_counter() - t0, "documents": len(docs), "duplicates": dups}
+
+
+def cmd_fresh(args: argparse.Namespace) -> None:
+    info = machine()
+    work = Path(tempfile.mkdtemp(prefix="bench-fresh-"))
+    before = None
+    try:
+        ads = work / "ads.jsonl"
+        write_ads(args.dump, args.messages, args.seed, ads)
+        if args.before:
+            before = work / "before"
+            subprocess.run(["git", "worktree", "add", "--detach", str(before), args.before],
+                           cwd=ROOT, check=True, capture_output=True)
+        kinds: dict[str, Any] = {"check": lambda i: timed_check(
+            ads, work / f"s-new-{i}", [], ROOT)}
+        if args.old_scheme:
+            kinds["check --minhash multiply-shift"] = lambda i: timed_check(
+                ads, work / f"s-ms-{i}", ["--minhash", "multiply-shift"], ROOT)
+        if before is not None:
+            kinds[f"check @{args.before}"] = lambda i: timed_check(
+                ads, work / f"s-old-{i}", [], before)
+        n_ds = min(args.messages, args.ds_limit)
+        if n_ds:
+            kinds["datasketch, exact-set shortcut"] = lambda i: timed_datasketch(ads, n_ds, True)
+            kinds["datasketch, plain"] = lambda i: timed_datasketch(ads, n_ds, False)
+        runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
+        for i in range(args.repeats):
+            for name, run in kinds.items():
+                r = run(i)
+                print(f"  {name}: run {i + 1}/{args.repeats} {r['s']:.2f} s "
+                      f"({r['documents'] / r['s']:.0f} docs/s)", file=sys.stderr, flush=True)
+                runs[name].append(r)
+    finally:
+        if before is not None:
+            subprocess.run(["git", "worktree", "remove", "--force", str(before)], cwd=ROOT,
+                           capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+    base = statistics.median(r["documents"] / r["s"] for r in runs["check"])
+    rows = []
+    for name, rs in runs.items():
+        rate = statistics.median(r["documents"] / r["s"] for r in rs)
+        size = rs[-1].get("store_bytes")
+        rows.append([name, f"{rs[-1]['documents']:,}", fmt_rate(rate),
+                     f"{base / rate:.2f}x", rs[-1]["duplicates"],
+                     f"{size / rs[-1]['documents']:,.0f}" if size else "",
+                     ", ".join(f"{r['s']:.1f}" for r in rs)])
+    md = (f"```\n{header(args, info)}\n```\n\n{args.messages:,} generated ads (seed "
+          f"{args.seed}, default preset, 30 % reposts), SQLite store, medians of "
+          f"{args.repeats} alternated runs. `check` rows: the whole command (start-up, "
+          f"reading, verdicts written). datasketch rows: in process, first {n_ds:,} ads, our "
+          f"normalization and shingles, no reading or writing in their time.\n\n" + md_table(
+              ["what", "ads", "docs/s", "check is faster by", "duplicates",
+               "store bytes/ad", "runs (s)"], rows))
+    save(args, "fresh", {"machine": info, "runs": runs}, md)
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("fresh", help="check on fresh generated ads vs before and datasketch "
+                                     "(issue 15)")
+    p.add_argument("--messages", type=int, default=50_000)
+    p.add_argument("--seed", type=int, default=15)
+    p.add_argument("--before", default="", help="also time check at this commit (worktree)")
+    p.add_argument("--old-scheme", action="store_true",
+                   help="also time --minhash multiply-shift")
+    p.add_argument("--ds-limit", type=int, default=50_000,
+                   help="datasketch rows: first N ads (0 = none)")
+    p.set_defaults(func=cmd_fresh)
