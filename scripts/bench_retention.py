@@ -12,39 +12,18 @@ older ads not duplicates). The soak (millions of ads, flat size and memory) is
 from __future__ import annotations
 
 import argparse
-import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from bench import fmt_rate, header, machine, md_table, save
 from bench_backfill import write_ads
+from bench_fresh import timed_check
 
 ROOT = Path(__file__).resolve().parent.parent
-_SUMMARY = re.compile(r"(\d+) documents, (\d+) duplicates")
-
-
-def timed(ads: Path, store: Path, retention: str) -> dict[str, Any]:
-    argv = [sys.executable, "-m", "streamdedup", "check", str(ads), "--store", str(store),
-            "--out", str(store.with_suffix(".jsonl"))]
-    if retention:
-        argv += ["--retention", retention]
-    t0 = time.perf_counter()
-    run = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
-    wall = time.perf_counter() - t0
-    if run.returncode != 0:
-        raise RuntimeError(run.stderr[-2000:])
-    found = _SUMMARY.search(run.stderr)
-    assert found, run.stderr
-    size = sum(p.stat().st_size for p in store.iterdir() if p.is_file())
-    shutil.rmtree(store)
-    return {"s": wall, "documents": int(found[1]), "duplicates": int(found[2]),
-            "store_mb": size / 2**20}
 
 
 def cmd_retention(args: argparse.Namespace) -> None:
@@ -56,7 +35,8 @@ def cmd_retention(args: argparse.Namespace) -> None:
         runs: dict[str, list[dict[str, Any]]] = {"off": [], args.window: []}
         for i in range(args.repeats):
             for name in runs:
-                r = timed(ads, work / f"store-{name}-{i}", "" if name == "off" else name)
+                extra = [] if name == "off" else ["--retention", name]
+                r = timed_check(ads, work / f"store-{name}-{i}", extra, ROOT)
                 print(f"  {name}: run {i + 1}/{args.repeats} {r['s']:.2f} s", file=sys.stderr)
                 runs[name].append(r)
     finally:
@@ -67,7 +47,7 @@ def cmd_retention(args: argparse.Namespace) -> None:
         med = statistics.median(r["s"] for r in rs)
         rows.append([f"check{'' if name == 'off' else ' --retention ' + name}",
                      f"{med:.1f}", fmt_rate(args.messages / med), f"{base / med:.2f}x",
-                     f"{rs[-1]['store_mb']:.0f}", rs[-1]["duplicates"],
+                     f"{rs[-1]['store_bytes'] / 2**20:.0f}", rs[-1]["duplicates"],
                      ", ".join(f"{r['s']:.1f}" for r in rs)])
     md = (f"```\n{header(args, info)}\n```\n\n{args.messages:,} generated ads (seed "
           f"{args.seed}, an ad every 60 s on average: a window of {args.window} holds about "
