@@ -20,7 +20,7 @@ from streamdedup.core import lsh
 from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
 from streamdedup.core.jaccard import jaccard
-from streamdedup.core.minhash import MinHasher
+from streamdedup.core.minhash import make_hasher
 from streamdedup.core.sketch import Sketcher
 from streamdedup.core.verdict import Match, Verdict
 from streamdedup.replay import evaluation as ev
@@ -307,7 +307,7 @@ def test_band_table_matches_naive_candidate_counts() -> None:
     sk = Sketcher(settings)
     sh = [sk.shingle_fields(d.fields).shingles for d in docs]
     for row in table["rows"]:
-        hasher = MinHasher(row["num_perm"], settings.seed)
+        hasher = make_hasher(settings.minhash, row["num_perm"], settings.seed)
         keys = [set(lsh.band_keys(hasher.sign(s), row["bands"], row["rows"]).tolist())
                 if s.size else set() for s in sh]
         cand = {(a, b) for a, b in itertools.combinations(range(len(docs)), 2)
