@@ -71,6 +71,7 @@ class Detector:
         self.settings = settings
         self.store = store
         self.sketcher = sketcher or Sketcher(settings)
+        store.keep_texts(self.sketcher.reshingle)
         self._added: dict[int, list[tuple[int, int]]] = {}  # key -> (set id, size), this batch
         self._planned: Mapping[int, Planned] | None = None
         self.window = Window(settings.retention_ms)
@@ -184,7 +185,7 @@ class Detector:
                     hits = self._with_added(probed, sh, keys)
                 matched, candidates, skipped = self._verify(sh, hits)
             store.add_set(SetRecord(sh.set_id, seq, doc.id, sh.set_id, last_time=time),
-                          sh.shingles)
+                          sh.shingles, sh.text or None)
             key_list = keys.tolist()
             size = int(sh.shingles.size)
             store.add_to_buckets(key_list, sh.set_id, size)

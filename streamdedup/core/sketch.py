@@ -23,10 +23,12 @@ from streamdedup.settings import Settings
 
 @dataclass(frozen=True)
 class Shingled:
-    """A document's shingle set and the id of that exact set."""
+    """A document's shingle set, the id of that exact set, and the normalized text it was
+    made from ("" when it came from elsewhere: the backfill ships hashes only)."""
 
     shingles: np.ndarray
     set_id: int
+    text: str = ""
 
 
 # Sketches computed elsewhere (the Spark backfill): each document's Shingled, in order, and
@@ -66,14 +68,19 @@ class Sketcher:
         if found is not None:
             cache.move_to_end(raw)
             return found
-        sh = shingle(self.normalize(raw), self.settings.shingle_kind, self.settings.shingle_size)
+        text = self.normalize(raw)
+        sh = self.reshingle(text)
         sh.flags.writeable = False  # shared between documents through the cache
-        result = Shingled(sh, set_fingerprint(sh) if sh.size else 0)
+        result = Shingled(sh, set_fingerprint(sh) if sh.size else 0, text)
         if self.text_cache:
             cache[raw] = result
             if len(cache) > self.text_cache:
                 cache.popitem(last=False)
         return result
+
+    def reshingle(self, text: str) -> np.ndarray:
+        """The shingle hashes of a normalized text (what a store keeping texts reads back)."""
+        return shingle(text, self.settings.shingle_kind, self.settings.shingle_size)
 
     def band_keys(self, shingles: np.ndarray) -> np.ndarray:
         return lsh.band_keys(self.hasher.sign(shingles), self.bands, self.rows)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from streamdedup.errors import StoreCorruptError, StoreError
-from streamdedup.store.base import sorted_hashes, verdict_problems
+from streamdedup.store.base import valid_payload, verdict_problems
 from streamdedup.store.sqlite_file import (
     DB_NAME,
     SCHEMA_VERSION,
@@ -128,8 +128,8 @@ def verify(directory: Path, progress: Callable[[str], None] = lambda _m: None) -
         for row, data, checksum in conn.execute("SELECT row, data, checksum FROM shingles"):
             if blob_checksum(data) != checksum:
                 problems.append(f"shingles row {row}: fails its checksum")
-            elif not sorted_hashes(data):
-                problems.append(f"shingles row {row}: not a sorted set of 64-bit hashes")
+            elif not valid_payload(data):
+                problems.append(f"shingles row {row}: neither sorted 64-bit hashes nor text")
         sets = {int(set_id): (first_seq, parent, shingles_row) for set_id, first_seq, parent,
                 shingles_row in conn.execute(
                     "SELECT set_id, first_seq, parent, shingles_row FROM sets")}

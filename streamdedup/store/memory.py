@@ -112,7 +112,8 @@ class MemoryStore(Store):
     def get_sets(self, set_ids: Iterable[int]) -> dict[int, SetRecord]:
         return {i: self._sets[i] for i in set_ids if i in self._sets}
 
-    def add_set(self, record: SetRecord, shingles: np.ndarray) -> None:
+    def add_set(self, record: SetRecord, shingles: np.ndarray, text: str | None = None
+                ) -> None:
         old = self._sets.get(record.set_id)
         if old is not None and not old.evicted:
             return

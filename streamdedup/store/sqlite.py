@@ -20,7 +20,7 @@ import os
 import secrets
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,10 @@ from streamdedup.store.base import (
     SetRecord,
     Store,
     decode_shingles,
+    decode_text,
     encode_shingles,
+    encode_text,
+    is_text,
 )
 from streamdedup.store.bucket_index import BucketIndex, LogRow
 from streamdedup.store.set_numbers import SetNumbers
@@ -69,6 +72,7 @@ class SqliteStore(Store):
         self.path = self.directory / DB_NAME
         self._shingle_cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._shingle_cache_bytes = 0
+        self._shingler: Callable[[str], np.ndarray] | None = None  # see keep_texts
         self._set_cache: dict[int, SetRecord] = {}  # write-through: dropped on every write
         self._buckets = BucketIndex()
         self._numbers = SetNumbers()
@@ -303,7 +307,8 @@ class SqliteStore(Store):
         return out
 
     @store_errors
-    def add_set(self, record: SetRecord, shingles: np.ndarray) -> None:
+    def add_set(self, record: SetRecord, shingles: np.ndarray, text: str | None = None
+                ) -> None:
         self._set_cache.pop(record.set_id, None)
         number = self._numbers.get(record.set_id)
         state = None if number is None else self._conn.execute(
@@ -311,7 +316,8 @@ class SqliteStore(Store):
         ).fetchone()
         if state is not None and state[0] and not state[1]:
             return  # a set is written once; its first document stays its first
-        blob = encode_shingles(shingles)
+        blob = (encode_text(text) if text is not None and self._shingler is not None
+                else encode_shingles(shingles))
         row = self._conn.execute(
             "INSERT INTO shingles (data, checksum) VALUES (?, ?)", (blob, blob_checksum(blob))
         ).lastrowid
@@ -440,13 +446,28 @@ class SqliteStore(Store):
                     raise StoreCorruptError(
                         f"{self.path}: shingle set {set_id} fails its checksum (damaged file)"
                     )
-                arr = decode_shingles(blob)
+                arr = self._decode(set_id, blob)
                 if set_id not in cache:
                     self._shingle_cache_bytes += arr.nbytes
                 out[set_id] = cache[set_id] = arr
         while self._shingle_cache_bytes > _SHINGLE_CACHE_BYTES:
             self._shingle_cache_bytes -= cache.popitem(last=False)[1].nbytes
         return out
+
+    def keep_texts(self, shingler: Callable[[str], np.ndarray]) -> None:
+        self._shingler = shingler
+
+    def _decode(self, set_id: int, blob: bytes) -> np.ndarray:
+        """A set's hashes from its payload: stored hashes, or its text shingled again."""
+        if not is_text(blob):
+            return decode_shingles(blob)
+        if self._shingler is None:
+            raise StoreError(f"{self.path}: set {set_id} is kept as text; reading it takes "
+                             "the detector's shingler (Store.keep_texts)")
+        try:
+            return self._shingler(decode_text(blob))
+        except ValueError as exc:  # the checksum passed, so this is not damage: a bug
+            raise StoreCorruptError(f"{self.path}: set {set_id}: {exc}") from exc
 
     @store_errors
     def add_edges(self, set_id: int, edges: Sequence[tuple[int, float]],

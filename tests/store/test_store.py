@@ -32,7 +32,17 @@ from streamdedup.errors import (
 )
 from streamdedup.settings import Settings
 from streamdedup.store import open_store
-from streamdedup.store.base import DocRecord, SetRecord, Store, check_params
+from streamdedup.store.base import (
+    DocRecord,
+    SetRecord,
+    Store,
+    check_params,
+    decode_text,
+    encode_shingles,
+    encode_text,
+    is_text,
+    valid_payload,
+)
 from streamdedup.store.sqlite import SqliteStore
 from streamdedup.store.sqlite_file import DB_NAME, LOCK_NAME
 
@@ -674,6 +684,78 @@ def test_sqlite_flipped_bit_in_a_shingle_set_is_detected(tmp_path: Path) -> None
             store.get_shingles([7])
     finally:
         store.close()
+
+
+# --- sets kept as text (issue 15): the SQLite store keeps normalized text, not hashes
+
+
+@pytest.mark.parametrize("text", ["", "a", "abcdefg", "abcdefgh", "città è già", "x" * 1001])
+def test_a_text_payload_round_trips_and_is_never_taken_for_hashes(text: str) -> None:
+    blob = encode_text(text)
+    assert is_text(blob) and decode_text(blob) == text and valid_payload(blob)
+    assert len(blob) % 8 == 1  # hash payloads are multiples of 8 bytes
+    hashes = encode_shingles(np.arange(1, 1 + len(text) // 8 + 1, dtype=np.uint64))
+    assert not is_text(hashes) and valid_payload(hashes)
+    with pytest.raises(ValueError):
+        decode_text(blob[:-1] + b"\x00")
+
+
+def test_sqlite_keeps_texts_and_reads_the_same_hashes_back(tmp_path: Path) -> None:
+    sk = Sketcher(Settings())
+    d = sqlite_dir(tmp_path)
+    store = open_store("sqlite", str(d), PARAMS)
+    before = sk.shingle_fields({"description": "Cercasi sviluppatore Python a Milano"})
+    store.add_set(rec(1), before.shingles, before.text)  # no shingler yet: hashes
+    store.keep_texts(sk.reshingle)
+    ads = [sk.shingle_fields({"description": f"Offerta {i}: magazziniere a Torino, turno "
+                                             f"{'notte' if i % 2 else 'giorno'} {i * 7}"})
+           for i in range(2, 40)]
+    for i, sh in enumerate(ads, 2):
+        store.add_set(rec(i), sh.shingles, sh.text)
+    store.commit()
+    store.close()
+    conn = sqlite3.connect(d / DB_NAME)
+    kinds = [is_text(blob) for (blob,) in conn.execute("SELECT data FROM shingles ORDER BY row")]
+    conn.close()
+    assert kinds == [False] + [True] * len(ads)  # a store holds both kinds
+    store = open_store("sqlite", str(d), PARAMS)
+    try:
+        with pytest.raises(StoreError, match="kept as text"):  # reading text takes a shingler
+            store.get_shingles([2])
+        assert np.array_equal(store.get_shingles([1])[1], before.shingles)
+        store.keep_texts(sk.reshingle)
+        got = store.get_shingles(range(1, len(ads) + 2))
+        assert np.array_equal(got[1], before.shingles)
+        for i, sh in enumerate(ads, 2):
+            assert np.array_equal(got[i], sh.shingles), i
+    finally:
+        store.close()
+    from streamdedup.store.maintenance import verify
+
+    assert verify(d) == []
+
+
+def test_a_store_built_by_the_detector_keeps_texts_and_is_several_times_smaller(
+        tmp_path: Path, kijiji_path: Path) -> None:
+    from streamdedup.core.detector import Detector
+    from streamdedup.replay.dump import read_dump
+
+    docs = [d for _, d in read_dump(kijiji_path, None, ("title", "description"))][:1500]
+    sizes, verdicts = {}, {}
+    for name, texts in (("texts", True), ("hashes", False)):
+        d = tmp_path / name
+        store = open_store("sqlite", str(d), PARAMS)
+        if not texts:
+            store.keep_texts = lambda _shingler: None  # type: ignore[method-assign]
+        detector = Detector(Settings(), store)
+        verdicts[name] = [v.to_json() for v in detector.process_many(docs)]
+        store.commit()
+        store.close()
+        conn = sqlite3.connect(d / DB_NAME)
+        sizes[name] = conn.execute("SELECT sum(length(data)) FROM shingles").fetchone()[0]
+        conn.close()
+    assert verdicts["texts"] == verdicts["hashes"]
+    assert sizes["texts"] * 4 < sizes["hashes"], sizes
 
 
 def test_a_set_over_the_edge_cap_is_crowded_and_keeps_no_edges(store: Store) -> None:

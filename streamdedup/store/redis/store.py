@@ -277,7 +277,8 @@ class RedisStore(Store):
                     out[set_id] = self._sets[set_id] = _set_record(set_id, raw)
         return out
 
-    def add_set(self, record: SetRecord, shingles: np.ndarray) -> None:
+    def add_set(self, record: SetRecord, shingles: np.ndarray, text: str | None = None
+                ) -> None:
         old = self.get_sets([record.set_id]).get(record.set_id)
         if old is not None and not old.evicted:
             return
