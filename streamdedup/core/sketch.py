@@ -15,7 +15,7 @@ import numpy as np
 
 from streamdedup.core import lsh
 from streamdedup.core.minhash import make_hasher, scheme_name
-from streamdedup.core.shingles import HASH_SCHEME, set_fingerprint, shingle
+from streamdedup.core.shingles import HASH_SCHEME, set_fingerprint, shingle, shingle_many
 from streamdedup.core.text import Normalizer, compose_text
 from streamdedup.errors import ConfigError
 from streamdedup.settings import Settings
@@ -77,6 +77,33 @@ class Sketcher:
             if len(cache) > self.text_cache:
                 cache.popitem(last=False)
         return result
+
+    def shingle_fields_many(self, docs: Sequence[Mapping[str, str]]) -> list[Shingled]:
+        """``shingle_fields`` of each document: texts not in the cache are normalized, then
+        shingled together (``shingle_many``); the same results, in order."""
+        names, cache = self.settings.text_fields, self._cache
+        out: list[Shingled | None] = []
+        todo: dict[str, list[int]] = {}
+        for i, fields in enumerate(docs):
+            raw = compose_text(fields, names)
+            found = cache.get(raw)
+            if found is not None:
+                cache.move_to_end(raw)
+            else:
+                todo.setdefault(raw, []).append(i)
+            out.append(found)
+        texts = [self.normalize(raw) for raw in todo]
+        shingled = shingle_many(texts, self.settings.shingle_kind, self.settings.shingle_size)
+        for (raw, where), text, sh in zip(todo.items(), texts, shingled, strict=True):
+            sh.flags.writeable = False  # shared between documents through the cache
+            result = Shingled(sh, set_fingerprint(sh) if sh.size else 0, text)
+            if self.text_cache:
+                cache[raw] = result
+                if len(cache) > self.text_cache:
+                    cache.popitem(last=False)
+            for i in where:
+                out[i] = result
+        return [s for s in out if s is not None]
 
     def reshingle(self, text: str) -> np.ndarray:
         """The shingle hashes of a normalized text (what a store keeping texts reads back)."""

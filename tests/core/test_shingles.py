@@ -18,6 +18,7 @@ from streamdedup.core.shingles import (
     char_shingles,
     set_fingerprint,
     shingle,
+    shingle_many,
     splitmix64,
     word_shingles,
 )
@@ -104,6 +105,17 @@ def test_char_shingles_equal_the_reference(text: str, k: int) -> None:
     out = char_shingles(text, k)
     assert out.dtype == np.uint64
     assert out.tolist() == ref_char_shingles(text, k)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(TEXT, max_size=12), st.integers(1, 12), st.sampled_from(["char", "word"]))
+def test_a_batch_gives_each_text_its_own_shingles(texts: list[str], k: int, kind: str
+                                                  ) -> None:
+    # Texts laid end to end: windows across two texts must never leak into either.
+    many = shingle_many(texts, kind, k)
+    assert len(many) == len(texts)
+    for text, got in zip(texts, many, strict=True):
+        assert got.dtype == np.uint64 and got.tolist() == shingle(text, kind, k).tolist()
 
 
 @settings(max_examples=200, deadline=None)

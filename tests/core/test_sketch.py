@@ -103,6 +103,21 @@ def test_text_cache_gives_the_same_results_as_no_cache() -> None:
         assert a.set_id == b.set_id and np.array_equal(a.shingles, b.shingles)
 
 
+@pytest.mark.parametrize("cache", [0, 2, 4096])
+def test_a_batch_sketches_each_document_as_alone(cache: int) -> None:
+    texts = ["uno due tre quattro", "", "cinque sei", "uno due tre quattro", "x",
+             "sette otto nove dieci undici", "cinque sei", "ab"]
+    alone = Sketcher(Settings(), text_cache=0)
+    batch = Sketcher(Settings(), text_cache=cache)
+    for _ in range(2):  # the second time from the cache
+        got = batch.shingle_fields_many([{"description": t} for t in texts])
+        for t, sh in zip(texts, got, strict=True):
+            want = alone.shingle_fields({"description": t})
+            assert (sh.set_id, sh.text) == (want.set_id, want.text)
+            assert np.array_equal(sh.shingles, want.shingles)
+            assert np.array_equal(alone.reshingle(sh.text), sh.shingles)
+
+
 def test_shared_shingles_cannot_be_modified_by_a_caller() -> None:
     sk = Sketcher(Settings())
     sh = sk.shingle_fields(AD).shingles
