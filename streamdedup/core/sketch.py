@@ -62,21 +62,7 @@ class Sketcher:
                     f"num_perm >= {lsh.min_num_perm(settings.threshold)}")
 
     def shingle_fields(self, fields: Mapping[str, str]) -> Shingled:
-        raw = compose_text(fields, self.settings.text_fields)
-        cache = self._cache
-        found = cache.get(raw)
-        if found is not None:
-            cache.move_to_end(raw)
-            return found
-        text = self.normalize(raw)
-        sh = self.reshingle(text)
-        sh.flags.writeable = False  # shared between documents through the cache
-        result = Shingled(sh, set_fingerprint(sh) if sh.size else 0, text)
-        if self.text_cache:
-            cache[raw] = result
-            if len(cache) > self.text_cache:
-                cache.popitem(last=False)
-        return result
+        return self.shingle_fields_many([fields])[0]
 
     def shingle_fields_many(self, docs: Sequence[Mapping[str, str]]) -> list[Shingled]:
         """``shingle_fields`` of each document: texts not in the cache are normalized, then
