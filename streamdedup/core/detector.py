@@ -72,7 +72,10 @@ class Detector:
         self.store = store
         self.sketcher = sketcher or Sketcher(settings)
         store.keep_texts(self.sketcher.reshingle)
-        self._added: dict[int, list[tuple[int, int]]] = {}  # key -> (set id, size), this batch
+        # This batch's new sets (set id, size, band keys), and all their keys: most documents
+        # share none of them, which one set test tells.
+        self._added: list[tuple[int, int, list[int]]] = []
+        self._added_keys: set[int] = set()
         self._planned: Mapping[int, Planned] | None = None
         self.window = Window(settings.retention_ms)
         self.evicted = 0  # documents and sets removed by retention (for metrics)
@@ -114,7 +117,7 @@ class Detector:
         probed = {} if planned is not None else dict(zip(fresh, self.store.probe_many(
             [keys[s].tolist() for s in fresh], [self._bounds(sh.size) for sh in fresh.values()]),
             strict=True))
-        self._added = {}
+        self._added, self._added_keys = [], set()
         verdicts = [self._decide(d, s, keys.get(s.set_id), probed.get(s.set_id))
                     for d, s in zip(docs, shingled, strict=True)]
         if window.clock_ms is not None:
@@ -189,8 +192,8 @@ class Detector:
             key_list = keys.tolist()
             size = int(sh.shingles.size)
             store.add_to_buckets(key_list, sh.set_id, size)
-            for k in key_list:
-                self._added.setdefault(k, []).append((sh.set_id, size))
+            self._added.append((sh.set_id, size, key_list))
+            self._added_keys.update(key_list)
             store.add_edges(sh.set_id, matched, self.edge_cap)
             roots = {self._find(other) for other, _ in matched}
             if revived is not None:  # it still hangs in its old cluster
@@ -243,12 +246,14 @@ class Detector:
                     ) -> dict[int, int]:
         """Hits from the store before the batch plus the batch's own adds under ``keys``."""
         hits = dict(probed)
-        if self._added:
-            lo, hi = self._bounds(sh.shingles.size)
-            for k in set(keys.tolist()):
-                for set_id, size in self._added.get(k, ()):
-                    if lo <= size <= hi:
-                        hits[set_id] = hits.get(set_id, 0) + 1
+        key_list = keys.tolist()
+        if self._added_keys.isdisjoint(key_list):
+            return hits
+        common = self._added_keys.intersection(key_list)
+        lo, hi = self._bounds(sh.shingles.size)
+        for set_id, size, added in self._added:
+            if lo <= size <= hi and (shared := len(common.intersection(added))):
+                hits[set_id] = hits.get(set_id, 0) + shared
         return hits
 
     def _verify(self, sh: Shingled, hits: dict[int, int]

@@ -38,9 +38,9 @@ class SetNumbers:
 
     def get(self, set_id: int) -> int | None:
         found = self._recent.get(set_id)
-        if found is not None:
+        if found is not None or not self._ids.size:
             return found
-        i = int(np.searchsorted(self._ids, set_id))
+        i = int(self._ids.searchsorted(set_id))
         if i < self._ids.size and int(self._ids[i]) == set_id and self._numbers[i] >= 0:
             return int(self._numbers[i])
         return None

@@ -21,7 +21,6 @@ import secrets
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -334,7 +333,9 @@ class SqliteStore(Store):
             assert number is not None
             self._numbers.add(record.set_id, number)
             # As read back (children 0, not evicted): the verdict reads it at once.
-            self._set_cache[record.set_id] = replace(record, children=0, evicted=False)
+            self._set_cache[record.set_id] = SetRecord(
+                record.set_id, record.first_seq, record.first_id, record.parent,
+                record.last_time)
         else:  # numbered by a document of an empty text, or an upsert before: fill it in
             self._conn.execute(
                 "UPDATE sets SET first_seq = ?, first_id = ?, parent = ?, shingles_row = ?, "
