@@ -1277,6 +1277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench_backfill.add_parser(sub)
     bench_retention.add_parser(sub)
     bench_fresh.add_parser(sub)
+    bench_fresh.add_hotsoak_parser(sub)
 
     p = sub.add_parser("profile", help="pyinstrument over the whole core")
     p.add_argument("--preset", default="reference")

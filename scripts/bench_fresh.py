@@ -34,6 +34,7 @@ from bench import DatasketchRun, fmt_rate, header, machine, md_table, save, sett
 from bench_backfill import write_ads
 
 from streamdedup.core.document import Document
+from streamdedup.core.sketch import Sketcher
 from streamdedup.replay.dump import read_dump
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,3 +134,89 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ds-limit", type=int, default=50_000,
                    help="datasketch rows: first N ads (0 = none)")
     p.set_defaults(func=cmd_fresh)
+
+
+def _hot_run(docs: list[Any], preset: str, prefilter: bool, batch: int = 500
+             ) -> dict[str, Any]:
+    """The core over ``docs`` into a fresh SQLite store, timed batch by batch."""
+    from bench import settings_for
+
+    from streamdedup.core.detector import Detector
+    from streamdedup.store import open_store
+
+    settings = settings_for(preset)
+    work = Path(tempfile.mkdtemp(prefix="bench-hot-"))
+    try:
+        detector = Detector(settings, open_store("sqlite", str(work / "s"), Sketcher(
+            settings).params()))
+        if not prefilter:
+            detector.prefilter.cutoff = 0.0  # rules nothing out
+        times, dups = [], 0
+        for i in range(0, len(docs), batch):
+            t0 = time.perf_counter()
+            dups += sum(v.duplicate for v in detector.process_many(docs[i:i + batch]))
+            detector.store.commit()
+            times.append(time.perf_counter() - t0)
+        detector.store.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    tenth = max(1, len(times) // 10)
+    first = tenth * batch / sum(times[:tenth])
+    last = tenth * batch / sum(times[-tenth:])
+    return {"s": sum(times), "documents": len(docs), "duplicates": dups,
+            "first_tenth_per_s": first, "last_tenth_per_s": last, "decay": first / last,
+            "ruled_out": detector.prefilter.ruled_out}
+
+
+def cmd_hotsoak(args: argparse.Namespace) -> None:
+    """The soak's worst case (RELIABILITY.md): the chaos stream with 40 % new variants of
+    earlier ads, every repost edited, through the core with and without the prefilter."""
+    from harness.chaos import build_stream, read_rows
+
+    info = machine()
+    stream = build_stream(read_rows(args.dump), args.messages, args.seed,
+                          variant_share=0.4, repost_edit_share=0.8)
+    docs = [d for d in (_decoded(a.value) for a in stream) if d is not None]
+    runs: dict[str, list[dict[str, Any]]] = {"prefilter": [], "no prefilter": []}
+    for i in range(args.repeats):
+        for name in runs:
+            r = _hot_run(docs, args.preset, name == "prefilter")
+            print(f"  {name}: run {i + 1}/{args.repeats} {r['s']:.1f} s, first tenth "
+                  f"{r['first_tenth_per_s']:.0f}/s, last {r['last_tenth_per_s']:.0f}/s",
+                  file=sys.stderr, flush=True)
+            runs[name].append(r)
+    rows = []
+    for name, rs in runs.items():
+        def med(key: str, rs: list[dict[str, Any]] = rs) -> float:
+            return statistics.median(r[key] for r in rs)
+        rows.append([name, f"{len(docs):,}", fmt_rate(len(docs) / med("s")),
+                     fmt_rate(med("first_tenth_per_s")), fmt_rate(med("last_tenth_per_s")),
+                     f"{med('decay'):.2f}x", rs[-1]["duplicates"], rs[-1]["ruled_out"],
+                     ", ".join(f"{r['s']:.1f}" for r in rs)])
+    md = (f"```\n{header(args, info)}\n```\n\nThe chaos soak's worst-case stream (seed "
+          f"{args.seed}: 40 % new variants of earlier ads, reposts edited, 1 % bad messages "
+          f"left out), preset {args.preset}, SQLite store, the core in process in batches "
+          f"of 500, medians of {args.repeats} alternated runs. Decay: messages/s over the "
+          f"first tenth of the stream / over the last tenth.\n\n" + md_table(
+              ["core", "messages", "msgs/s", "first tenth", "last tenth", "decay",
+               "duplicates", "candidates ruled out", "runs (s)"], rows))
+    save(args, "hotsoak", {"machine": info, "runs": runs}, md)
+
+
+def _decoded(value: bytes) -> Document | None:
+    from streamdedup.errors import MessageError
+    from streamdedup.service.message import decode_message
+
+    try:
+        return decode_message(value, ("title", "description"), 1 << 20)
+    except MessageError:
+        return None
+
+
+def add_hotsoak_parser(sub: Any) -> None:
+    p = sub.add_parser("hotsoak", help="the soak's worst case, with and without the prefilter "
+                                       "(issue 15)")
+    p.add_argument("--messages", type=int, default=100_000)
+    p.add_argument("--seed", type=int, default=8)
+    p.add_argument("--preset", default="reference")
+    p.set_defaults(func=cmd_hotsoak)
