@@ -52,13 +52,19 @@ _KEY_BITS = 1 << 28
 _ANY_SIZE = (0, (1 << 32) - 1)  # sizes are uint32
 
 
+def _slots(values: np.ndarray, width: int) -> np.ndarray:
+    """Bit of each value in a filter of ``width`` bits (a power of two): its top bits, so
+    that values sorted as unsigned have non-decreasing slots (``_set_sorted_bits``)."""
+    return values.view(np.uint64) >> np.uint64(65 - width.bit_length())
+
+
 def _set_bits(bits: np.ndarray, values: np.ndarray, width: int) -> None:
-    """Set bit ``value mod width`` of the bitmap ``bits`` (uint64 words) for every value.
+    """Set bit ``_slots(value)`` of the bitmap ``bits`` (uint64 words) for every value.
 
     Over the bytes of the words, one pass per bit position: within a pass every write to a
     byte sets the same bit, so repeated bytes need no ``ufunc.at`` (20x slower: 0.19 s for
     the 1.1M keys of a 60-day window)."""
-    slots = values.view(np.uint64) & np.uint64(width - 1)
+    slots = _slots(values, width)
     if slots.size < 4096:  # a set's keys: one ufunc.at costs less than eight passes
         np.bitwise_or.at(bits, slots >> np.uint64(6),
                          np.left_shift(np.uint64(1), slots & np.uint64(63)))
@@ -70,10 +76,41 @@ def _set_bits(bits: np.ndarray, values: np.ndarray, width: int) -> None:
         as_bytes[at] |= np.uint8(1 << b)
 
 
+def _set_sorted_bits(bits: np.ndarray, values: np.ndarray, width: int) -> None:
+    """``_set_bits`` for values sorted as signed integers (a run's keys): their slots rise
+    within each sign, so the bits of one word are neighbours and one ``reduceat`` ORs them
+    (0.03 s instead of 0.2 s for 2M keys; opening a million-ad store sets 21M)."""
+    if not values.size:
+        return
+    slots = _slots(values, width)
+    words = slots >> np.uint64(6)
+    starts = np.flatnonzero(np.concatenate(([True], words[1:] != words[:-1])))
+    masks = np.left_shift(np.uint64(1), slots & np.uint64(63))
+    bits[words[starts]] |= np.bitwise_or.reduceat(masks, starts)
+
+
 def _has_bits(bits: np.ndarray, values: np.ndarray, width: int) -> np.ndarray:
     """Which values have their bit set (see ``_set_bits``)."""
-    slots = values.view(np.uint64) & np.uint64(width - 1)
+    slots = _slots(values, width)
     return (bits[slots >> np.uint64(6)] >> (slots & np.uint64(63))) & np.uint64(1) == 1
+
+
+def _argsort(keys: np.ndarray) -> np.ndarray:
+    """``np.argsort(keys)`` of int64 keys, by way of ``np.sort``, which is several times
+    faster than ``argsort`` here (0.05 s against 0.4 s for 2M): each key's top bits (sign
+    flipped, so unsigned order is signed order) and its position in one uint64, sorted.
+    Keys sharing those top bits may come out of order; then (rarely) ``argsort`` itself."""
+    n = keys.size
+    low = max(1, int(n - 1).bit_length())
+    if low > 40:
+        return np.argsort(keys)
+    packed = (keys.view(np.uint64) ^ np.uint64(1 << 63)) >> np.uint64(low) << np.uint64(low)
+    order = (np.sort(packed | np.arange(n, dtype=np.uint64)) & np.uint64((1 << low) - 1)
+             ).astype(np.int64)
+    ordered = keys[order]
+    if n > 1 and (ordered[1:] < ordered[:-1]).any():
+        return np.argsort(keys)
+    return order
 
 
 class LogRow(NamedTuple):
@@ -126,7 +163,7 @@ class BucketIndex:
         than they save (0.17 -> 0.02 ms per set); the key filter's bits are set in bulk
         before the next search (``_mark``)."""
         keys = list(dict.fromkeys(keys))
-        slot = set_id & (_SEEN_BITS - 1)
+        slot = (set_id & ((1 << 64) - 1)) >> (65 - _SEEN_BITS.bit_length())  # as _slots
         word, bit = slot >> 6, np.uint64(1 << (slot & 63))
         if self._seen[word] & bit:  # maybe added before: look (rare)
             present = {k for k, s in self._pairs(keys) if s == set_id}
@@ -252,8 +289,12 @@ class BucketIndex:
         if not row.keys.size:
             return
         first = self._n_sets
-        for set_id, size in zip(row.set_ids.tolist(), row.sizes.tolist(), strict=True):
-            self._new_ref(set_id, size)
+        self._reserve(first + row.set_ids.size)
+        self._n_sets = end = first + row.set_ids.size
+        self._set_ids[first:end] = row.set_ids
+        self._sizes[first:end] = row.sizes
+        self._alive[first:end] = True
+        self._row[first:end] = -1
         self._nkeys[first:self._n_sets] = row.counts
         if rows is not None:
             self._row[first:self._n_sets] = rows
@@ -261,16 +302,17 @@ class BucketIndex:
         refs = np.repeat(np.arange(first, self._n_sets, dtype=np.uint32),
                          row.counts.astype(np.int64))
         keys = row.keys.astype(np.int64, copy=False)
-        _set_bits(self._present, keys, _KEY_BITS)
-        order = np.argsort(keys, kind="stable")
-        self._push(keys[order], refs[order])
+        order = _argsort(keys)
+        keys = keys[order]
+        _set_sorted_bits(self._present, keys, _KEY_BITS)
+        self._push(keys, refs[order])
 
     def loaded(self, live_sets: np.ndarray | None) -> None:
         """After a bulk load: with ``live_sets`` (the sets the store holds shingles for),
         every other set's entries are dead (evicted after they were logged), and so is all
         but the newest reference of a set logged twice (evicted and added again)."""
         n = self._n_sets
-        if live_sets is not None and n:
+        if live_sets is not None and n and live_sets.size != n:
             ids = self._set_ids[:n]
             newest = np.zeros(n, dtype=bool)
             _, last = np.unique(ids[::-1], return_index=True)
@@ -279,10 +321,10 @@ class BucketIndex:
             self._alive[:n] = ~dead
             self._dead_entries = int(self._nkeys[:n][dead].sum())
             self._dead_refs = int(dead.sum())
-        rows, total = np.unique(self._row[:n], return_counts=True)
+        rows, total = _counts(self._row[:n])
         self._row_total = {r: t for r, t in zip(rows.tolist(), total.tolist(), strict=True)
                            if r >= 0}
-        rows, live = np.unique(self._row[:n][self._alive[:n]], return_counts=True)
+        rows, live = _counts(self._row[:n][self._alive[:n]])
         self._row_live = {r: 0 for r in self._row_total}
         self._row_live.update((r, c) for r, c in zip(rows.tolist(), live.tolist(), strict=True)
                               if r >= 0)
@@ -357,14 +399,16 @@ class BucketIndex:
         set_ids, alive = self._set_ids, self._alive
         return {(key, int(set_ids[r])) for key, r in refs if alive[r]}
 
+    def _reserve(self, refs: int) -> None:
+        """Room for ``refs`` references in the per-ref arrays (doubling)."""
+        if refs > self._set_ids.size:
+            size = max(refs, 2 * self._set_ids.size)
+            for name in ("_set_ids", "_sizes", "_alive", "_nkeys", "_row"):
+                setattr(self, name, np.resize(getattr(self, name), size))
+
     def _new_ref(self, set_id: int, size: int) -> int:
         n = self._n_sets
-        if n == self._set_ids.size:
-            self._set_ids = np.resize(self._set_ids, n * 2)
-            self._sizes = np.resize(self._sizes, n * 2)
-            self._alive = np.resize(self._alive, n * 2)
-            self._nkeys = np.resize(self._nkeys, n * 2)
-            self._row = np.resize(self._row, n * 2)
+        self._reserve(n + 1)
         self._set_ids[n] = set_id
         self._sizes[n] = size
         self._alive[n] = True
@@ -397,7 +441,7 @@ class BucketIndex:
         _set_bits(self._seen, self._set_ids[: keep.size], _SEEN_BITS)
         self._present[:] = 0
         for keys in (*self._keys, self._recent_keys):
-            _set_bits(self._present, keys, _KEY_BITS)
+            _set_sorted_bits(self._present, keys, _KEY_BITS)
         self._keys, self._refs = [k for k in self._keys if k.size], \
             [r for k, r in zip(self._keys, self._refs, strict=True) if k.size]
 
@@ -446,3 +490,14 @@ def _merged(k1: np.ndarray, r1: np.ndarray, k2: np.ndarray, r2: np.ndarray
     keys[at], refs[at] = k2, r2
     keys[older], refs[older] = k1, r1
     return keys, refs
+
+
+def _counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_counts=True)`` for values already in order (log rows as
+    loaded): no sort or hash (0.5 s for a million-ad store's refs)."""
+    if values.size and (values[1:] < values[:-1]).any():
+        out: tuple[np.ndarray, np.ndarray] = np.unique(values, return_counts=True)
+        return out
+    starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1]))) \
+        if values.size else np.zeros(0, dtype=np.int64)
+    return values[starts], np.diff(np.append(starts, values.size))

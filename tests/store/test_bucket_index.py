@@ -199,3 +199,32 @@ def test_a_sliding_window_keeps_the_index_flat_and_its_probes_right() -> None:
     for set_id, keys in sample:
         assert index.probe(keys) == {set_id: 5}
     assert index.probe([k + 1 for _, ks in sample for k in ks]) == {}
+
+
+def test_the_fast_sort_and_counts_equal_numpy_s() -> None:
+    from streamdedup.store.bucket_index import _argsort, _counts
+
+    rng = np.random.default_rng(4)
+    for n in (0, 1, 2, 3, 1000, 300_000):
+        keys = rng.integers(-(2**63), 2**63 - 1, size=n, dtype=np.int64)
+        if n > 8:
+            keys[7] = keys[2]  # equal keys
+            keys[8] = keys[2] ^ 1  # keys equal but for their lowest bit: out of order
+        order = _argsort(keys)
+        assert np.array_equal(keys[order], np.sort(keys))
+        assert np.array_equal(np.sort(order), np.arange(n))
+    for values in ([], [4], [1, 1, 2, 5, 5, 5], [3, 1, 3]):
+        got, want = _counts(np.array(values, np.int64)), np.unique(values, return_counts=True)
+        assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+
+
+def test_sorted_keys_set_the_same_filter_bits_as_any_keys() -> None:
+    from streamdedup.store.bucket_index import _set_bits, _set_sorted_bits
+
+    rng = np.random.default_rng(9)
+    keys = np.sort(rng.integers(-(2**63), 2**63 - 1, size=50_000, dtype=np.int64))
+    width = 1 << 16  # a small filter: many keys share a word
+    a, b = np.zeros(width // 64, np.uint64), np.zeros(width // 64, np.uint64)
+    _set_bits(a, keys, width)
+    _set_sorted_bits(b, keys, width)
+    assert np.array_equal(a, b) and a.any()
