@@ -47,7 +47,6 @@ import numpy as np
 
 from streamdedup.core.document import Document
 from streamdedup.core.jaccard import jaccard_many, size_bounds
-from streamdedup.core.prefilter import Prefilter
 from streamdedup.core.retention import Window, now_ms
 from streamdedup.core.sketch import Shingled, Sketcher, Sketches
 from streamdedup.core.verdict import Match, Verdict
@@ -80,8 +79,6 @@ class Detector:
         self._planned: Mapping[int, Planned] | None = None
         self.window = Window(settings.retention_ms)
         self.evicted = 0  # documents and sets removed by retention (for metrics)
-        self.prefilter = Prefilter(settings.num_perm, settings.threshold)
-        self._sigs: dict[int, np.ndarray] = {}  # this batch's new sets' signatures
         self._arrival: int | None = None
 
     def process(self, doc: Document) -> Verdict:
@@ -114,10 +111,8 @@ class Detector:
             if s.shingles.size and s.set_id not in known and s.set_id not in fresh:
                 fresh[s.set_id] = s.shingles
         unsigned = [x for x in fresh if x not in given]
-        sigs = self.sketcher.hasher.sign_many([fresh[x] for x in unsigned])
-        self.prefilter.remember(unsigned, sigs)
-        self._sigs = dict(zip(unsigned, sigs, strict=True))
-        keys = {**given, **dict(zip(unsigned, self.sketcher.keys_of(sigs), strict=True))}
+        keys = {**given, **dict(zip(unsigned, self.sketcher.band_keys_many(
+            [fresh[x] for x in unsigned]), strict=True))}
         keys = {x: keys[x] for x in fresh}
         probed = {} if planned is not None else dict(zip(fresh, self.store.probe_many(
             [keys[s].tolist() for s in fresh], [self._bounds(sh.size) for sh in fresh.values()]),
@@ -271,15 +266,12 @@ class Detector:
             return [], 0, 0
         t = self.settings.threshold
         ranked = sorted(hits, key=lambda c: (-hits[c], c))
-        capped = ranked[: self.settings.max_candidates]
-        # Candidates the MinHash estimate rules out are neither verified nor skipped.
-        chosen = self.prefilter.sieve(self._sigs.get(sh.set_id), sh.shingles.size, capped)
+        chosen = ranked[: self.settings.max_candidates]
         stored = self.store.get_shingles(chosen)
-        skipped = len(ranked) - len(capped) + sum(c not in stored for c in chosen)
         chosen = [c for c in chosen if c in stored]
         sims = jaccard_many(sh.shingles, [stored[c] for c in chosen])
         matched = [(c, float(s)) for c, s in zip(chosen, sims, strict=True) if s >= t]
-        return matched, len(ranked), skipped
+        return matched, len(ranked), len(ranked) - len(chosen)
 
     def _expand(self, matched: Iterable[tuple[int, float]]
                 ) -> tuple[tuple[Match, ...], str | None, set[int]]:

@@ -99,11 +99,7 @@ class Sketcher:
         return lsh.band_keys(self.hasher.sign(shingles), self.bands, self.rows)
 
     def band_keys_many(self, sets: Sequence[np.ndarray]) -> np.ndarray:
-        return self.keys_of(self.hasher.sign_many(sets))
-
-    def keys_of(self, signatures: np.ndarray) -> np.ndarray:
-        """Band keys of signatures (rows of ``signatures``)."""
-        return lsh.band_keys_many(signatures, self.bands, self.rows)
+        return lsh.band_keys_many(self.hasher.sign_many(sets), self.bands, self.rows)
 
     def recall_at_threshold(self) -> float:
         return float(lsh.p_candidate(self.settings.threshold, self.bands, self.rows))
