@@ -39,15 +39,15 @@ from streamdedup.store.base import (
     encode_text,
     is_text,
 )
-from streamdedup.store.bucket_index import BucketIndex, LogRow
+from streamdedup.store.bucket_index import BucketIndex
 from streamdedup.store.set_numbers import SetNumbers
 from streamdedup.store.sqlite_file import (
     DB_NAME,
     acquire_lock,
     blob_checksum,
-    concat_log_rows,
     decode_log_row,
     encode_log_row,
+    load_maps,
     open_db,
     os_problem,
     store_errors,
@@ -56,7 +56,6 @@ from streamdedup.store.sqlite_file import (
 _SHINGLE_CACHE_BYTES = 64 << 20
 _SET_CACHE_SIZE = 200_000
 _MAX_VARS = 900  # stay under SQLite's bound on host parameters per statement
-_LOAD_CHUNK = 1 << 21  # bucket entries handed to the index at a time when a store opens
 
 def _chunks(items: Sequence[Any], size: int = _MAX_VARS) -> Iterable[Sequence[Any]]:
     for start in range(0, len(items), size):
@@ -81,8 +80,7 @@ class SqliteStore(Store):
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
             self._lock_fd = acquire_lock(self.directory)
             conn = self._conn = open_db(self.directory)
-            self._load_numbers()
-            self._load_buckets()
+            self._load_maps()
         except OSError as exc:
             if conn is not None:
                 conn.close()
@@ -110,24 +108,6 @@ class SqliteStore(Store):
             os.close(self._lock_fd)  # closing drops the flock
             self._lock_fd = -1
 
-    def _load_numbers(self) -> None:
-        """The set id -> number map, and the sets that hold shingles (``_live``: for the
-        bucket index, whose entries of other sets are dead)."""
-        try:
-            rows = self._conn.execute(
-                "SELECT set_id, set_no, shingles_row IS NOT NULL FROM sets").fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise StoreCorruptError(f"{self.path}: cannot read the sets table: {exc}") from exc
-        self._live = np.zeros(0, dtype=np.int64)
-        if not rows:
-            return
-        ids, numbers, held = np.array(rows, dtype=np.int64).T
-        self._live = ids[held == 1]
-        ordered = np.sort(ids)  # a sort finds repeats 20x faster than np.unique's hash
-        if (ordered[1:] == ordered[:-1]).any():
-            raise StoreCorruptError(f"{self.path}: a set id is numbered twice (damaged file)")
-        self._numbers.add_many(ids, numbers)
-
     def _number(self, set_id: int) -> int:
         """The set's number, numbering it now (a row without data) if it has none."""
         number = self._numbers.get(set_id)
@@ -138,33 +118,9 @@ class SqliteStore(Store):
             self._numbers.add(set_id, number)
         return number
 
-    def _load_buckets(self) -> None:
-        """Rebuild the in-memory bucket index from the log (a few seconds per million ads)."""
-        rows: list[LogRow] = []
-        held = 0
-        try:
-            cursor = self._conn.execute(
-                "SELECT row, set_ids, sizes, counts, keys, checksum FROM bucket_log ORDER BY row")
-            row_ids: list[np.ndarray] = []
-            for row, *blobs, checksum in cursor:
-                if blob_checksum(b"".join(blobs)) != checksum:
-                    raise StoreCorruptError(
-                        f"{self.path}: bucket log row {row} fails its checksum (damaged file)")
-                rows.append(decode_log_row(*blobs))
-                row_ids.append(np.full(rows[-1].set_ids.size, row, dtype=np.int64))
-                held += rows[-1].keys.size
-                if held >= _LOAD_CHUNK:
-                    self._buckets.add_many(concat_log_rows(rows), np.concatenate(row_ids))
-                    rows, row_ids, held = [], [], 0
-        except sqlite3.DatabaseError as exc:
-            raise StoreCorruptError(f"{self.path}: cannot read the bucket log: {exc}") from exc
-        except ValueError as exc:  # blob lengths that do not fit together
-            raise StoreCorruptError(f"{self.path}: bucket log row {row}: {exc}") from exc
-        if rows:
-            self._buckets.add_many(concat_log_rows(rows), np.concatenate(row_ids))
-        # Entries of sets evicted since they were logged are dead (retention).
-        self._buckets.loaded(self._live)
-        self._live = np.zeros(0, dtype=np.int64)
+    def _load_maps(self) -> None:
+        """The in-memory maps, rebuilt from the file (a few seconds per million ads)."""
+        self._numbers, self._buckets = load_maps(self._conn, self.path)
 
     def _meta(self) -> SqliteDict:
         return SqliteDict(
@@ -574,9 +530,7 @@ class SqliteStore(Store):
             raise StoreError(f"cannot roll back {self.path}: {exc}") from exc
         self._unbucket = []
         if self._evicting:  # removals are not undone in memory: rebuild from the tables
-            self._buckets, self._numbers = BucketIndex(), SetNumbers()
-            self._load_numbers()
-            self._load_buckets()
+            self._load_maps()
             self._evicting = False
         else:
             self._buckets.rollback()
