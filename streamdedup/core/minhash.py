@@ -4,8 +4,8 @@
 one of ``num_perm`` bins and its low 32 bits are the value; a signature keeps each bin's
 minimum, and bins left empty borrow the value of a bin chosen by a fixed probe sequence
 ("optimal densification", Shrivastava 2017), so equal rows keep estimating Jaccard
-similarity for small sets too. One hash per shingle instead of ``num_perm``: 21 us instead
-of 212 us per generated ad (128 rows, signed in batches; BENCHMARKS §9).
+similarity for small sets too. One hash per shingle instead of ``num_perm``: 49.5 us instead
+of 306 us per set of ~750 shingles (128 rows, signed in batches of 500).
 
 ``multiply-shift`` (``MinHasher``, stores made before ``oph`` existed): permutation i is
 approximated by multiply-shift hashing of the 64-bit shingle hash:
@@ -30,7 +30,7 @@ EMPTY_VALUE = np.uint32(0xFFFFFFFF)
 _SHIFT = np.uint64(32)
 _CHUNK_ELEMENTS = 1 << 21  # bound the (shingles x permutations) temporary to ~16 MiB
 _LOW32 = np.uint64(0xFFFFFFFF)
-PROBES = 32  # densification probes tabled per bin; a set filling fewer bins goes on in Python
+PROBES = 32  # densification probes tabled per bin; later ones are computed (tiny sets)
 PROBE_SALT = 0x6F70682D70726F62  # "oph-prob": the probe table's stream, apart from the salt's
 _BATCH_ELEMENTS = 1 << 22  # shingles hashed at once by sign_many (~100 MB of temporaries)
 
@@ -148,20 +148,12 @@ class OnePermutationHasher:
                  empty: np.ndarray) -> None:
         """Give each empty bin ``(rows[j], empty[j])`` the value of its first filled probe
         (optimal densification), all at once; sources are filled bins, never borrowed ones."""
-        probes = self.probes[empty]
-        hit = filled[rows[:, None], probes]
-        first = hit.argmax(axis=1)
-        found = hit[np.arange(rows.size), first]
-        out[rows[found], empty[found]] = out[rows[found], probes[found, first[found]]]
-        rows, empty = rows[~found], empty[~found]  # tiny sets: probe on past the table
+        rows, empty = _borrow(out, filled, rows, empty, self.probes[empty])
         t = PROBES
-        while rows.size:
-            probes = self._late_probes(empty, t, PROBES)
-            hit = filled[rows[:, None], probes]
-            first = hit.argmax(axis=1)
-            found = hit[np.arange(rows.size), first]
-            out[rows[found], empty[found]] = out[rows[found], probes[found, first[found]]]
-            rows, empty, t = rows[~found], empty[~found], t + PROBES
+        while rows.size:  # tiny sets: probe on past the table
+            rows, empty = _borrow(out, filled, rows, empty,
+                                  self._late_probes(empty, t, PROBES))
+            t += PROBES
 
     def _late_probes(self, bins: np.ndarray, start: int, n: int) -> np.ndarray:
         """Probes ``start .. start+n`` (``>= PROBES``) of each bin: splitmix64 of
@@ -169,6 +161,17 @@ class OnePermutationHasher:
         base = np.uint64((self.seed ^ PROBE_SALT) % 2**64) + (bins.astype(np.uint64) << _SHIFT)
         x = base[:, None] + np.arange(start, start + n, dtype=np.uint64)[None, :]
         return ((splitmix64(x) >> _SHIFT) * np.uint64(self.num_perm) >> _SHIFT).astype(np.int64)
+
+
+def _borrow(out: np.ndarray, filled: np.ndarray, rows: np.ndarray, empty: np.ndarray,
+            probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each empty bin ``(rows[j], empty[j])`` takes the value of the first filled bin among
+    its ``probes[j]``; returns the bins none of their probes found."""
+    hit = filled[rows[:, None], probes]
+    first = hit.argmax(axis=1)
+    found = hit[np.arange(rows.size), first]
+    out[rows[found], empty[found]] = out[rows[found], probes[found, first[found]]]
+    return rows[~found], empty[~found]
 
 
 def make_hasher(scheme: str, num_perm: int, seed: int) -> MinHasher | OnePermutationHasher:
