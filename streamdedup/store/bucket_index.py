@@ -288,13 +288,7 @@ class BucketIndex:
         set. Call ``loaded`` after the last."""
         if not row.keys.size:
             return
-        first = self._n_sets
-        self._reserve(first + row.set_ids.size)
-        self._n_sets = end = first + row.set_ids.size
-        self._set_ids[first:end] = row.set_ids
-        self._sizes[first:end] = row.sizes
-        self._alive[first:end] = True
-        self._row[first:end] = -1
+        first = self._new_refs(row.set_ids, row.sizes, row.set_ids.size)
         self._nkeys[first:self._n_sets] = row.counts
         if rows is not None:
             self._row[first:self._n_sets] = rows
@@ -407,14 +401,19 @@ class BucketIndex:
                 setattr(self, name, np.resize(getattr(self, name), size))
 
     def _new_ref(self, set_id: int, size: int) -> int:
-        n = self._n_sets
-        self._reserve(n + 1)
-        self._set_ids[n] = set_id
-        self._sizes[n] = size
-        self._alive[n] = True
-        self._row[n] = -1
-        self._n_sets += 1
-        return n
+        return self._new_refs(set_id, size, 1)
+
+    def _new_refs(self, set_ids: int | np.ndarray, sizes: int | np.ndarray, count: int
+                  ) -> int:
+        """References for ``count`` sets (live, not logged yet); returns the first."""
+        first = self._n_sets
+        self._reserve(first + count)
+        self._n_sets = end = first + count
+        self._set_ids[first:end] = set_ids
+        self._sizes[first:end] = sizes
+        self._alive[first:end] = True
+        self._row[first:end] = -1
+        return first
 
     def _compact(self) -> None:
         """Drop dead entries from every run and renumber the live refs densely (memory
