@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from streamdedup.store.base import valid_payload, verdict_problems
+from streamdedup.store.base import sorted_hashes, verdict_problems
 from streamdedup.store.redis.client import Keys, call, connect
 from streamdedup.store.redis.store import doc_record
 
@@ -99,7 +99,7 @@ def verify(url: str, namespace: str, cluster: bool = False,
                 parents.add(int(record[b"parent"]))
             if blob is None:
                 problems.append(f"set {set_id}: its shingles are missing")
-            elif not valid_payload(blob):
+            elif not sorted_hashes(blob):  # Redis keeps hashes, never texts
                 problems.append(f"set {set_id}: its shingles are not sorted 64-bit hashes")
     unknown = sorted(parents - named)
     for start in range(0, len(unknown), _CHUNK):
