@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,20 @@ def timed_datasketch(ads: Path, limit: int, exact_first: bool) -> dict[str, Any]
     return {"s": time.perf_counter() - t0, "documents": len(docs), "duplicates": dups}
 
 
+def alternated(kinds: Mapping[str, Callable[[int], dict[str, Any]]], repeats: int
+               ) -> dict[str, list[dict[str, Any]]]:
+    """Each kind's run ``repeats`` times, one kind after the other in turn (so that the
+    machine's drift falls on all alike), each run printed as it ends."""
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in kinds}
+    for i in range(repeats):
+        for name, run in kinds.items():
+            r = run(i)
+            print(f"  {name}: run {i + 1}/{repeats} {r['s']:.2f} s "
+                  f"({r['documents'] / r['s']:.0f} docs/s)", file=sys.stderr, flush=True)
+            runs[name].append(r)
+    return runs
+
+
 def cmd_fresh(args: argparse.Namespace) -> None:
     info = machine()
     work = Path(tempfile.mkdtemp(prefix="bench-fresh-"))
@@ -80,7 +95,7 @@ def cmd_fresh(args: argparse.Namespace) -> None:
             before = work / "before"
             subprocess.run(["git", "worktree", "add", "--detach", str(before), args.before],
                            cwd=ROOT, check=True, capture_output=True)
-        kinds: dict[str, Any] = {"check": lambda i: timed_check(
+        kinds: dict[str, Callable[[int], dict[str, Any]]] = {"check": lambda i: timed_check(
             ads, work / f"s-new-{i}", [], ROOT)}
         if args.old_scheme:
             kinds["check --minhash multiply-shift"] = lambda i: timed_check(
@@ -92,13 +107,7 @@ def cmd_fresh(args: argparse.Namespace) -> None:
         if n_ds:
             kinds["datasketch, exact-set shortcut"] = lambda i: timed_datasketch(ads, n_ds, True)
             kinds["datasketch, plain"] = lambda i: timed_datasketch(ads, n_ds, False)
-        runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
-        for i in range(args.repeats):
-            for name, run in kinds.items():
-                r = run(i)
-                print(f"  {name}: run {i + 1}/{args.repeats} {r['s']:.2f} s "
-                      f"({r['documents'] / r['s']:.0f} docs/s)", file=sys.stderr, flush=True)
-                runs[name].append(r)
+        runs = alternated(kinds, args.repeats)
     finally:
         if before is not None:
             subprocess.run(["git", "worktree", "remove", "--force", str(before)], cwd=ROOT,

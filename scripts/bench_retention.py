@@ -14,14 +14,14 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bench import fmt_rate, header, machine, md_table, save
 from bench_backfill import write_ads
-from bench_fresh import timed_check
+from bench_fresh import alternated, timed_check
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,13 +32,12 @@ def cmd_retention(args: argparse.Namespace) -> None:
     try:
         ads = work / "ads.jsonl"
         write_ads(args.dump, args.messages, args.seed, ads)
-        runs: dict[str, list[dict[str, Any]]] = {"off": [], args.window: []}
-        for i in range(args.repeats):
-            for name in runs:
-                extra = [] if name == "off" else ["--retention", name]
-                r = timed_check(ads, work / f"store-{name}-{i}", extra, ROOT)
-                print(f"  {name}: run {i + 1}/{args.repeats} {r['s']:.2f} s", file=sys.stderr)
-                runs[name].append(r)
+
+        def kind(name: str) -> Callable[[int], dict[str, Any]]:
+            extra = [] if name == "off" else ["--retention", name]
+            return lambda i: timed_check(ads, work / f"store-{name}-{i}", extra, ROOT)
+
+        runs = alternated({name: kind(name) for name in ("off", args.window)}, args.repeats)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     base = statistics.median(r["s"] for r in runs["off"])
