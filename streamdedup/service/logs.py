@@ -42,6 +42,22 @@ class PlainFormatter(logging.Formatter):
         return line
 
 
+class ClosedSocketRace(logging.Filter):
+    """kafka-python 3.0.12 closes a connection's socket from the caller's thread while its IO
+    thread may be between "still open?" and ``recv``; the read then fails on ``None`` and is
+    logged as an error with a traceback, though nothing was lost (the consumer was closing).
+    That one record is demoted to DEBUG without its traceback; every other one passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, AttributeError) and "'NoneType' object has no attribute" in str(exc):
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            record.msg = f"{record.msg} (socket closed by a concurrent close: {exc})"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
 def setup_logging(level: str = "INFO", json_lines: bool = False) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if json_lines else PlainFormatter())
@@ -50,3 +66,6 @@ def setup_logging(level: str = "INFO", json_lines: bool = False) -> None:
     root.setLevel(level.upper())
     # kafka-python is chatty at INFO during reconnects; its warnings still show.
     logging.getLogger("kafka").setLevel(max(logging.WARNING, root.level))
+    transport = logging.getLogger("kafka.net.transport")
+    if not any(isinstance(f, ClosedSocketRace) for f in transport.filters):
+        transport.addFilter(ClosedSocketRace())

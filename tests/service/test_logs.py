@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 
 from streamdedup.service.logs import JsonFormatter, PlainFormatter
 
@@ -25,3 +26,29 @@ def test_json_lines_are_objects_with_extra_fields() -> None:
     out = json.loads(JsonFormatter().format(record()))
     assert out["msg"] == "throughput" and out["level"] == "info"
     assert out["documents"] == 1200 and out["docs_per_s"] == 410.5
+
+
+def _transport_error(exc: BaseException) -> logging.LogRecord:
+    try:
+        raise exc
+    except BaseException:
+        info = sys.exc_info()
+    return logging.makeLogRecord({
+        "name": "kafka.net.transport", "levelno": logging.ERROR, "levelname": "ERROR",
+        "msg": "%s: Error receiving network data closing socket", "args": ("<conn>",),
+        "exc_info": info})
+
+
+def test_the_close_race_in_kafka_python_is_demoted_without_its_traceback() -> None:
+    """The read on a socket another thread just set to None (kafka-python 3.0.12) is not an
+    error of ours: no traceback, not shown at WARNING; other errors keep theirs."""
+    from streamdedup.service.logs import ClosedSocketRace
+
+    logging.getLogger("kafka.net.transport").setLevel(logging.WARNING)
+    race = _transport_error(AttributeError("'NoneType' object has no attribute 'recv'"))
+    assert ClosedSocketRace().filter(race) is False
+    assert race.exc_info is None and race.levelno == logging.DEBUG
+    other = _transport_error(ConnectionResetError("reset by peer"))
+    assert ClosedSocketRace().filter(other) is True
+    assert other.exc_info is not None and other.levelno == logging.ERROR
+    assert "Traceback" in PlainFormatter().format(other)
