@@ -315,6 +315,11 @@ class BucketIndex:
             self._alive[:n] = ~dead
             self._dead_entries = int(self._nkeys[:n][dead].sum())
             self._dead_refs = int(dead.sum())
+        self._count_rows()
+
+    def _count_rows(self) -> None:
+        """Each log row's sets, and its live ones, from the per-ref arrays."""
+        n = self._n_sets
         rows, total = _counts(self._row[:n])
         self._row_total = {r: t for r, t in zip(rows.tolist(), total.tolist(), strict=True)
                            if r >= 0}
@@ -322,6 +327,40 @@ class BucketIndex:
         self._row_live = {r: 0 for r in self._row_total}
         self._row_live.update((r, c) for r, c in zip(rows.tolist(), live.tolist(), strict=True)
                               if r >= 0)
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The committed index as arrays (``from_state`` makes it again): for the store's
+        snapshot at close. Pending adds are not in it (the store rolls them back first)."""
+        if self._uncommitted:
+            raise ValueError("the bucket index has uncommitted adds")
+        self._mark()
+        n = self._n_sets
+        counters = [self.run_size, self._dead_entries, self._dead_refs, n]
+        out: dict[str, np.ndarray] = {
+            "counters": np.array(counters, dtype=np.int64),
+            "recent_keys": self._recent_keys, "recent_refs": self._recent_refs,
+            "set_ids": self._set_ids[:n], "sizes": self._sizes[:n],
+            "alive": self._alive[:n], "nkeys": self._nkeys[:n], "row": self._row[:n],
+            "seen": self._seen, "present": self._present}
+        for i, (keys, refs) in enumerate(zip(self._keys, self._refs, strict=True)):
+            out[f"keys.{i}"], out[f"refs.{i}"] = keys, refs
+        return out
+
+    @classmethod
+    def from_state(cls, state: dict[str, np.ndarray]) -> BucketIndex:
+        run_size, dead_entries, dead_refs, n = state["counters"].tolist()
+        index = cls(run_size)
+        index._n_sets, index._dead_entries, index._dead_refs = n, dead_entries, dead_refs
+        index._recent_keys, index._recent_refs = state["recent_keys"], state["recent_refs"]
+        for name in ("set_ids", "sizes", "alive", "nkeys", "row"):
+            setattr(index, "_" + name, state[name])
+        index._reserve(max(1024, n))
+        index._seen, index._present = state["seen"], state["present"]
+        runs = sum(1 for name in state if name.startswith("keys."))
+        index._keys = [state[f"keys.{i}"] for i in range(runs)]
+        index._refs = [state[f"refs.{i}"] for i in range(runs)]
+        index._count_rows()
+        return index
 
     def probe(self, keys: Iterable[int], sizes: tuple[int, int] | None = None
               ) -> dict[int, int]:

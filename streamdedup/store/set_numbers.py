@@ -80,6 +80,23 @@ class SetNumbers:
         """Bulk load of committed ids (used when a store is opened)."""
         self._merge(set_ids.astype(np.int64, copy=False), numbers.astype(np.int64, copy=False))
 
+    def state(self) -> dict[str, np.ndarray]:
+        """Every committed id and its number, sorted by id (for the store's snapshot)."""
+        if self._uncommitted:
+            raise ValueError("the set numbers have uncommitted adds")
+        copy = SetNumbers(self.merge_at)
+        copy._ids, copy._numbers = self._ids, self._numbers
+        copy._merge(np.fromiter(self._recent.keys(), dtype=np.int64, count=len(self._recent)),
+                    np.fromiter(self._recent.values(), dtype=np.int64,
+                                count=len(self._recent)))
+        return {"ids": copy._ids, "numbers": copy._numbers}
+
+    @classmethod
+    def from_state(cls, state: dict[str, np.ndarray]) -> SetNumbers:
+        numbers = cls()
+        numbers._ids, numbers._numbers = state["ids"], state["numbers"]
+        return numbers
+
     def commit(self) -> None:
         self._uncommitted = []
         if len(self._recent) >= self.merge_at:

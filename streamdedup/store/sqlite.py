@@ -28,6 +28,7 @@ import numpy as np
 from sqlitedict import SqliteDict
 
 from streamdedup.errors import StoreCorruptError, StoreError
+from streamdedup.store import snapshot
 from streamdedup.store.base import (
     DEFAULT_EDGE_CAP,
     DocRecord,
@@ -119,8 +120,12 @@ class SqliteStore(Store):
         return number
 
     def _load_maps(self) -> None:
-        """The in-memory maps, rebuilt from the file (a few seconds per million ads)."""
-        self._numbers, self._buckets = load_maps(self._conn, self.path)
+        """The in-memory maps: as saved at the last clean close if nothing changed since
+        (``store/snapshot.py``), else rebuilt from the tables (seconds per million ads)."""
+        self._snapshot_token = snapshot.stored_token(self._conn)
+        saved = snapshot.load_maps(self.directory, self._snapshot_token)
+        self.opened_from = "tables" if saved is None else "snapshot"
+        self._numbers, self._buckets = saved or load_maps(self._conn, self.path)
 
     def _meta(self) -> SqliteDict:
         return SqliteDict(
@@ -516,9 +521,14 @@ class SqliteStore(Store):
                 self._conn.execute(
                     "INSERT INTO counters (name, value) VALUES ('clock', ?) "
                     "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (self._clock,))
+            if self._snapshot_token is not None:  # the tables change: it describes them no more
+                snapshot.forget_token(self._conn)
             self._conn.commit()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot commit to {self.path}: {exc}") from exc
+        if self._snapshot_token is not None:
+            self._snapshot_token = None
+            snapshot.remove_snapshot(self.directory)
         self._buckets.commit(log_row)
         self._numbers.commit()
         self._evicting = False
@@ -548,9 +558,21 @@ class SqliteStore(Store):
             return
         try:
             self._conn.rollback()
+            self._save_snapshot()
             self._conn.close()
         finally:
             self._release_lock()
+
+    def _save_snapshot(self) -> None:
+        """Save the maps for the next open, unless the saved ones still hold, the store is
+        small, or an eviction was rolled back (the maps then differ from the tables)."""
+        if ((self._snapshot_token is not None and self.opened_from == "snapshot")
+                or self._evicting
+                or len(self._buckets) < snapshot.MIN_ENTRIES):
+            return
+        self._buckets.rollback()
+        self._numbers.rollback()
+        snapshot.save_maps(self._conn, self.directory, self._numbers, self._buckets)
 
     @store_errors
     def stats(self) -> dict[str, int]:

@@ -1,0 +1,167 @@
+"""The SQLite store's maps saved at a clean close (store/snapshot.py): read back only while they
+describe the tables exactly, and then the store answers as one rebuilt from the tables."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streamdedup.store import snapshot
+from streamdedup.store.base import SetRecord
+from streamdedup.store.snapshot import SNAPSHOT_NAME
+from streamdedup.store.sqlite import SqliteStore
+
+BANDS = 25
+
+
+@pytest.fixture(autouse=True)
+def _snapshot_small_stores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(snapshot, "MIN_ENTRIES", 0)
+
+
+def keys_of(set_id: int) -> list[int]:
+    """25 band keys per set, some shared between neighbouring sets (so buckets hold several)."""
+    rng = np.random.default_rng(set_id)
+    own = rng.integers(-(2**63), 2**63 - 1, size=BANDS - 2, dtype=np.int64).tolist()
+    return [*own, set_id // 7, -(set_id // 11) - 1]
+
+
+def add_sets(store: SqliteStore, ids: range, time: int = 0) -> None:
+    for set_id in ids:
+        seq = store.next_seq()
+        store.add_set(SetRecord(set_id, seq, f"d{set_id}", set_id, last_time=time + set_id),
+                      np.arange(set_id % 50 + 1, dtype=np.uint64))
+        store.add_to_buckets(keys_of(set_id), set_id, set_id % 50 + 1)
+
+
+def answers(store: SqliteStore, ids: range) -> list[object]:
+    """What the maps decide: probes over every set's keys (plus absent ones), set numbers."""
+    probes = [store.probe(keys_of(i)) for i in ids]
+    probes.append(store.probe([12345, -999_999_999]))
+    numbers = store._numbers.get_many(list(ids))
+    return [probes, numbers, len(store._buckets), sorted(store.get_sets(list(ids)))]
+
+
+def crash(store: SqliteStore) -> None:
+    """Stop without a clean close (no snapshot written), as a killed process does."""
+    store._conn.close()
+    store._release_lock()
+
+
+def build(d: Path, n: int = 3000) -> range:
+    """Several commits (the index gets sealed runs, a recent run and dead entries)."""
+    s = SqliteStore(d)
+    for start in range(0, n, 500):
+        add_sets(s, range(start, min(n, start + 500)))
+        s.commit()
+    assert s.evict(cutoff_ms=40, limit=100) > 0  # sets 0..39 leave the buckets
+    s.commit()
+    s.close()
+    return range(n + 20)
+
+
+def test_a_clean_close_saves_the_maps_and_the_next_open_answers_the_same(tmp_path: Path
+                                                                         ) -> None:
+    d = tmp_path / "s"
+    old = os.umask(0o022)
+    try:
+        ids = build(d)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((d / SNAPSHOT_NAME).stat().st_mode) == 0o600  # like index.sqlite
+    s = SqliteStore(d)
+    assert s.opened_from == "snapshot"
+    saved = answers(s, ids)
+    s.close()  # nothing changed: the snapshot still holds and is not written again
+    (d / SNAPSHOT_NAME).unlink()
+    s = SqliteStore(d)
+    assert s.opened_from == "tables"
+    assert answers(s, ids) == saved
+    assert saved[0][0] == {} and saved[0][100]  # evicted sets are gone, others found
+    s.close()
+
+
+def test_a_store_opened_from_its_snapshot_goes_on_as_one_rebuilt(tmp_path: Path) -> None:
+    """Adds, a run sealed and merged, evictions after a snapshot open; then a crash: the
+    first commit retired the snapshot, so the next open rebuilds from the tables."""
+    d = tmp_path / "s"
+    build(d)
+    s = SqliteStore(d)
+    assert s.opened_from == "snapshot"
+    add_sets(s, range(3000, 6000))
+    s.commit()
+    assert not (d / SNAPSHOT_NAME).exists()  # retired with the first commit
+    s.evict(cutoff_ms=80, limit=1000)
+    s.commit()
+    ids = range(6020)
+    live = answers(s, ids)
+    crash(s)
+    s = SqliteStore(d)
+    assert s.opened_from == "tables"
+    assert answers(s, ids) == live
+    assert live[0][50] == {} and live[0][5000]
+    s.close()
+
+
+def test_a_damaged_snapshot_is_ignored_with_a_warning(tmp_path: Path,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    d = tmp_path / "s"
+    ids = build(d)
+    path = d / SNAPSHOT_NAME
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    path.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="streamdedup.store.snapshot"):
+        s = SqliteStore(d)
+    assert s.opened_from == "tables"
+    assert "fails its checksum" in caplog.text
+    rebuilt = answers(s, ids)
+    s.close()  # a new, whole snapshot (the token in the tables was the damaged file's)
+    s = SqliteStore(d)
+    assert s.opened_from == "snapshot" and answers(s, ids) == rebuilt
+    s.close()
+
+
+def test_a_store_restored_from_an_older_copy_does_not_take_a_newer_snapshot(tmp_path: Path
+                                                                            ) -> None:
+    d = tmp_path / "s"
+    ids = build(d)
+    old = tmp_path / "old"
+    shutil.copytree(d, old)
+    s = SqliteStore(old)
+    then = answers(s, ids)
+    s.close()
+    s = SqliteStore(d)
+    add_sets(s, range(3000, 3400))
+    s.commit()
+    s.close()  # a newer snapshot, under another token
+    for f in old.glob("index.sqlite*"):
+        shutil.copy(f, d / f.name)
+    s = SqliteStore(d)
+    assert s.opened_from == "tables"
+    assert answers(s, ids) == then
+    s.close()
+
+
+def test_no_snapshot_after_an_uncommitted_eviction_or_for_a_small_store(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    d = tmp_path / "s"
+    build(d)
+    s = SqliteStore(d)
+    add_sets(s, range(3000, 3100))
+    s.commit()
+    s.evict(cutoff_ms=2000, limit=10)  # taken out of the maps, not committed
+    s.close()
+    assert not (d / SNAPSHOT_NAME).exists()
+    s = SqliteStore(d)
+    assert s.opened_from == "tables" and s.probe(keys_of(100))
+    monkeypatch.setattr(snapshot, "MIN_ENTRIES", 1 << 20)
+    s.commit()
+    s.close()
+    assert not (d / SNAPSHOT_NAME).exists()
