@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamdedup.store import snapshot
+from streamdedup.store import bucket_index, snapshot
 from streamdedup.store.base import SetRecord
 from streamdedup.store.snapshot import SNAPSHOT_NAME
 from streamdedup.store.sqlite import SqliteStore
@@ -66,8 +66,11 @@ def build(d: Path, n: int = 3000) -> range:
     return range(n + 20)
 
 
-def test_a_clean_close_saves_the_maps_and_the_next_open_answers_the_same(tmp_path: Path
-                                                                         ) -> None:
+@pytest.mark.parametrize("filters", ["saved", "set again"])
+def test_a_clean_close_saves_the_maps_and_the_next_open_answers_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, filters: str) -> None:
+    if filters == "saved":  # as a big store's snapshot does
+        monkeypatch.setattr(bucket_index, "SAVE_FILTERS_FROM", 0)
     d = tmp_path / "s"
     old = os.umask(0o022)
     try:
@@ -75,6 +78,7 @@ def test_a_clean_close_saves_the_maps_and_the_next_open_answers_the_same(tmp_pat
     finally:
         os.umask(old)
     assert stat.S_IMODE((d / SNAPSHOT_NAME).stat().st_mode) == 0o600  # like index.sqlite
+    assert ((d / SNAPSHOT_NAME).stat().st_size > 34e6) == (filters == "saved")
     s = SqliteStore(d)
     assert s.opened_from == "snapshot"
     saved = answers(s, ids)
