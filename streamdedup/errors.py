@@ -66,3 +66,7 @@ class MessageError(StreamdedupError):
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
+
+    def __reduce__(self) -> tuple[type[MessageError], tuple[str, str]]:
+        """Pickled as made (a bad row crosses from ``check``'s reading process)."""
+        return type(self), (self.reason, self.detail)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -66,15 +67,22 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
     from streamdedup.core.shared import detector_for
     from streamdedup.core.sketch import Sketcher
     from streamdedup.replay.dump import read_dump
+    from streamdedup.replay.read_ahead import BATCH, ReadAhead
     from streamdedup.store import open_configured
 
     settings = make_settings(preset, options)
+    ahead: ReadAhead | None = None
     try:
         rows = read_dump(path, fmt, settings.text_fields, max_bytes=settings.max_message_bytes,
                          time_field=settings.read_time_field)
         sketcher = Sketcher(settings)
+        batches: Iterable[tuple[list[Any], Any]] = ((b, None) for b in _batched(rows, BATCH))
+        if settings.read_ahead:  # started before the store is opened: it holds none of it
+            batches = ahead = ReadAhead(path, fmt, settings)
         store = open_configured(settings, sketcher.params())
     except StreamdedupError as exc:
+        if ahead is not None:
+            ahead.close()
         raise click.ClickException(str(exc)) from None
     detector = detector_for(settings, store, sketcher)
     sink: TextIO = out.open("w", encoding="utf-8") if out else sys.stdout
@@ -82,21 +90,16 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
     start = time.perf_counter()
     bar = tqdm(unit="doc", disable=not sys.stderr.isatty(), file=sys.stderr)
     try:
-        batch: list[Any] = []
-        for item in rows:
-            batch.append(item)
-            if len(batch) >= 500:
-                d, u, e = _check_batch(detector, batch, sink)
-                docs, dups, errors = docs + d, dups + u, errors + e
-                bar.update(len(batch))
-                batch.clear()
-        d, u, e = _check_batch(detector, batch, sink)
-        docs, dups, errors = docs + d, dups + u, errors + e
-        bar.update(len(batch))
+        for batch, sketches in batches:
+            d, u, e = _check_batch(detector, batch, sketches, sink)
+            docs, dups, errors = docs + d, dups + u, errors + e
+            bar.update(len(batch))
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
     finally:
         bar.close()
+        if ahead is not None:
+            ahead.close()
         store.close()
         if out:
             sink.close()
@@ -112,11 +115,23 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
     )
 
 
-def _check_batch(detector: Any, batch: list[Any], sink: TextIO) -> tuple[int, int, int]:
+def _batched(rows: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO
+                 ) -> tuple[int, int, int]:
     from streamdedup.errors import MessageError
 
     docs = [item for _, item in batch if not isinstance(item, MessageError)]
-    verdicts = iter(detector.process_many(docs))
+    verdicts = iter(detector.process_many(docs, sketches))
     detector.store.commit()
     dups = errors = 0
     for row, item in batch:
