@@ -21,6 +21,8 @@ The machine has two cores: run one benchmark at a time.
     scripts/bench.py backfill  [--messages 100000]                    (bench_backfill.py)
     scripts/bench.py retention [--messages 100000] [--window 7d]      (bench_retention.py)
     scripts/bench.py fresh     [--messages 50000] [--before REV]      (bench_fresh.py)
+    scripts/bench.py hotsoak   [--messages 100000]                    (bench_fresh.py)
+    scripts/bench.py reopen    --store DIR                            (bench_fresh.py)
 """
 
 from __future__ import annotations
@@ -1278,6 +1280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench_retention.add_parser(sub)
     bench_fresh.add_parser(sub)
     bench_fresh.add_hotsoak_parser(sub)
+    bench_fresh.add_reopen_parser(sub)
 
     p = sub.add_parser("profile", help="pyinstrument over the whole core")
     p.add_argument("--preset", default="reference")

@@ -6,6 +6,7 @@ are new sets to normalize, shingle, sign, probe and store. Measured here, altern
 run into a fresh SQLite store:
 
 - ``check``: the whole command as a user runs it (start-up, reading, writing verdicts);
+- ``check --no-read-ahead``: the same in one process (``--one-process``);
 - ``check --minhash multiply-shift``: the same with the signature scheme of older stores;
 - ``check @REV`` (``--before REV``): the same command at an older commit, from a git worktree
   (the "before" of a speed-up);
@@ -97,6 +98,9 @@ def cmd_fresh(args: argparse.Namespace) -> None:
                            cwd=ROOT, check=True, capture_output=True)
         kinds: dict[str, Callable[[int], dict[str, Any]]] = {"check": lambda i: timed_check(
             ads, work / f"s-new-{i}", [], ROOT)}
+        if args.one_process:
+            kinds["check --no-read-ahead"] = lambda i: timed_check(
+                ads, work / f"s-one-{i}", ["--no-read-ahead"], ROOT)
         if args.old_scheme:
             kinds["check --minhash multiply-shift"] = lambda i: timed_check(
                 ads, work / f"s-ms-{i}", ["--minhash", "multiply-shift"], ROOT)
@@ -140,6 +144,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--before", default="", help="also time check at this commit (worktree)")
     p.add_argument("--old-scheme", action="store_true",
                    help="also time --minhash multiply-shift")
+    p.add_argument("--one-process", action="store_true",
+                   help="also time check --no-read-ahead")
     p.add_argument("--ds-limit", type=int, default=50_000,
                    help="datasketch rows: first N ads (0 = none)")
     p.set_defaults(func=cmd_fresh)
@@ -224,3 +230,51 @@ def add_hotsoak_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=8)
     p.add_argument("--preset", default="reference")
     p.set_defaults(func=cmd_hotsoak)
+
+
+def cmd_reopen(args: argparse.Namespace) -> None:
+    """Opening a big SQLite store (``--store``, e.g. built by ``check`` of a million generated
+    ads), alternated: from the snapshot of its last clean close, and rebuilt from its tables
+    (the snapshot moved aside for that open, and none written at its close)."""
+    from streamdedup.settings import Settings
+    from streamdedup.store import open_store, snapshot
+
+    info = machine()
+    params = Sketcher(Settings()).params()
+    saved = args.store / snapshot.SNAPSHOT_NAME
+    aside = saved.with_name(saved.name + ".aside")
+    open_store("sqlite", str(args.store), params).close()  # writes one if there is none
+
+    def timed_open(from_tables: bool) -> dict[str, Any]:
+        if from_tables:
+            saved.rename(aside)
+        floor = snapshot.MIN_ENTRIES
+        snapshot.MIN_ENTRIES = 1 << 62 if from_tables else floor  # close writes none
+        try:
+            t0 = time.perf_counter()
+            store = open_store("sqlite", str(args.store), params)
+            took = time.perf_counter() - t0
+            source = getattr(store, "opened_from", "?")
+            store.close()
+        finally:
+            snapshot.MIN_ENTRIES = floor
+            if from_tables:
+                aside.rename(saved)
+        return {"s": took, "documents": 1, "opened_from": source}
+
+    runs = alternated({"from the snapshot": lambda i: timed_open(False),
+                       "rebuilt from the tables": lambda i: timed_open(True)}, args.repeats)
+    files = {p.name: p.stat().st_size for p in args.store.iterdir() if p.is_file()}
+    rows = [[name, rs[-1]["opened_from"], f"{statistics.median(r['s'] for r in rs):.2f}",
+             ", ".join(f"{r['s']:.2f}" for r in rs)] for name, rs in runs.items()]
+    md = (f"```\n{header(args, info)}\n```\n\nOpening {args.store} (files: "
+          + ", ".join(f"{k} {v:,} B" for k, v in sorted(files.items()))
+          + f"), medians of {args.repeats} alternated opens, file in the page cache.\n\n"
+          + md_table(["open", "maps from", "median s", "runs (s)"], rows))
+    save(args, "reopen", {"machine": info, "runs": runs, "files": files}, md)
+
+
+def add_reopen_parser(sub: Any) -> None:
+    p = sub.add_parser("reopen", help="open a big SQLite store: snapshot vs tables (issue 15)")
+    p.add_argument("--store", type=Path, required=True, help="a store directory")
+    p.set_defaults(func=cmd_reopen)
