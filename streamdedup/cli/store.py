@@ -65,6 +65,8 @@ def stats_command(as_json: bool, preset: str | None, **options: Any) -> None:
         click.echo(f"{'file bytes':18} {b['file']:,} ({b['per_document']:,} per document; "
                    f"verdicts {b['verdicts']:,}, shingles {b['shingles']:,}, bucket log "
                    f"{b['bucket_log']:,})")
+        click.echo(f"{'snapshot bytes':18} {b['snapshot']:,} (the maps saved at the last clean "
+                   "close, beside the file)")
     else:
         click.echo(f"{'server memory':18} {b['server_used_memory']:,} bytes (the whole "
                    f"server's; {b['per_document']:,} per document of this namespace)")

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from streamdedup.errors import StoreCorruptError, StoreError
+from streamdedup.store import snapshot
 from streamdedup.store.base import valid_payload, verdict_problems
 from streamdedup.store.sqlite_file import (
     DB_NAME,
@@ -89,6 +90,8 @@ def stats(directory: Path) -> dict[str, Any]:
             row = conn.execute("SELECT value FROM meta WHERE key = 'params'").fetchone()
             params = json.loads(row[0]) if row else None
         store_id = one("SELECT value FROM counters WHERE name = 'store_id'")
+        state, snapshot_bytes = snapshot.describe(
+            Path(directory), maybe("SELECT value FROM counters WHERE name = 'snapshot'"))
         return {
             "store": str(directory),
             "store_id": f"{store_id:016x}" if store_id else None,
@@ -105,6 +108,7 @@ def stats(directory: Path) -> dict[str, Any]:
             "bucket_entries": one("SELECT sum(length(keys)) FROM bucket_log") // 8,
             "last_seq": one("SELECT value FROM counters WHERE name = 'seq'"),
             "input_partitions": one("SELECT count(*) FROM positions"),
+            "snapshot": state,
             "bytes": {
                 "file": size,
                 "per_document": round(size / documents) if documents else 0,
@@ -112,6 +116,7 @@ def stats(directory: Path) -> dict[str, Any]:
                 "shingles": one("SELECT sum(length(data)) FROM shingles"),
                 "bucket_log": one("SELECT sum(length(set_ids) + length(sizes) + length(counts)"
                                   " + length(keys)) FROM bucket_log"),
+                "snapshot": snapshot_bytes,
             },
             "params": params,
         }

@@ -26,7 +26,7 @@ import os
 import secrets
 import sqlite3
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 import xxhash
@@ -121,10 +121,30 @@ def read_snapshot(directory: Path, token: int | None) -> Arrays | None:
         return None
 
 
-def _read(f: BinaryIO, token: int) -> Arrays | None:
+def describe(directory: Path, token: int | None) -> tuple[str | None, int]:
+    """For ``store stats``: whether the snapshot is "current" (its token is the tables')
+    or "stale" (an open rebuilds instead), or None without one; and its size in bytes."""
+    path = directory / SNAPSHOT_NAME
+    try:
+        with open(path, "rb") as f:
+            header = _header(f)
+            size = os.fstat(f.fileno()).st_size
+    except FileNotFoundError:
+        return None, 0
+    except (OSError, ValueError):
+        return "stale", path.stat().st_size if path.exists() else 0
+    return ("current" if header.get("token") == token else "stale"), size
+
+
+def _header(f: BinaryIO) -> dict[str, Any]:
     if f.read(len(MAGIC)) != MAGIC:
         raise ValueError("not a snapshot of this version")
-    header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    header: dict[str, Any] = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    return header
+
+
+def _read(f: BinaryIO, token: int) -> Arrays | None:
+    header = _header(f)
     if header["token"] != token:
         return None  # written before the store last changed: stale, not damaged
     out: Arrays = {}

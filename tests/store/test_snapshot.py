@@ -169,3 +169,22 @@ def test_no_snapshot_after_an_uncommitted_eviction_or_for_a_small_store(
     s.commit()
     s.close()
     assert not (d / SNAPSHOT_NAME).exists()
+
+
+def test_store_stats_say_whether_the_snapshot_is_current(tmp_path: Path) -> None:
+    from streamdedup.store.maintenance import stats
+
+    d = tmp_path / "s"
+    build(d)
+    found = stats(d)
+    assert found["snapshot"] == "current"
+    assert found["bytes"]["snapshot"] == (d / SNAPSHOT_NAME).stat().st_size > 0
+    old = tmp_path / "old"
+    shutil.copytree(d, old)
+    s = SqliteStore(d)
+    add_sets(s, range(3000, 3010))
+    s.commit()  # retires it
+    assert stats(d)["snapshot"] is None and stats(d)["bytes"]["snapshot"] == 0
+    s.close()  # a new one, under a new token
+    shutil.copy(old / SNAPSHOT_NAME, d / SNAPSHOT_NAME)
+    assert stats(d)["snapshot"] == "stale"
