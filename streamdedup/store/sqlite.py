@@ -387,6 +387,7 @@ class SqliteStore(Store):
                            (self._numbers.get(set_id),))
 
     def _delete_set(self, set_id: int) -> None:
+        self._evicting = True  # the number leaves the map now; only a reload brings it back
         self._set_cache.pop(set_id, None)
         self._conn.execute("DELETE FROM sets WHERE set_no = ?", (self._numbers.get(set_id),))
         self._numbers.remove(set_id)

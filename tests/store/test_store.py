@@ -642,6 +642,33 @@ def test_sqlite_rollback_discards_pending_writes_and_cached_records(tmp_path: Pa
         s.close()
 
 
+def test_sqlite_rollback_brings_back_a_tombstone_released_by_a_new_parent(tmp_path: Path
+                                                                          ) -> None:
+    """A tombstone whose last child moves to another parent goes (``_release``), in a
+    transaction that evicts nothing: a rollback must bring back its set number too."""
+    s = SqliteStore(sqlite_dir(tmp_path))
+    try:
+        s.add_set(SetRecord(1, s.next_seq(), "a", 1, last_time=10), HIGH)
+        s.add_set(SetRecord(2, s.next_seq(), "b", 2, last_time=500), HIGH[:2])
+        s.set_parent(2, 1)
+        s.commit()
+        s.evict(cutoff_ms=100, limit=10)  # set 1 left the window; its child keeps it
+        s.commit()
+        tomb = s.get_sets([1])[1]
+        assert tomb.evicted and tomb.children == 1
+        s.set_parent(2, 2)  # its last child leaves: the tombstone goes
+        assert s.get_sets([1]) == {}
+        s.rollback()
+        assert s.get_sets([1]) == {1: tomb}
+    finally:
+        s.close()
+    s = SqliteStore(sqlite_dir(tmp_path))
+    try:
+        assert s.get_sets([1]) == {1: tomb}
+    finally:
+        s.close()
+
+
 def test_sqlite_set_numbered_twice_is_refused(tmp_path: Path) -> None:
     s = SqliteStore(sqlite_dir(tmp_path))
     s.add_set(rec(1), HIGH)
