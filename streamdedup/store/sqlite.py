@@ -93,7 +93,7 @@ class SqliteStore(Store):
             self._release_lock()
             raise
         self._seq, self._clock = self._counters()
-        self._evicting = False  # an eviction is in the uncommitted transaction
+        self._evicting = False  # maps changed as a rollback cannot undo (evictions)
         self._unbucket: list[int] = []  # sets to take out of the buckets (``_flush``)
         self._store_id = self._load_store_id()
 
