@@ -107,6 +107,22 @@ class TestStoreContract:
         assert store.members(3, 2) == [(1, "a"), (2, "b")]
         assert store.members(99, 5) == []
 
+    def test_members_read_before_a_change_are_not_served_after_it(self, store: Store
+                                                                  ) -> None:
+        """Members are read, then documents join, move, leave; each read is the truth."""
+        store.put_doc(DocRecord("a", 1, 5, "{}"))
+        store.put_doc(DocRecord("b", 2, 6, "{}"))
+        assert store.members(5, 10) == [(1, "a")] and store.members(6, 10) == [(2, "b")]
+        store.put_doc(DocRecord("c", 3, 5, "{}"))  # joins 5
+        assert store.members(5, 10) == [(1, "a"), (3, "c")]
+        assert store.members(5, 1) == [(1, "a")]  # another limit
+        store.put_doc(DocRecord("b", 4, 5, "{}"))  # moves from 6 to 5
+        assert store.members(6, 10) == [] and store.members(5, 10)[-1] == (4, "b")
+        store.delete_doc("a")  # leaves
+        assert store.members(5, 10) == [(3, "c"), (4, "b")]
+        store.commit()
+        assert store.members(5, 10) == [(3, "c"), (4, "b")]
+
     def test_doc_text_is_kept_verbatim(self, store: Store) -> None:
         verdict = '{"id":"è 😀","x":"\\u0000 \'quotes\' \\"", "n": 1}\x00tail'
         doc_id = "è 😀\x00 nul"
@@ -624,8 +640,9 @@ def test_sqlite_rollback_discards_pending_writes_and_cached_records(tmp_path: Pa
         s.put_doc(DocRecord("c", 3, 3, "{}"))
         assert s.get_sets([2, 3])[2].parent == 1  # read back, and cached, before the rollback
         assert s.get_shingles([3])[3].size == 3
+        assert s.members(3, 5) == [(3, "c")]
         s.rollback()
-        assert s.get_sets([1, 2, 3]) == committed
+        assert s.get_sets([1, 2, 3]) == committed and s.members(3, 5) == []
         assert s.get_shingles([3]) == {} and s.get_doc("c") is None
         assert s.next_seq() == 3  # the arrival number comes again: nothing used it
         # The set numbering rolled back with the rows: the same set can come again.
