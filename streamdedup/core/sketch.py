@@ -34,6 +34,42 @@ class Shingled:
 # Sketches computed elsewhere (the Spark backfill): each document's Shingled, in order, and
 # band keys by set id (for the sets among them; missing ones are signed on the spot).
 Sketches = tuple[Sequence[Shingled], Mapping[int, np.ndarray]]
+# Set ids ``Sketcher.sketches`` remembers as signed (~60 MB of Python ints); then it forgets.
+SIGNED_MEMORY = 1 << 20
+# Sketches as they cross between processes (``pack``): each distinct set once, its shingles
+# in one flat array, the band keys as one matrix. Unpickling 500 generated ads' sketches took
+# 4 ms as objects, ~0.5 ms like this.
+Packed = tuple[list[int], list[int], np.ndarray, np.ndarray, list[str], list[int], np.ndarray]
+
+
+def pack(sketches: Sketches) -> Packed:
+    shingled, keys = sketches
+    where: dict[int, int] = {}
+    unique: list[Shingled] = []
+    which = []
+    for sh in shingled:
+        if sh.set_id not in where:
+            where[sh.set_id] = len(unique)
+            unique.append(sh)
+        which.append(where[sh.set_id])
+    flat = np.concatenate([u.shingles for u in unique]) if unique \
+        else np.zeros(0, dtype=np.uint64)
+    sizes = np.array([u.shingles.size for u in unique], dtype=np.int64)
+    matrix = np.stack(list(keys.values())) if keys else np.zeros((0, 0), dtype=np.int64)
+    return (which, [u.set_id for u in unique], flat, sizes, [u.text for u in unique],
+            list(keys), matrix)
+
+
+def unpack(packed: Packed) -> Sketches:
+    which, set_ids, flat, sizes, texts, key_ids, matrix = packed
+    ends = np.cumsum(sizes).tolist()
+    starts = [0, *ends[:-1]] if ends else []
+    # Views of the two arrays (a copy each cost more than the rest): a set kept after its
+    # batch keeps the batch's arrays (~2.6 MB per 500 generated ads) until it goes.
+    flat.flags.writeable = False  # shared by the documents of a set, as the text cache does
+    unique = [Shingled(flat[a:b], set_id, text)
+              for a, b, set_id, text in zip(starts, ends, set_ids, texts, strict=True)]
+    return [unique[i] for i in which], dict(zip(key_ids, matrix, strict=True))
 
 
 class Sketcher:
@@ -90,6 +126,23 @@ class Sketcher:
             for i in where:
                 out[i] = result
         return [s for s in out if s is not None]
+
+    def sketches(self, docs: Sequence[Mapping[str, str]], signed: set[int]) -> Sketches:
+        """What ``Detector.process_many`` takes as ``sketches``, made elsewhere (a second
+        process): each document's ``Shingled`` and the band keys of its sets not in
+        ``signed`` (which is updated; cleared past ``SIGNED_MEMORY`` ids). A set signed
+        before is one the detector's store holds, or signs itself if it no longer does."""
+        shingled = self.shingle_fields_many(docs)
+        new: dict[int, np.ndarray] = {}
+        for s in shingled:
+            if s.shingles.size and s.set_id not in signed and s.set_id not in new:
+                new[s.set_id] = s.shingles
+        if len(signed) + len(new) > SIGNED_MEMORY:
+            signed.clear()
+        signed.update(new)
+        keys = dict(zip(new, self.band_keys_many(list(new.values())), strict=True)) \
+            if new else {}
+        return shingled, keys
 
     def reshingle(self, text: str) -> np.ndarray:
         """The shingle hashes of a normalized text (what a store keeping texts reads back)."""

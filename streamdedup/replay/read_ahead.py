@@ -21,17 +21,13 @@ from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-import numpy as np
-
 from streamdedup.core.document import Document
-from streamdedup.core.sketch import Shingled, Sketcher, Sketches
+from streamdedup.core.sketch import Packed, Sketcher, Sketches, pack, unpack
 from streamdedup.errors import InputError, MessageError, StreamdedupError
 from streamdedup.replay.dump import Row, read_dump
 from streamdedup.settings import Settings
 
 BATCH = 500
-# Set ids the child remembers as signed (~60 MB of Python ints); then it starts over.
-SIGNED_MEMORY = 1 << 20
 _END = "end"
 
 Batch = tuple[list[Row], Sketches]
@@ -93,10 +89,10 @@ def _produce(out: Connection, path: Path, fmt: str | None, settings: Settings, b
                              time_field=settings.read_time_field):
             rows.append(row)
             if len(rows) >= batch:
-                out.send(_packed(rows, _sketch(sketcher, rows, signed)))
+                out.send(_packed(rows, sketcher, signed))
                 rows = []
         if rows:
-            out.send(_packed(rows, _sketch(sketcher, rows, signed)))
+            out.send(_packed(rows, sketcher, signed))
         out.send(_END)
     except StreamdedupError as exc:
         out.send(exc)
@@ -108,56 +104,17 @@ def _produce(out: Connection, path: Path, fmt: str | None, settings: Settings, b
         out.close()
 
 
-def _sketch(sketcher: Sketcher, rows: list[Row], signed: set[int]) -> Sketches:
-    docs = [item for _, item in rows if not isinstance(item, MessageError)]
-    shingled = sketcher.shingle_fields_many([d.fields for d in docs])
-    new: dict[int, np.ndarray] = {}
-    for s in shingled:
-        if s.shingles.size and s.set_id not in signed and s.set_id not in new:
-            new[s.set_id] = s.shingles
-    if len(signed) + len(new) > SIGNED_MEMORY:
-        signed.clear()
-    signed.update(new)
-    keys = dict(zip(new, sketcher.band_keys_many(list(new.values())), strict=True)) \
-        if new else {}
-    return shingled, keys
-
-
 # What crosses the pipe per batch: the rows with their documents' fields left out (the
-# detector reads a document's id and time; the sketches carry its text), each distinct set
-# once, its shingles in one flat array, and the band keys as one matrix. Unpickling a batch
-# of 500 generated ads took 7.5 ms as objects, ~1 ms like this (and 3.3 MB became 2.9).
-Packed = tuple[list[Row], list[int], list[int], np.ndarray, np.ndarray, list[str], list[int],
-               np.ndarray]
-
-
-def _packed(rows: list[Row], sketches: Sketches) -> Packed:
-    shingled, keys = sketches
+# detector reads a document's id and time; the sketches carry its text) and the sketches
+# packed (``core/sketch.py``). Unpickling a batch of 500 generated ads took 7.5 ms as
+# objects, ~2 ms like this.
+def _packed(rows: list[Row], sketcher: Sketcher, signed: set[int]
+            ) -> tuple[list[Row], Packed]:
+    docs = [item for _, item in rows if not isinstance(item, MessageError)]
     slim = [(i, item if isinstance(item, MessageError) else Document(item.id, {}, item.time))
             for i, item in rows]
-    where: dict[int, int] = {}
-    unique: list[Shingled] = []
-    which = []
-    for sh in shingled:
-        if sh.set_id not in where:
-            where[sh.set_id] = len(unique)
-            unique.append(sh)
-        which.append(where[sh.set_id])
-    flat = np.concatenate([u.shingles for u in unique]) if unique \
-        else np.zeros(0, dtype=np.uint64)
-    sizes = np.array([u.shingles.size for u in unique], dtype=np.int64)
-    matrix = np.stack(list(keys.values())) if keys else np.zeros((0, 0), dtype=np.int64)
-    return (slim, which, [u.set_id for u in unique], flat, sizes, [u.text for u in unique],
-            list(keys), matrix)
+    return slim, pack(sketcher.sketches([d.fields for d in docs], signed))
 
 
-def _unpacked(packed: Packed) -> Batch:
-    rows, which, set_ids, flat, sizes, texts, key_ids, matrix = packed
-    ends = np.cumsum(sizes).tolist()
-    starts = [0, *ends[:-1]]
-    # Views of the batch's two arrays (a copy each cost more than the rest): a set kept
-    # after the batch keeps its batch's arrays (~2.6 MB per 500 ads) until it goes.
-    flat.flags.writeable = False  # shared by the documents of a set, as the text cache does
-    unique = [Shingled(flat[a:b], set_id, text)
-              for a, b, set_id, text in zip(starts, ends, set_ids, texts, strict=True)]
-    return rows, ([unique[i] for i in which], dict(zip(key_ids, matrix, strict=True)))
+def _unpacked(item: tuple[list[Row], Packed]) -> Batch:
+    return item[0], unpack(item[1])

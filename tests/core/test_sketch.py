@@ -134,3 +134,28 @@ def test_too_few_permutations_for_the_threshold_are_refused_with_the_figure() ->
     assert lsh.min_num_perm(0.8) == 5 and lsh.min_num_perm(0.5) == 10
     # explicit bands and rows are the operator's choice (the reference preset's 20 x 5)
     assert Sketcher(Settings(num_perm=100, bands=20, rows=5)).bands == 20
+
+
+@pytest.mark.parametrize("texts", [
+    [],
+    ["", "   "],  # no shingles at all: no set, no keys
+    ["Cerchiamo cuoco per ristorante a Milano, turni serali", "",
+     "Cerchiamo cuoco per ristorante a Milano, turni serali",  # the same set twice
+     "Magazziniere con patentino del muletto, Torino"],
+])
+def test_sketches_survive_packing_as_made(texts: list[str]) -> None:
+    import pickle
+
+    from streamdedup.core.sketch import pack, unpack
+
+    sketcher = Sketcher(Settings())
+    docs = [{"title": "", "description": t} for t in texts]
+    signed: set[int] = set()
+    shingled, keys = sketcher.sketches(docs, signed)
+    back, back_keys = unpack(pickle.loads(pickle.dumps(pack((shingled, keys)))))
+    assert [(s.set_id, s.text, s.shingles.tolist()) for s in back] == \
+        [(s.set_id, s.text, s.shingles.tolist()) for s in shingled]
+    assert {k: v.tolist() for k, v in back_keys.items()} == \
+        {k: v.tolist() for k, v in keys.items()}
+    assert set(keys) == {s.set_id for s in shingled if s.shingles.size} == signed
+    assert sketcher.sketches(docs, signed)[1] == {}  # signed once: not again
