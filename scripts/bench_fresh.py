@@ -6,7 +6,7 @@ are new sets to normalize, shingle, sign, probe and store. Measured here, altern
 run into a fresh SQLite store:
 
 - ``check``: the whole command as a user runs it (start-up, reading, writing verdicts);
-- ``check --no-read-ahead``: the same in one process (``--one-process``);
+- ``check --no-sketch-ahead``: the same in one process (``--one-process``);
 - ``check --minhash multiply-shift``: the same with the signature scheme of older stores;
 - ``check @REV`` (``--before REV``): the same command at an older commit, from a git worktree
   (the "before" of a speed-up);
@@ -99,8 +99,8 @@ def cmd_fresh(args: argparse.Namespace) -> None:
         kinds: dict[str, Callable[[int], dict[str, Any]]] = {"check": lambda i: timed_check(
             ads, work / f"s-new-{i}", [], ROOT)}
         if args.one_process:
-            kinds["check --no-read-ahead"] = lambda i: timed_check(
-                ads, work / f"s-one-{i}", ["--no-read-ahead"], ROOT)
+            kinds["check --no-sketch-ahead"] = lambda i: timed_check(
+                ads, work / f"s-one-{i}", ["--no-sketch-ahead"], ROOT)
         if args.old_scheme:
             kinds["check --minhash multiply-shift"] = lambda i: timed_check(
                 ads, work / f"s-ms-{i}", ["--minhash", "multiply-shift"], ROOT)
@@ -145,7 +145,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--old-scheme", action="store_true",
                    help="also time --minhash multiply-shift")
     p.add_argument("--one-process", action="store_true",
-                   help="also time check --no-read-ahead")
+                   help="also time check --no-sketch-ahead")
     p.add_argument("--ds-limit", type=int, default=50_000,
                    help="datasketch rows: first N ads (0 = none)")
     p.set_defaults(func=cmd_fresh)

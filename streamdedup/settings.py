@@ -157,9 +157,9 @@ class Settings:
     log_json: bool = _opt(False, "structured JSON logs", group="ops")
     log_level: str = _opt("INFO", "log level", group="ops")
     log_every_s: float = _opt(10.0, "seconds between throughput log lines", group="ops")
-    read_ahead: bool = _opt(
-        True, "check: read and sketch the next batch in a second process (two cores: ~1.5x "
-        "on fresh ads; same verdicts)", group="ops")
+    sketch_ahead: bool = _opt(
+        True, "sketch ahead in a second process: check, the next batch; run, the next part of"
+        " a big batch (two cores: ~1.5x on fresh ads; same verdicts)", group="ops")
     # --- the monitor (streamdedup monitor)
     monitor_host: str = _opt("127.0.0.1", "address the monitor's web page binds to",
                              group="monitor")

@@ -77,7 +77,7 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
                          time_field=settings.read_time_field)
         sketcher = Sketcher(settings)
         batches: Iterable[tuple[list[Any], Any]] = ((b, None) for b in _batched(rows, BATCH))
-        if settings.read_ahead:  # started before the store is opened: it holds none of it
+        if settings.sketch_ahead:  # started before the store is opened: it holds none of it
             batches = ahead = ReadAhead(path, fmt, settings)
         store = open_configured(settings, sketcher.params())
     except StreamdedupError as exc:

@@ -46,6 +46,7 @@ from streamdedup.service.records import (
     too_large_letter,
     verdict_record,
 )
+from streamdedup.service.sketch_worker import CHUNK, FIRST_CHUNK, SketchWorker
 from streamdedup.settings import Settings
 from streamdedup.store import Store, open_configured
 
@@ -94,6 +95,7 @@ class Service:
         self.duplicates = 0
         self.dead = 0
         self._stats_at = float("-inf")
+        self.sketch_worker: SketchWorker | None = None  # started by run()
 
     def _open_store(self) -> Store:
         """A store server that does not answer yet (Redis still starting, a network blip) is
@@ -213,7 +215,7 @@ class Service:
         """Batch detection; if the batch fails, document by document, so that one document
         that trips a bug becomes a dead letter instead of stopping the stream."""
         try:
-            return list(self.detector.process_many(docs))
+            return self._judge(docs)
         except StoreError:
             raise
         except Exception:
@@ -228,6 +230,22 @@ class Service:
                 log.exception("document %r failed", doc.id)
                 results.append(MessageError("internal_error", f"{type(exc).__name__}: {exc}"))
         return results
+
+    def _judge(self, docs: list[Document]) -> list[Verdict | MessageError]:
+        """The batch's verdicts; a big batch in chunks whose sketches the worker makes
+        while the detector judges the chunk before (``service/sketch_worker.py``)."""
+        worker = self.sketch_worker
+        futures = None
+        if worker is not None and len(docs) >= 2 * CHUNK:
+            chunks = [docs[:FIRST_CHUNK], *(docs[i:i + CHUNK]
+                                            for i in range(FIRST_CHUNK, len(docs), CHUNK))]
+            futures = worker.submit([[d.fields for d in chunk] for chunk in chunks])
+        if worker is None or futures is None:
+            return list(self.detector.process_many(docs))
+        out: list[Verdict | MessageError] = []
+        for chunk, future in zip(chunks, futures, strict=True):
+            out.extend(self.detector.process_many(chunk, worker.result(future)))
+        return out
 
     def _dead_letter(self, error: MessageError, src: Source, rec: Any) -> Outgoing:
         self.dead += 1
@@ -249,6 +267,8 @@ class Service:
                     log.warning("metrics and health are served on %s, reachable from other "
                                 "hosts; bind 127.0.0.1 unless that is intended",
                                 s.metrics_host)
+            if s.sketch_ahead:
+                self.sketch_worker = SketchWorker(s)
             if s.create_topics:
                 self._retry(lambda: ensure_topics(s), "topic creation")
             consumer, producer = self._retry(self._clients, "connect")
@@ -261,6 +281,8 @@ class Service:
                       exc)
             return EXIT_REFUSED
         finally:
+            if self.sketch_worker is not None:
+                self.sketch_worker.close()
             self.store.close()
             if server is not None:
                 server.stop()

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import random
 import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from mixed_ads import ad_lines
 
 from streamdedup.cli.main import main
 from streamdedup.errors import InputError, MessageError
@@ -21,36 +21,9 @@ from streamdedup.replay import read_ahead
 from streamdedup.replay.read_ahead import ReadAhead
 from streamdedup.settings import Settings
 
-WORDS = ("cerchiamo sviluppatore java esperienza spring progetto bancario milano contratto "
-         "tempo indeterminato sistemista linux server reti sicurezza ansible docker azienda "
-         "torino magazziniere carrello elevatore turni notturni cuoco ristorante").split()
-
 
 def write_ads(path: Path, n: int, seed: int) -> Path:
-    """``n`` JSONL ads: new texts, exact copies and edited copies of earlier ones (across
-    batch boundaries), and a few bad rows."""
-    rng = random.Random(seed)
-    texts: list[str] = []
-    lines = []
-    for i in range(n):
-        roll = rng.random()
-        if texts and roll < 0.25:
-            text = rng.choice(texts)
-        elif texts and roll < 0.5:
-            words = rng.choice(texts).split()
-            words[rng.randrange(len(words))] = rng.choice(WORDS)
-            text = " ".join(words)
-        else:
-            text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 60)))
-        texts.append(text)
-        if i % 97 == 13:
-            lines.append('{"id": "broken", "title": ')  # not JSON
-        elif i % 89 == 7:
-            lines.append(json.dumps({"id": f"a{i}", "title": " ", "description": ""}))
-        else:
-            lines.append(json.dumps({"id": f"a{i}", "title": f"annuncio {i % 7}",
-                                     "description": text}))
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    path.write_text("\n".join(ad_lines(n, seed)) + "\n", encoding="utf-8")
     return path
 
 
@@ -75,7 +48,7 @@ def test_verdicts_are_the_same_with_and_without_reading_ahead(
     ads = write_ads(tmp_path / "ads.jsonl", 1600, seed=3)  # four batches of 500
     ahead = check(ads, tmp_path / "ahead")
     assert len(started) == 1  # the default
-    inline = check(ads, tmp_path / "inline", "--no-read-ahead")
+    inline = check(ads, tmp_path / "inline", "--no-sketch-ahead")
     assert len(started) == 1
     assert ahead == inline
     records = [json.loads(line) for line in ahead.splitlines()]
