@@ -1,9 +1,11 @@
 """The consumer's second process: it sketches the next part of a batch while the detector
 judges the current one.
 
-Why: on fresh ads sketching (normalize, shingle, sign) is ~35 % of a document's cost and
-the detector with its store the rest; they meet only in the sketches. A batch of at least
-``2 * CHUNK`` documents is judged in chunks; all chunks go to the worker at once, and the
+Why: on fresh ads sketching (normalize, shingle, sign) is a third of a document's cost in
+``check``, and they meet the detector only in the sketches. In the consumer the rest
+(detector, store, decoding, records, Kafka) weighs more, so the gain is smaller: 1.13x in
+process, ~1.14x through a real broker (BENCHMARKS.md §9c). A batch of at least
+``2 * CHUNK`` (300) documents is judged in chunks; all chunks go to the worker at once, and the
 detector takes chunk i's sketches as soon as they are ready, while the worker goes on with
 chunk i + 1. Verdicts are the same: a sketch is a function of the text alone, and chunks
 of a batch see each other as the batch does (``Detector.process_many``). Small batches (a
