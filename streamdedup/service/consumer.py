@@ -269,6 +269,7 @@ class Service:
                                 s.metrics_host)
             if s.sketch_ahead:
                 self.sketch_worker = SketchWorker(s)
+                log.info("big batches are sketched ahead in a second process")
             if s.create_topics:
                 self._retry(lambda: ensure_topics(s), "topic creation")
             consumer, producer = self._retry(self._clients, "connect")

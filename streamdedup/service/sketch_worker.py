@@ -50,6 +50,9 @@ class SketchWorker:
         self._pool: ProcessPoolExecutor | None = ProcessPoolExecutor(
             1, mp_context=mp.get_context("spawn"), initializer=_start,
             initargs=(settings, os.getpid()))
+        # Started now (~1 s: an interpreter, numpy, the stemmer), while the consumer
+        # connects, rather than at the first big batch, which would wait for it.
+        self._pool.submit(_sketch, [])
 
     @property
     def alive(self) -> bool:
