@@ -365,9 +365,7 @@ class BucketIndex:
         if "present" in state:
             index._seen, index._present = state["seen"], state["present"]
         else:
-            _set_bits(index._seen, index._set_ids[:n], _SEEN_BITS)
-            for keys in (*index._keys, index._recent_keys):
-                _set_sorted_bits(index._present, keys, _KEY_BITS)
+            index._set_filters()
         index._count_rows()
         return index
 
@@ -484,13 +482,17 @@ class BucketIndex:
         self._alive[: keep.size] = True
         self._n_sets = keep.size
         self._dead_entries = self._dead_refs = 0
+        self._set_filters()
+        self._keys, self._refs = [k for k in self._keys if k.size], \
+            [r for k, r in zip(self._keys, self._refs, strict=True) if k.size]
+
+    def _set_filters(self) -> None:
+        """Both bit filters set again from the refs and the runs they hold now."""
         self._seen[:] = 0
-        _set_bits(self._seen, self._set_ids[: keep.size], _SEEN_BITS)
+        _set_bits(self._seen, self._set_ids[: self._n_sets], _SEEN_BITS)
         self._present[:] = 0
         for keys in (*self._keys, self._recent_keys):
             _set_sorted_bits(self._present, keys, _KEY_BITS)
-        self._keys, self._refs = [k for k in self._keys if k.size], \
-            [r for k, r in zip(self._keys, self._refs, strict=True) if k.size]
 
     def _live_part(self, keys: np.ndarray, refs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         keep = self._alive[refs]
