@@ -35,6 +35,7 @@ from streamdedup.store.sqlite_file import (
     acquire_lock,
     blob_checksum,
     decode_log_row,
+    file_bytes,
 )
 
 MAX_LISTED = 20  # problems listed by verify; the count is always whole
@@ -68,11 +69,6 @@ def reading(directory: Path) -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
-def file_bytes(directory: Path) -> int:
-    """The store file and its write-ahead log, as they take disk space now."""
-    return sum(p.stat().st_size for p in Path(directory).glob(DB_NAME + "*") if p.is_file())
-
-
 def stats(directory: Path) -> dict[str, Any]:
     """Counts and sizes; bytes per document is what the retention and compaction work on."""
     with reading(directory) as conn:
@@ -90,8 +86,7 @@ def stats(directory: Path) -> dict[str, Any]:
             row = conn.execute("SELECT value FROM meta WHERE key = 'params'").fetchone()
             params = json.loads(row[0]) if row else None
         store_id = one("SELECT value FROM counters WHERE name = 'store_id'")
-        state, snapshot_bytes = snapshot.describe(
-            Path(directory), maybe("SELECT value FROM counters WHERE name = 'snapshot'"))
+        state, snapshot_bytes = snapshot.describe(Path(directory), snapshot.stored_token(conn))
         return {
             "store": str(directory),
             "store_id": f"{store_id:016x}" if store_id else None,

@@ -41,7 +41,6 @@ from streamdedup.store.base import (
     is_text,
 )
 from streamdedup.store.bucket_index import BucketIndex
-from streamdedup.store.maintenance import file_bytes
 from streamdedup.store.set_numbers import SetNumbers
 from streamdedup.store.sqlite_file import (
     DB_NAME,
@@ -49,6 +48,7 @@ from streamdedup.store.sqlite_file import (
     blob_checksum,
     decode_log_row,
     encode_log_row,
+    file_bytes,
     load_maps,
     open_db,
     os_problem,

@@ -265,6 +265,11 @@ def read_verdict(directory: Path, doc_id: str) -> str | None:
     return None if row is None else str(row[0])
 
 
+def file_bytes(directory: Path) -> int:
+    """The store file and its write-ahead log, as they take disk space now."""
+    return sum(p.stat().st_size for p in Path(directory).glob(DB_NAME + "*") if p.is_file())
+
+
 # --- the in-memory maps, rebuilt from the file at open
 _LOAD_CHUNK = 1 << 21  # bucket entries handed to the index at a time when a store opens
 
