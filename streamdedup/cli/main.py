@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -66,7 +66,7 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
 
     from streamdedup.core.shared import detector_for
     from streamdedup.core.sketch import Sketcher
-    from streamdedup.replay.dump import read_dump
+    from streamdedup.replay.dump import batched, read_dump
     from streamdedup.replay.read_ahead import BATCH, ReadAhead
     from streamdedup.store import open_configured
 
@@ -76,7 +76,7 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
         rows = read_dump(path, fmt, settings.text_fields, max_bytes=settings.max_message_bytes,
                          time_field=settings.read_time_field)
         sketcher = Sketcher(settings)
-        batches: Iterable[tuple[list[Any], Any]] = ((b, None) for b in _batched(rows, BATCH))
+        batches: Iterable[tuple[list[Any], Any]] = ((b, None) for b in batched(rows, BATCH))
         if settings.sketch_ahead:  # started before the store is opened: it holds none of it
             batches = ahead = ReadAhead(path, fmt, settings)
         store = open_configured(settings, sketcher.params())
@@ -113,17 +113,6 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
            f"and sets evicted" if settings.retention else ""),
         err=True,
     )
-
-
-def _batched(rows: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    batch: list[Any] = []
-    for row in rows:
-        batch.append(row)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO

@@ -19,7 +19,7 @@ from __future__ import annotations
 import csv
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -32,6 +32,18 @@ from streamdedup.service.message import decode_message, document_from_object
 Row = tuple[int, Document | MessageError]
 DEFAULT_MAX_BYTES = 1 << 20  # Settings.max_message_bytes' default
 FORMATS = ("tsv", "jsonl", "parquet")
+
+
+def batched(rows: Iterable[Row], size: int) -> Iterator[list[Row]]:
+    """Rows in lists of ``size`` (the last one shorter), as ``check`` judges them."""
+    batch: list[Row] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def detect_format(path: Path) -> str:

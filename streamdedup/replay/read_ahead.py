@@ -24,7 +24,7 @@ from pathlib import Path
 from streamdedup.core.document import Document
 from streamdedup.core.sketch import Packed, Sketcher, Sketches, pack, unpack
 from streamdedup.errors import InputError, MessageError, StreamdedupError
-from streamdedup.replay.dump import Row, read_dump
+from streamdedup.replay.dump import Row, batched, read_dump
 from streamdedup.settings import Settings
 
 BATCH = 500
@@ -83,15 +83,9 @@ def _produce(out: Connection, path: Path, fmt: str | None, settings: Settings, b
     try:
         sketcher = Sketcher(settings)
         signed: set[int] = set()
-        rows: list[Row] = []
-        for row in read_dump(path, fmt, settings.text_fields,
-                             max_bytes=settings.max_message_bytes,
-                             time_field=settings.read_time_field):
-            rows.append(row)
-            if len(rows) >= batch:
-                out.send(_packed(rows, sketcher, signed))
-                rows = []
-        if rows:
+        for rows in batched(read_dump(path, fmt, settings.text_fields,
+                                      max_bytes=settings.max_message_bytes,
+                                      time_field=settings.read_time_field), batch):
             out.send(_packed(rows, sketcher, signed))
         out.send(_END)
     except StreamdedupError as exc:
