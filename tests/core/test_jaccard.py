@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from shingle_sets import SET, py_jaccard, u64
 
-from streamdedup.core.jaccard import jaccard, jaccard_many, size_bounds
+from streamdedup.core.jaccard import in_table, is_in, jaccard, jaccard_many, size_bounds
 
 BIG_VALUES = st.lists(st.integers(2**63 - 3, 2**63 + 3), max_size=6).map(
     lambda xs: np.unique(np.array(xs, dtype=np.uint64))
@@ -35,6 +35,37 @@ def test_jaccard_many_equals_jaccard_pairwise(query: np.ndarray, cands: list[np.
     out = jaccard_many(query, cands)
     assert out.dtype == np.float64 and out.shape == (len(cands),)
     assert out.tolist() == [jaccard(query, c) for c in cands]
+
+
+# Hashes that share their slot under every window of ``is_in`` (bits 0-20, 21-41 and 42-61
+# are all zero, or equal, for many of them), so its binary-search fallback is exercised too.
+CLASHING = st.lists(
+    st.sampled_from([0, 1, 2, 1 << 21, 1 << 42, (1 << 21) | (1 << 42), 1 << 62, 1 << 63,
+                     (1 << 63) | 1, (1 << 62) | (1 << 21), 2**64 - 1, 2**64 - 2]),
+    max_size=12,
+).map(lambda xs: np.unique(np.array(xs, dtype=np.uint64)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(CLASHING | SET | BIG_VALUES, st.lists(CLASHING | SET | BIG_VALUES, max_size=6))
+def test_is_in_and_jaccard_many_are_exact_when_hashes_share_slots(
+        query: np.ndarray, cands: list[np.ndarray]) -> None:
+    values = np.concatenate([u64(), *cands])
+    assert is_in(query, values).tolist() == np.isin(values, query).tolist()
+    assert in_table(query, values).tolist() == np.isin(values, query).tolist()
+    assert jaccard_many(query, cands).tolist() == [py_jaccard(query, c) for c in cands]
+
+
+def test_is_in_on_random_hashes_of_a_big_query() -> None:
+    """Thousands of uniform hashes: some share a slot under the first window, and whatever
+    the window chosen, every value is found exactly."""
+    rng = np.random.default_rng(7)
+    for size in (1, 300, 5000, 40000):
+        query = np.unique(rng.integers(0, 2**64 - 1, size, dtype=np.uint64))
+        values = np.concatenate([query[::3], rng.integers(0, 2**64 - 1, 2 * size,
+                                                          dtype=np.uint64)])
+        assert is_in(query, values).tolist() == np.isin(values, query).tolist()
+        assert in_table(query, values).tolist() == np.isin(values, query).tolist()
 
 
 def test_jaccard_many_edge_cases() -> None:
