@@ -19,7 +19,6 @@ import json
 import os
 import secrets
 import sqlite3
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from streamdedup.store.base import (
 )
 from streamdedup.store.bucket_index import BucketIndex
 from streamdedup.store.set_numbers import SetNumbers
+from streamdedup.store.shingle_cache import ShingleCache
 from streamdedup.store.sqlite_file import (
     DB_NAME,
     acquire_lock,
@@ -55,7 +55,6 @@ from streamdedup.store.sqlite_file import (
     store_errors,
 )
 
-_SHINGLE_CACHE_BYTES = 64 << 20
 _SET_CACHE_SIZE = 200_000
 _MEMBERS_CACHE_SIZE = 100_000
 _MAX_VARS = 900  # stay under SQLite's bound on host parameters per statement
@@ -71,8 +70,7 @@ class SqliteStore(Store):
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
         self.path = self.directory / DB_NAME
-        self._shingle_cache: OrderedDict[int, np.ndarray] = OrderedDict()
-        self._shingle_cache_bytes = 0
+        self._shingle_cache = ShingleCache()
         self._shingler: Callable[[str], np.ndarray] | None = None  # see keep_texts
         self._set_cache: dict[int, SetRecord] = {}  # write-through: dropped on every write
         # A set's first members (no retention cutoff) and their limit: a document of a hot
@@ -300,6 +298,7 @@ class SqliteStore(Store):
         row = self._conn.execute(
             "INSERT INTO shingles (data, checksum) VALUES (?, ?)", (blob, blob_checksum(blob))
         ).lastrowid
+        self._shingle_cache.put(record.set_id, shingles)  # verified against soon, as a rule
         if state is not None and state[1]:  # a tombstone comes back: its cluster as it was
             self._conn.execute(
                 "UPDATE sets SET evicted = 0, shingles_row = ?, last_time = ? WHERE set_no = ?",
@@ -376,9 +375,7 @@ class SqliteStore(Store):
     def _drop_set(self, set_id: int) -> None:
         self._evicting = True
         self._set_cache.pop(set_id, None)
-        cached = self._shingle_cache.pop(set_id, None)
-        if cached is not None:
-            self._shingle_cache_bytes -= cached.nbytes
+        self._shingle_cache.drop(set_id)
         number = self._numbers.get(set_id)
         if number is None:
             return
@@ -417,7 +414,6 @@ class SqliteStore(Store):
             if found is None:
                 missing.append(set_id)
             else:
-                cache.move_to_end(set_id)
                 out[set_id] = found
         for chunk in _chunks(list(self._numbers.get_many(missing).values())):
             marks = ",".join("?" * len(chunk))
@@ -429,12 +425,7 @@ class SqliteStore(Store):
                     raise StoreCorruptError(
                         f"{self.path}: shingle set {set_id} fails its checksum (damaged file)"
                     )
-                arr = self._decode(set_id, blob)
-                if set_id not in cache:
-                    self._shingle_cache_bytes += arr.nbytes
-                out[set_id] = cache[set_id] = arr
-        while self._shingle_cache_bytes > _SHINGLE_CACHE_BYTES:
-            self._shingle_cache_bytes -= cache.popitem(last=False)[1].nbytes
+                out[set_id] = cache.put(set_id, self._decode(set_id, blob))
         return out
 
     def keep_texts(self, shingler: Callable[[str], np.ndarray]) -> None:
@@ -564,7 +555,6 @@ class SqliteStore(Store):
         self._set_cache.clear()
         self._members_cache.clear()
         self._shingle_cache.clear()
-        self._shingle_cache_bytes = 0
         # The numbers handed out since the commit come again: nothing carrying them was
         # emitted (verdicts leave after the commit), so ``seq`` stays the arrival number, the
         # same after a fault as in a run without one.

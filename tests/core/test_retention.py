@@ -300,6 +300,9 @@ def test_eviction_leaves_nothing_behind(make_store: Callable[..., Store]) -> Non
         for s in [Sketcher(settings).shingle_fields({"description": f"fresh{i} new{i} text{i}"})
                   .shingles for i in range(3)])
     assert conn.execute("SELECT count(*) FROM bucket_log").fetchone()[0] <= 3
+    sketcher = Sketcher(settings)
+    gone = {sketcher.shingle_fields(d.fields).set_id for d in stream}
+    assert gone and store.get_shingles(gone) == {}  # nor from the store's cache
 
 
 

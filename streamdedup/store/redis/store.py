@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -52,6 +52,7 @@ from streamdedup.store.base import (
 )
 from streamdedup.store.redis.client import Keys, call, connect
 from streamdedup.store.redis.lock import WriterLock
+from streamdedup.store.shingle_cache import ShingleCache
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -64,7 +65,6 @@ for i = 1, #KEYS do
 end
 return out
 """
-SHINGLE_CACHE_BYTES = 64 << 20
 
 
 class RedisStore(Store):
@@ -80,8 +80,7 @@ class RedisStore(Store):
         if b"store_id" not in meta:
             call(self.r.hsetnx, self.k("meta"), "store_id", uuid.uuid4().hex)
         self._store_id = call(self.r.hget, self.k("meta"), "store_id").decode()
-        self._shingle_cache: OrderedDict[int, np.ndarray] = OrderedDict()
-        self._cached_bytes = 0
+        self._shingle_cache = ShingleCache()
         self._lock: WriterLock | None = None
         if writer_lock:
             self._claim_mode("single")
@@ -354,9 +353,7 @@ class RedisStore(Store):
         self._members_add.pop(set_id, None)
         self._do("delete", self.k("mem", set_id))
         self._shingles.pop(set_id, None)
-        cached = self._shingle_cache.pop(set_id, None)
-        if cached is not None:
-            self._cached_bytes -= cached.nbytes
+        self._shingle_cache.drop(set_id)
         self._do("delete", self.k.shingles(set_id))
         raw_keys = self._call(self.r.get, self.k("bk", set_id))
         keys = [] if raw_keys is None else np.frombuffer(raw_keys, ">i8").tolist()
@@ -394,13 +391,13 @@ class RedisStore(Store):
 
     def get_shingles(self, set_ids: Iterable[int]) -> dict[int, np.ndarray]:
         """Pipelined GETs (an MGET cannot span a cluster's slots). A set id is the
-        fingerprint of its shingles, so a blob never changes: fetched ones are kept, up to
-        ``SHINGLE_CACHE_BYTES``, and a hot set is read from Redis once per process."""
+        fingerprint of its shingles, so a blob never changes: fetched ones are kept (64 MB,
+        ``store/shingle_cache.py``), and a hot set is read from Redis once per process."""
         out, missing = _split(set_ids, self._shingles)
         cache = self._shingle_cache
-        for s in [s for s in missing if s in cache]:
-            out[s] = cache[s]
-            cache.move_to_end(s)
+        for s in missing:
+            if (found := cache.get(s)) is not None:
+                out[s] = found
         missing = [s for s in missing if s not in out]
         if missing:
             pipe = self.r.pipeline(transaction=False)
@@ -408,10 +405,7 @@ class RedisStore(Store):
                 pipe.get(self.k.shingles(s))
             for s, blob in zip(missing, self._call(pipe.execute), strict=True):
                 if blob is not None:
-                    out[s] = cache[s] = decode_shingles(blob)
-                    self._cached_bytes += len(blob)
-            while self._cached_bytes > SHINGLE_CACHE_BYTES:
-                self._cached_bytes -= cache.popitem(last=False)[1].nbytes
+                    out[s] = cache.put(s, decode_shingles(blob))
         return out
 
     def add_edges(self, set_id: int, edges: Sequence[tuple[int, float]],
