@@ -843,6 +843,13 @@ def cmd_e2e(args: argparse.Namespace) -> None:
         md_table(["offered rate, consumer commit interval", "messages", "p50 ms", "p95 ms",
                   "p99 ms", "max ms", "p99 per run", "achieved send rate"], lat_rows),
         "",
+        "p99 ms of the inputs sent in each second of the run (first run of each): a start-up "
+        "backlog shows as a few slow first seconds, queueing as a steady tail.",
+        "",
+        md_table(["offered rate, consumer commit interval", "p99 ms by second"],
+                 [[key, " ".join(f"{x:.0f}" for x in runs[0].get("p99_by_second", []))]
+                  for key, runs in results["latency"].items()]),
+        "",
         "Where the latency goes, from the consumer's own `/metrics` (per checkpoint, medians "
         "over runs) and from the verdict record's CreateTime (set when the consumer sends it, "
         "after the store commit):",
@@ -874,15 +881,18 @@ def _latency_run(bootstrap: str, tag: str, work: Path, args: argparse.Namespace,
         payloads = [_message(stream[(i + 20) % len(stream)], f"p-{i}") for i in range(n)]
         ctx = multiprocessing.get_context("spawn")
         with ctx.Pool(1) as pool:
+            start_ms = (time.time() + 2.0) * 1000
             pending = pool.apply_async(
-                _pace, (bootstrap, cons.topics[0], payloads, rate, time.time() + 2.0))
+                _pace, (bootstrap, cons.topics[0], payloads, rate, start_ms / 1000))
             lat: list[float] = []
             inside: list[float] = []  # input CreateTime -> verdict sent (after store commit)
+            second: list[int] = []  # second of the run the input was sent in
 
             def on(now: float, v: dict[str, Any], verdict_ts: int) -> None:
                 if v.get("id", "").startswith("p-"):
                     lat.append(now * 1000 - v["source"]["timestamp_ms"])
                     inside.append(verdict_ts - v["source"]["timestamp_ms"])
+                    second.append(int((v["source"]["timestamp_ms"] - start_ms) // 1000))
 
             _read_verdicts(reader, n, args.latency_seconds + 120, on)
             t0, t1 = pending.get(timeout=60)
@@ -893,12 +903,17 @@ def _latency_run(bootstrap: str, tag: str, work: Path, args: argparse.Namespace,
         shutil.rmtree(cons.store, ignore_errors=True)
     arr = np.array(lat)
     ins = np.array(inside)
+    sec = np.array(second)
     return {
         "sent": n, "received": len(lat), "achieved_rate": n / (t1 - t0), "exit_code": rc,
         "p50": float(np.percentile(arr, 50)), "p95": float(np.percentile(arr, 95)),
         "p99": float(np.percentile(arr, 99)), "max": float(arr.max()),
         "to_verdict_sent_p50": float(np.percentile(ins, 50)),
         "to_verdict_sent_p99": float(np.percentile(ins, 99)),
+        # Is the tail a start-up backlog or steady queueing? p99 of each second's inputs.
+        "p99_by_second": [round(float(np.percentile(arr[sec == i], 99)), 1)
+                          for i in range(max(0, int(sec.min())), int(sec.max()) + 1)
+                          if (sec == i).any()],
         "stages": stages,
     }
 
