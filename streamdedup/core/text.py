@@ -10,8 +10,11 @@ from __future__ import annotations
 import hashlib
 import html
 import importlib.abc
+import importlib.util
+import logging
 import re
 import sys
+import types
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -19,6 +22,8 @@ from typing import Any
 
 from streamdedup.errors import ConfigError
 from streamdedup.settings import Settings
+
+log = logging.getLogger(__name__)
 
 # Bump when the output of normalize() changes for some input: stores record it, because
 # shingles of old and new normalizations are not comparable.
@@ -92,16 +97,23 @@ class _HideScipy(importlib.abc.MetaPathFinder):
 
 
 def _snowball_stemmer_class() -> Any:
-    """nltk's ``SnowballStemmer``, without the ~0.6 s that ``import nltk`` spends on scipy.
+    """nltk's ``SnowballStemmer``, without the 0.3-0.6 s that ``import nltk`` costs.
 
-    Any nltk import runs ``nltk/__init__``, which reaches ``scipy.stats`` through
-    ``nltk.collocations`` (measured: 0.58 s of a 0.78 s import) for statistics a stemmer never
-    uses; nltk falls back on its own where scipy is absent. So scipy is hidden while nltk loads,
-    and only then: a later ``import scipy`` (the ground truth of a replay) gets the real one,
-    and where scipy was imported first nltk simply uses it. Same class, same stems."""
+    Any nltk import runs ``nltk/__init__``, which imports nearly all of nltk (corpus readers,
+    parsers, translation metrics: 0.28 s, a third of a one-line ``check``) and reaches
+    ``scipy.stats`` through ``nltk.collocations`` (another 0.58 s where scipy is installed).
+    The stemmer's file needs six small modules of it, so those are run from nltk's own
+    files (``_load_snowball_alone``); if that fails (a future nltk laid out otherwise), nltk
+    is imported whole with scipy hidden. Where nltk is already imported, its class is used.
+    Same file, same stems either way; the stores pin the stems (``stemmer_sha256``)."""
     loaded = sys.modules.get("nltk.stem.snowball")
     if loaded is not None:
         return loaded.SnowballStemmer
+    if "nltk" not in sys.modules:
+        try:
+            return _load_snowball_alone()
+        except Exception as exc:  # any failure: the slow, plain way
+            log.debug("nltk's stemmer did not load alone (%s); importing nltk", exc)
     hider = _HideScipy()
     sys.meta_path.insert(0, hider)
     try:
@@ -109,6 +121,43 @@ def _snowball_stemmer_class() -> Any:
     finally:
         sys.meta_path.remove(hider)
     return SnowballStemmer
+
+
+# What nltk/stem/snowball.py imports, in order, by module name (nltk.corpus only for its
+# ``stopwords``, which the stemmer reads only when asked to ignore stopwords: never here).
+_SNOWBALL_PARTS = ("nltk.redos", "nltk.termsec", "nltk.stem.api", "nltk.stem.util",
+                   "nltk.stem.porter", "nltk.stem.snowball")
+
+
+def _load_snowball_alone() -> Any:
+    """Run the stemmer's file and the five it imports under stand-in packages ``nltk``,
+    ``nltk.stem`` and ``nltk.corpus``, then take the stand-ins out of ``sys.modules``
+    again, so that a later ``import nltk`` (by a user's code) loads the real package."""
+    spec = importlib.util.find_spec("nltk")  # finds the package without running it
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("nltk is not installed as a package")
+    root = Path(next(iter(spec.submodule_search_locations)))
+    try:
+        for name, folder in (("nltk", root), ("nltk.stem", root / "stem"),
+                             ("nltk.corpus", None)):
+            package = types.ModuleType(name)
+            package.__path__ = [str(folder)] if folder else []
+            sys.modules[name] = package
+        sys.modules["nltk.corpus"].stopwords = None  # type: ignore[attr-defined]
+        for name in _SNOWBALL_PARTS:
+            part = importlib.util.spec_from_file_location(
+                name, root.joinpath(*name.split(".")[1:]).with_suffix(".py"))
+            if part is None or part.loader is None:
+                raise ImportError(f"no file for {name}")
+            module = importlib.util.module_from_spec(part)
+            sys.modules[name] = module
+            part.loader.exec_module(module)
+            parent, _, child = name.rpartition(".")
+            setattr(sys.modules[parent], child, module)
+        return sys.modules["nltk.stem.snowball"].SnowballStemmer
+    finally:
+        for name in [n for n in sys.modules if n == "nltk" or n.startswith("nltk.")]:
+            del sys.modules[name]
 
 
 def make_stemmer(language: str) -> Callable[[str], str]:

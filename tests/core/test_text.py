@@ -311,3 +311,37 @@ def test_token_memo_equals_the_whole_text_steps_on_the_dump(kijiji_path: Path) -
         for fields in rows[:600]:
             text = compose_text(fields, preset.text_fields)
             assert n(text) == _whole(n, text)
+
+
+# --- nltk's stemmer loaded without nltk/__init__ (a third of a one-line `check`)
+
+_LOAD_ALONE = """
+import sys
+import streamdedup.core.text as text
+{before}
+alone = text._snowball_stemmer_class()
+left = sorted(n for n in sys.modules if n == "nltk" or n.startswith("nltk."))
+from nltk.stem.snowball import SnowballStemmer  # the real package, imported whole
+words = list(text.STEMMER_PROBE) + sys.argv[1].split()
+for lang in ("italian", "english", "french"):
+    a, b = alone(lang), SnowballStemmer(lang)
+    assert [a.stem(w) for w in words] == [b.stem(w) for w in words], lang
+print(bool(left), alone is SnowballStemmer)
+"""
+
+_WORDS = ("resistenza sviluppatori programmatore lavorerebbero giornalmente assunzione "
+          "responsabilità velocità città perché ingegneria running generously élégamment")
+
+
+@pytest.mark.parametrize("before, expect", [
+    ("", "False False"),  # loaded alone: nothing of it left behind; nltk imports later
+    ("text._SNOWBALL_PARTS += ('nltk.no_such_module',)", "True True"),  # fell back: whole
+])
+def test_the_stemmer_loaded_alone_is_nltks_own(before: str, expect: str) -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _LOAD_ALONE.format(before=before), _WORDS],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[0] == expect
