@@ -52,8 +52,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     """Backfill DUMP into the store (--store DIR, or --store-backend redis --redis-url URL):
     the verdicts `streamdedup check` would give, with the sketching done by Spark executors.
     `run` and `check` continue from the store afterwards; running it again changes nothing."""
-    from tqdm import tqdm
-
+    from streamdedup.cli.progress import progress_bar
     from streamdedup.core.sketch import Sketcher
     from streamdedup.replay.backfill import BackfillConfig, backfill
     from streamdedup.store import open_configured
@@ -63,7 +62,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
                             master=master, driver_memory=driver_memory, order_by=order_by,
                             timestamp_field=timestamp_field,
                             partitions=partitions, pairs=pairs, report_dir=report_dir)
-    bar = tqdm(unit="doc", disable=not sys.stderr.isatty(), file=sys.stderr, delay=0.5)
+    bar = progress_bar(unit="doc", delay=0.5)
 
     def say(message: str) -> None:
         bar.write(message, file=sys.stderr)

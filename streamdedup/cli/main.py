@@ -62,8 +62,7 @@ def run(preset: str | None, **options: Any) -> None:
 def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
           **options: Any) -> None:
     """Run a dump through the detector in file order; one verdict per line (JSONL)."""
-    from tqdm import tqdm
-
+    from streamdedup.cli.progress import progress_bar
     from streamdedup.core.shared import detector_for
     from streamdedup.core.sketch import Sketcher
     from streamdedup.replay.dump import batched, read_dump
@@ -88,7 +87,7 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
     sink: TextIO = out.open("w", encoding="utf-8") if out else sys.stdout
     docs = dups = errors = 0
     start = time.perf_counter()
-    bar = tqdm(unit="doc", disable=not sys.stderr.isatty(), file=sys.stderr)
+    bar = progress_bar(unit="doc")
     try:
         for batch, sketches in batches:
             d, u, e = _check_batch(detector, batch, sketches, sink)
