@@ -847,7 +847,8 @@ def cmd_e2e(args: argparse.Namespace) -> None:
         "backlog shows as a few slow first seconds, queueing as a steady tail.",
         "",
         md_table(["offered rate, consumer commit interval", "p99 ms by second"],
-                 [[key, " ".join(f"{x:.0f}" for x in runs[0].get("p99_by_second", []))]
+                 [[key, " ".join("-" if x is None else f"{x:.0f}"
+                                 for x in runs[0].get("p99_by_second", []))]
                   for key, runs in results["latency"].items()]),
         "",
         "Where the latency goes, from the consumer's own `/metrics` (per checkpoint, medians "
@@ -912,8 +913,8 @@ def _latency_run(bootstrap: str, tag: str, work: Path, args: argparse.Namespace,
         "to_verdict_sent_p99": float(np.percentile(ins, 99)),
         # Is the tail a start-up backlog or steady queueing? p99 of each second's inputs.
         "p99_by_second": [round(float(np.percentile(arr[sec == i], 99)), 1)
-                          for i in range(max(0, int(sec.min())), int(sec.max()) + 1)
-                          if (sec == i).any()],
+                          if (sec == i).any() else None
+                          for i in range(int(sec.min()), int(sec.max()) + 1)],
         "stages": stages,
     }
 

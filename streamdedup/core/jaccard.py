@@ -47,29 +47,32 @@ def jaccard_many(query: np.ndarray, candidates: Sequence[np.ndarray]) -> np.ndar
     return out
 
 
-# Bit offsets of the hash window that addresses the table of ``is_in``: the first one under
-# which no two query hashes share a slot is used (shingle hashes are uniform 64-bit values).
+# Bit offsets of the hash windows that may address the table of ``in_table``: the one
+# under which the fewest query hashes share a slot is used (the first with none ends the
+# search; with ~300 hashes in 2^14 slots, ~5 pairs share one under any window).
 _WINDOWS = (0, 21, 42)
 # Values per query hash from which ``is_in`` builds its table (measured: up to ~30
-# candidate sets of the query's size a binary search is as fast).
+# candidate sets of the query's size a binary search is as fast; 2-4x slower from ~60).
 _TABLE_FROM = 32
 
 
 def is_in(query: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """``values[i] in query`` for a sorted unique uint64 ``query``, exactly. Many values (a
-    hot bucket's thousands of candidates) are compared with the query hash in their slot
-    of a direct-address table: one gather instead of a binary search each, 2-4x faster
-    from ~60 candidate sets. The table has >= 32 slots per query hash, addressed by 10-20
-    bits of the hash; query hashes that still share a slot under the best window (a few
-    per hundred) are searched for the values in their slots only. Few values (most
-    documents: a handful of candidates) are searched directly: the table would cost more."""
-    if values.size < _TABLE_FROM * query.size:
+    """``values[i] in query`` for a sorted unique uint64 ``query`` and uint64 ``values``,
+    exactly. Many values (a hot bucket's thousands of candidates) are compared with the
+    query hash in their slot of a direct-address table (``in_table``): one gather instead
+    of a binary search each. Few values (most documents: a handful of candidates) are
+    searched directly: the table would cost more."""
+    if values.size < _TABLE_FROM * query.size or not query.size \
+            or query.dtype != np.uint64 or values.dtype != np.uint64:
         return _search(query, values)
     return in_table(query, values)
 
 
 def in_table(query: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """``is_in`` through the direct-address table, whatever the number of values."""
+    """``is_in`` through the direct-address table, whatever the number of values. The table
+    has 32-64 slots per query hash (2^10 to 2^20: fewer per hash above 32,768 hashes),
+    addressed by bits of the hash; query hashes that share a slot are searched for the
+    values in their slots only."""
     bits = min(20, max(10, int(query.size).bit_length() + 5))
     mask = np.int64((1 << bits) - 1)
     signed = query.view(np.int64)

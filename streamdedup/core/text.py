@@ -14,6 +14,7 @@ import importlib.util
 import logging
 import re
 import sys
+import threading
 import types
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
@@ -102,18 +103,23 @@ def _snowball_stemmer_class() -> Any:
     Any nltk import runs ``nltk/__init__``, which imports nearly all of nltk (corpus readers,
     parsers, translation metrics: 0.28 s, a third of a one-line ``check``) and reaches
     ``scipy.stats`` through ``nltk.collocations`` (another 0.58 s where scipy is installed).
-    The stemmer's file needs six small modules of it, so those are run from nltk's own
-    files (``_load_snowball_alone``); if that fails (a future nltk laid out otherwise), nltk
-    is imported whole with scipy hidden. Where nltk is already imported, its class is used.
-    Same file, same stems either way; the stores pin the stems (``stemmer_sha256``)."""
+    The stemmer's file and the five small modules it imports are run from nltk's own files
+    instead (``_load_snowball_alone``), once per process; if that fails (a future nltk laid
+    out otherwise), or some of nltk is imported already, nltk is imported whole, with scipy
+    hidden. Same file, same stems either way; the stores pin the stems (``stemmer_sha256``)."""
+    global _ALONE
     loaded = sys.modules.get("nltk.stem.snowball")
     if loaded is not None:
         return loaded.SnowballStemmer
-    if "nltk" not in sys.modules:
-        try:
-            return _load_snowball_alone()
-        except Exception as exc:  # any failure: the slow, plain way
-            log.debug("nltk's stemmer did not load alone (%s); importing nltk", exc)
+    with _LOADING:
+        if _ALONE is not None:
+            return _ALONE
+        if not any(n == "nltk" or n.startswith("nltk.") for n in sys.modules):
+            try:
+                _ALONE = _load_snowball_alone()
+                return _ALONE
+            except Exception as exc:  # any failure: the slow, plain way
+                log.debug("nltk's stemmer did not load alone (%s); importing nltk", exc)
     hider = _HideScipy()
     sys.meta_path.insert(0, hider)
     try:
@@ -123,26 +129,31 @@ def _snowball_stemmer_class() -> Any:
     return SnowballStemmer
 
 
-# What nltk/stem/snowball.py imports, in order, by module name (nltk.corpus only for its
+# nltk/stem/snowball.py and what it imports, in import order (nltk.corpus only for its
 # ``stopwords``, which the stemmer reads only when asked to ignore stopwords: never here).
 _SNOWBALL_PARTS = ("nltk.redos", "nltk.termsec", "nltk.stem.api", "nltk.stem.util",
                    "nltk.stem.porter", "nltk.stem.snowball")
+_LOADING = threading.Lock()
+_ALONE: Any = None  # the class loaded alone: kept, as loading again would make another
 
 
 def _load_snowball_alone() -> Any:
-    """Run the stemmer's file and the five it imports under stand-in packages ``nltk``,
-    ``nltk.stem`` and ``nltk.corpus``, then take the stand-ins out of ``sys.modules``
-    again, so that a later ``import nltk`` (by a user's code) loads the real package."""
+    """Run those six files under stand-in packages ``nltk``, ``nltk.stem`` and
+    ``nltk.corpus``, then take all of them out of ``sys.modules`` again, so that a later
+    ``import nltk`` (a user's code) loads the real package. Done at the first stemmer, as a
+    rule at start-up: a thread importing nltk in that millisecond would get a stand-in."""
     spec = importlib.util.find_spec("nltk")  # finds the package without running it
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("nltk is not installed as a package")
     root = Path(next(iter(spec.submodule_search_locations)))
+    added: list[str] = []
     try:
         for name, folder in (("nltk", root), ("nltk.stem", root / "stem"),
                              ("nltk.corpus", None)):
             package = types.ModuleType(name)
             package.__path__ = [str(folder)] if folder else []
             sys.modules[name] = package
+            added.append(name)
         sys.modules["nltk.corpus"].stopwords = None  # type: ignore[attr-defined]
         for name in _SNOWBALL_PARTS:
             part = importlib.util.spec_from_file_location(
@@ -151,26 +162,48 @@ def _load_snowball_alone() -> Any:
                 raise ImportError(f"no file for {name}")
             module = importlib.util.module_from_spec(part)
             sys.modules[name] = module
+            added.append(name)
             part.loader.exec_module(module)
             parent, _, child = name.rpartition(".")
             setattr(sys.modules[parent], child, module)
         return sys.modules["nltk.stem.snowball"].SnowballStemmer
     finally:
-        for name in [n for n in sys.modules if n == "nltk" or n.startswith("nltk.")]:
-            del sys.modules[name]
+        for name in added:
+            sys.modules.pop(name, None)
+
+
+class _Stem:
+    """One language's stem function. It pickles as its language (a process that unpickles
+    it makes its own stemmer): the class loaded alone cannot be found by its name."""
+
+    __slots__ = ("language", "stem")
+
+    def __init__(self, language: str, stem: Callable[[str], str]) -> None:
+        self.language = language
+        self.stem = stem
+
+    def __call__(self, word: str) -> str:
+        return self.stem(word)
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return make_stemmer, (self.language,)
 
 
 def make_stemmer(language: str) -> Callable[[str], str]:
     """A Snowball stemmer (nltk's; needs no downloaded data)."""
     if not language:
-        return lambda word: word
+        return _unstemmed
     SnowballStemmer = _snowball_stemmer_class()
 
     if language not in SnowballStemmer.languages:
         raise ConfigError(
             f"no Snowball stemmer for {language!r}; known: {', '.join(SnowballStemmer.languages)}"
         )
-    return SnowballStemmer(language).stem
+    return _Stem(language, SnowballStemmer(language).stem)
+
+
+def _unstemmed(word: str) -> str:
+    return word
 
 
 class Normalizer:

@@ -39,13 +39,16 @@ class ShingleCache:
         return found
 
     def put(self, set_id: int, shingles: np.ndarray) -> np.ndarray:
-        """Keep ``shingles`` (a copy if it is a view: a slice of a batch's array must not
-        pin the whole batch) and return what is kept for the set."""
+        """Keep ``shingles`` as uint64 (a copy if it is a view: a slice of a batch's array
+        must not pin the whole batch) and return what is kept for the set."""
         held = self._sets.get(set_id)
         if held is not None:
             return held
+        shingles = np.asarray(shingles, dtype=np.uint64)
         if shingles.base is not None:
             shingles = shingles.copy()
+        if shingles.nbytes > self.max_bytes:  # would push every other set out
+            return shingles
         self._sets[set_id] = shingles
         self.nbytes += shingles.nbytes
         while self.nbytes > self.max_bytes:

@@ -10,7 +10,8 @@ from streamdedup.cli.progress import progress_bar
 
 
 def test_off_a_terminal_the_bar_is_quiet_but_passes_messages_on(
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
     bar = progress_bar(unit="doc")
     bar.update(5)
     bar.write("phase 1 done", file=sys.stderr)

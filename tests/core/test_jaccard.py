@@ -68,6 +68,25 @@ def test_is_in_on_random_hashes_of_a_big_query() -> None:
         assert in_table(query, values).tolist() == np.isin(values, query).tolist()
 
 
+def test_jaccard_many_through_the_table_with_empty_candidates_among_them() -> None:
+    """Enough candidates for ``is_in`` to build its table, empty ones mixed in, and query
+    hashes at the extremes and sharing low bits."""
+    rng = np.random.default_rng(3)
+    query = np.unique(np.concatenate([
+        u64(0, 1, 2**64 - 1, 1 << 21, 1 << 42, (1 << 63) | 1),
+        rng.integers(0, 2**64 - 1, 40, dtype=np.uint64)]))
+    cands = []
+    for i in range(300):
+        if i % 7 == 0:
+            cands.append(u64())
+            continue
+        mine = query[rng.random(query.size) < 0.8]
+        other = rng.integers(0, 2**64 - 1, 5, dtype=np.uint64)
+        cands.append(np.unique(np.concatenate([mine, other, u64(2, 1 << 20)[: i % 3]])))
+    assert sum(c.size for c in cands) >= 32 * query.size  # the table is used
+    assert jaccard_many(query, cands).tolist() == [py_jaccard(query, c) for c in cands]
+
+
 def test_jaccard_many_edge_cases() -> None:
     assert jaccard_many(u64(1), []).shape == (0,)
     assert jaccard_many(u64(), [u64(1), u64()]).tolist() == [0.0, 0.0]

@@ -320,6 +320,10 @@ import sys
 import streamdedup.core.text as text
 {before}
 alone = text._snowball_stemmer_class()
+assert text._snowball_stemmer_class() is alone  # loaded once per process
+import pickle
+stem = text.make_stemmer("italian")
+assert pickle.loads(pickle.dumps(stem))("lavorando") == stem("lavorando") == "lavor"
 left = sorted(n for n in sys.modules if n == "nltk" or n.startswith("nltk."))
 from nltk.stem.snowball import SnowballStemmer  # the real package, imported whole
 words = list(text.STEMMER_PROBE) + sys.argv[1].split()

@@ -39,7 +39,13 @@ def test_an_array_bigger_than_the_bound_is_returned_not_kept() -> None:
     cache = ShingleCache(max_bytes=100)
     cache.put(1, arr(5))
     big = cache.put(2, arr(50))
-    assert big.size == 50 and len(cache) == 0 and cache.nbytes == 0
+    assert big.size == 50 and 2 not in cache
+    assert 1 in cache and cache.nbytes == 40  # and it pushed nothing out
+
+
+def test_what_is_kept_is_uint64() -> None:
+    kept = ShingleCache().put(3, np.array([1, 5, 9], dtype=np.int64))
+    assert kept.dtype == np.uint64 and kept.tolist() == [1, 5, 9]
 
 
 def test_a_view_is_copied_so_its_batch_array_is_not_pinned() -> None:
