@@ -235,12 +235,12 @@ class Service:
         """The batch's verdicts; a big batch in chunks whose sketches the worker makes
         while the detector judges the chunk before (``service/sketch_worker.py``)."""
         worker = self.sketch_worker
-        futures = None
-        if worker is not None and len(docs) >= 2 * CHUNK:
-            chunks = [docs[:FIRST_CHUNK], *(docs[i:i + CHUNK]
-                                            for i in range(FIRST_CHUNK, len(docs), CHUNK))]
-            futures = worker.submit([[d.fields for d in chunk] for chunk in chunks])
-        if worker is None or futures is None:
+        if worker is None or len(docs) < 2 * CHUNK:
+            return list(self.detector.process_many(docs))
+        chunks = [docs[:FIRST_CHUNK], *(docs[i:i + CHUNK]
+                                        for i in range(FIRST_CHUNK, len(docs), CHUNK))]
+        futures = worker.submit([[d.fields for d in chunk] for chunk in chunks])
+        if futures is None:  # the worker is gone
             return list(self.detector.process_many(docs))
         out: list[Verdict | MessageError] = []
         for chunk, future in zip(chunks, futures, strict=True):
