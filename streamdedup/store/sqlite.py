@@ -406,15 +406,8 @@ class SqliteStore(Store):
 
     @store_errors
     def get_shingles(self, set_ids: Iterable[int]) -> dict[int, np.ndarray]:
-        out: dict[int, np.ndarray] = {}
-        missing: list[int] = []
         cache = self._shingle_cache
-        for set_id in set_ids:
-            found = cache.get(set_id)
-            if found is None:
-                missing.append(set_id)
-            else:
-                out[set_id] = found
+        out, missing = cache.split(set_ids)
         for chunk in _chunks(list(self._numbers.get_many(missing).values())):
             marks = ",".join("?" * len(chunk))
             for set_id, blob, checksum in self._conn.execute(

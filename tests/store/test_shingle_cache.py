@@ -54,3 +54,15 @@ def test_a_view_is_copied_so_its_batch_array_is_not_pinned() -> None:
     assert kept.base is None and kept.tolist() == list(range(10, 20))
     own = arr(5)
     assert ShingleCache().put(8, own) is own
+
+
+def test_split_hands_back_what_is_held_and_the_rest_in_order() -> None:
+    cache = ShingleCache(max_bytes=2 * 80)
+    cache.put(1, arr(10))
+    cache.put(2, arr(10, 5))
+    found, missing = cache.split([3, 2, 9, 1])
+    assert sorted(found) == [1, 2] and found[2].tolist() == list(range(5, 15))
+    assert missing == [3, 9]
+    cache.split([1])  # 1 is now the most recent: 2 goes first
+    cache.put(4, arr(10))
+    assert 2 not in cache and 1 in cache

@@ -395,10 +395,8 @@ class RedisStore(Store):
         ``store/shingle_cache.py``), and a hot set is read from Redis once per process."""
         out, missing = _split(set_ids, self._shingles)
         cache = self._shingle_cache
-        for s in missing:
-            if (found := cache.get(s)) is not None:
-                out[s] = found
-        missing = [s for s in missing if s not in out]
+        held, missing = cache.split(missing)
+        out.update(held)
         if missing:
             pipe = self.r.pipeline(transaction=False)
             for s in missing:
