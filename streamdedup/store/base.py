@@ -28,11 +28,13 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from streamdedup.errors import StoreParamsError
+
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -282,6 +284,21 @@ class Store(ABC):
 # Where a stored parameter comes from when its name is not a setting's.
 _PARAM_HINTS = {"minhash_scheme": " (set by --minhash: 'multiply-shift' reads stores made "
                                   "before 'oph' became the default)"}
+
+
+def split_held(ids: Iterable[int], held: Callable[[int], V | None]
+               ) -> tuple[dict[int, V], list[int]]:
+    """What an in-memory cache ``held`` (None: not held) has of ``ids``, and the ids to read
+    from the tables, in order."""
+    found: dict[int, V] = {}
+    missing: list[int] = []
+    for i in ids:
+        value = held(i)
+        if value is None:
+            missing.append(i)
+        else:
+            found[i] = value
+    return found, missing
 
 
 def check_params(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> None:

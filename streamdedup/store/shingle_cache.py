@@ -15,6 +15,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from streamdedup.store.base import split_held
+
 DEFAULT_BYTES = 64 << 20
 
 
@@ -42,15 +44,7 @@ class ShingleCache:
     def split(self, set_ids: Iterable[int]) -> tuple[dict[int, np.ndarray], list[int]]:
         """The arrays held for ``set_ids`` (each now most recently used), and the ids
         not held, in order: what a store reads from its tables."""
-        found: dict[int, np.ndarray] = {}
-        missing: list[int] = []
-        for set_id in set_ids:
-            held = self.get(set_id)
-            if held is None:
-                missing.append(set_id)
-            else:
-                found[set_id] = held
-        return found, missing
+        return split_held(set_ids, self.get)
 
     def put(self, set_id: int, shingles: np.ndarray) -> np.ndarray:
         """Keep ``shingles`` as uint64 (a copy if it is a view: a slice of a batch's array

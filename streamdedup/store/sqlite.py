@@ -38,6 +38,7 @@ from streamdedup.store.base import (
     encode_shingles,
     encode_text,
     is_text,
+    split_held,
 )
 from streamdedup.store.bucket_index import BucketIndex
 from streamdedup.store.set_numbers import SetNumbers
@@ -262,14 +263,7 @@ class SqliteStore(Store):
     @store_errors
     def get_sets(self, set_ids: Iterable[int]) -> dict[int, SetRecord]:
         cache = self._set_cache
-        out: dict[int, SetRecord] = {}
-        ids = []
-        for set_id in set_ids:
-            found = cache.get(set_id)
-            if found is None:
-                ids.append(set_id)
-            else:
-                out[set_id] = found
+        out, ids = split_held(set_ids, cache.get)
         for chunk in _chunks(list(self._numbers.get_many(ids).values())):
             marks = ",".join("?" * len(chunk))
             for row in self._conn.execute(
