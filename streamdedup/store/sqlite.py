@@ -85,8 +85,7 @@ class SqliteStore(Store):
         try:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
             self._lock_fd = acquire_lock(self.directory)
-            conn = self._conn = open_db(self.directory)
-            self._load_maps()
+            conn = open_db(self.directory, self._load_maps)
         except OSError as exc:
             if conn is not None:
                 conn.close()
@@ -124,9 +123,12 @@ class SqliteStore(Store):
             self._numbers.add(set_id, number)
         return number
 
-    def _load_maps(self) -> None:
+    def _load_maps(self, conn: sqlite3.Connection | None = None) -> None:
         """The in-memory maps: as saved at the last clean close if nothing changed since
-        (``store/snapshot.py``), else rebuilt from the tables (seconds per million ads)."""
+        (``store/snapshot.py``), else rebuilt from the tables (seconds per million ads).
+        ``conn``: the connection being opened (it becomes the store's)."""
+        if conn is not None:
+            self._conn = conn
         self._snapshot_token = snapshot.stored_token(self._conn)
         saved = snapshot.load_maps(self.directory, self._snapshot_token)
         self.opened_from = "tables" if saved is None else "snapshot"

@@ -46,6 +46,7 @@ from streamdedup.store.base import (
 from streamdedup.store.shingle_cache import ShingleCache
 from streamdedup.store.sqlite import SqliteStore
 from streamdedup.store.sqlite_file import DB_NAME, LOCK_NAME
+from tests.store.test_maintenance import damage
 
 PARAMS = Sketcher(Settings()).params()
 HIGH = np.array([0, 1, 2**63 - 1, 2**63, 2**63 + 1, 2**64 - 1], dtype=np.uint64)
@@ -534,6 +535,37 @@ def test_sqlite_damaged_page_is_refused(tmp_path: Path) -> None:
         open_store("sqlite", str(d), PARAMS)
 
 
+def test_sqlite_damage_found_by_the_structure_check_is_refused_before_any_write(
+        tmp_path: Path) -> None:
+    """The maps are read while ``PRAGMA quick_check`` runs beside them; damage that reading
+    the maps does not meet (a page of the documents table) is still refused, with the
+    check's finding, and the file is left as it was: nothing is written before the check."""
+    d = sqlite_dir(tmp_path)
+    _filled_store(d)
+    db = d / DB_NAME
+    conn = sqlite3.connect(db)
+    page = conn.execute("PRAGMA page_size").fetchone()[0]
+    (root,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'docs'").fetchone()
+    conn.close()
+    data = bytearray(db.read_bytes())
+    at = (root - 1) * page
+    assert data[at] == 5  # an interior page: it points at the leaves of 400 documents
+    cells = int.from_bytes(data[at + 3 : at + 5], "big")
+    data[at + 3 : at + 5] = (cells - 1).to_bytes(2, "big")  # one leaf is lost from the tree
+    db.write_bytes(bytes(data))
+    with pytest.raises(StoreCorruptError, match=r"(?s)is damaged: .*never used"):
+        SqliteStore(d)
+    assert db.read_bytes() == data
+
+
+def test_sqlite_sets_that_are_not_numbers_are_refused(tmp_path: Path) -> None:
+    d = sqlite_dir(tmp_path)
+    _filled_store(d)
+    damage(d, "UPDATE sets SET set_id = 'x' || set_id WHERE set_no = 7")
+    with pytest.raises(StoreCorruptError, match="not set numbers"):
+        SqliteStore(d)
+
+
 def test_sqlite_non_database_file_is_refused(tmp_path: Path) -> None:
     d = sqlite_dir(tmp_path)
     d.mkdir()
@@ -548,10 +580,7 @@ def test_sqlite_non_database_file_is_refused(tmp_path: Path) -> None:
 def test_sqlite_foreign_sqlite_database_is_refused(tmp_path: Path) -> None:
     d = sqlite_dir(tmp_path)
     d.mkdir()
-    conn = sqlite3.connect(d / DB_NAME)
-    conn.execute("CREATE TABLE someone_elses (x)")
-    conn.commit()
-    conn.close()
+    damage(d, "CREATE TABLE someone_elses (x)")
     with pytest.raises(StoreCorruptError, match="not a streamdedup store"):
         SqliteStore(d)
 
@@ -559,10 +588,7 @@ def test_sqlite_foreign_sqlite_database_is_refused(tmp_path: Path) -> None:
 def test_sqlite_store_of_an_earlier_layout_is_refused_with_a_way_out(tmp_path: Path) -> None:
     d = sqlite_dir(tmp_path)
     SqliteStore(d).close()
-    conn = sqlite3.connect(d / DB_NAME)
-    conn.execute("PRAGMA user_version = 1")
-    conn.commit()
-    conn.close()
+    damage(d, "PRAGMA user_version = 1")
     with pytest.raises(StoreCorruptError, match="earlier streamdedup's layout: replay"):
         SqliteStore(d)
 
@@ -693,10 +719,7 @@ def test_sqlite_set_numbered_twice_is_refused(tmp_path: Path) -> None:
     s.put_doc(DocRecord("a", 1, 2, "{}"))
     s.commit()
     s.close()
-    conn = sqlite3.connect(sqlite_dir(tmp_path) / DB_NAME)
-    conn.execute("UPDATE sets SET set_id = 1")
-    conn.commit()
-    conn.close()
+    damage(sqlite_dir(tmp_path), "UPDATE sets SET set_id = 1")
     with pytest.raises(StoreCorruptError, match="numbered twice"):
         SqliteStore(sqlite_dir(tmp_path))
 
