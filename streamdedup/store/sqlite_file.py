@@ -13,13 +13,14 @@ read-only directory or a full disk is said as such, never as damage.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import errno
 import fcntl
 import functools
 import os
 import sqlite3
 import threading
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -170,16 +171,13 @@ def open_db(directory: Path, read: Callable[[sqlite3.Connection], None] = lambda
                 f"{path} is not a streamdedup store of schema {SCHEMA_VERSION} "
                 f"(user_version {version}){hint}"
             )
-        with _StructureCheck(path):
+        if tables:
+            with _StructureCheck(path):
+                read(conn)
+            _prepare(conn)
+        else:  # a database without tables (ours are made with theirs) becomes a store
+            _prepare(conn)
             read(conn)
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
-        # SQLite's default page cache is 2 MiB; the bucket and docs B-trees outgrow it
-        # early and every probe then pays page reads (cost per document grew with size).
-        conn.execute(f"PRAGMA cache_size = -{_PAGE_CACHE_KIB}")
-        conn.executescript(SCHEMA)
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        conn.commit()
     except BaseException as exc:
         if conn is not None:
             conn.close()  # an open handle would keep the file (and its mount) busy
@@ -195,16 +193,30 @@ def open_db(directory: Path, read: Callable[[sqlite3.Connection], None] = lambda
     return conn
 
 
+def _prepare(conn: sqlite3.Connection) -> None:
+    """The connection's settings and the schema: the first writes of an open."""
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    # SQLite's default page cache is 2 MiB; the bucket and docs B-trees outgrow it
+    # early and every probe then pays page reads (cost per document grew with size).
+    conn.execute(f"PRAGMA cache_size = -{_PAGE_CACHE_KIB}")
+    conn.executescript(SCHEMA)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    conn.commit()
+
+
 class _StructureCheck:
     """``PRAGMA quick_check`` of ``path`` in a thread, on a connection of its own, while the
     block runs. Leaving the block waits for it: a damaged file raises ``StoreCorruptError``
     (before anything the block raised: damage explains that); a check that could not run
-    raises its ``sqlite3`` error, for ``open_db`` to say what it was."""
+    raises its ``sqlite3`` error, for ``open_db`` to say what it was. An interrupt (Ctrl-C,
+    ``SystemExit``) in the block goes on as it was, once the check has ended."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.finding: str | None = None
         self.error: BaseException | None = None
+        self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="streamdedup-quick-check",
                                         daemon=True)
 
@@ -212,7 +224,8 @@ class _StructureCheck:
         try:
             conn = sqlite3.connect(self.path, timeout=30)
             try:
-                self.finding = str(conn.execute("PRAGMA quick_check").fetchone()[0])
+                if not self._stopped.is_set():
+                    self.finding = str(conn.execute("PRAGMA quick_check").fetchone()[0])
             finally:
                 conn.close()
         except BaseException as exc:  # handed to the opening thread
@@ -224,6 +237,10 @@ class _StructureCheck:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: object) -> None:
+        if kind is not None and not issubclass(kind, Exception):
+            self._stopped.set()  # a check not begun is not begun; one running ends first
+            self._thread.join()  # (seconds at most: interrupting it raced with its close)
+            return
         self._thread.join()
         if self.error is not None:
             raise self.error
@@ -319,31 +336,35 @@ def file_bytes(directory: Path) -> int:
 
 # --- the in-memory maps, rebuilt from the file at open
 _LOAD_CHUNK = 1 << 21  # bucket entries handed to the index at a time when a store opens
+_SETS_AT_ONCE = 1 << 20  # set numbers read into one string when a store opens
+_SORTERS = 2  # threads sorting bucket-log chunks when a store opens
 
 
 def _read_sets(conn: sqlite3.Connection, path: Path
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(set ids, their numbers, 1 where the set holds shingles) of every sets row, int64.
 
-    As one string that SQLite joins and numpy parses, both in C: 0.4 s at a million ads,
-    against 1.1 s to build a million row tuples and an array from them (measured). The
-    three values of a row are joined first, so they cannot come apart; a count that does
-    not add up is damage."""
+    As strings that SQLite joins and numpy parses, both in C: 0.4 s for the 846,405 sets of
+    a million generated ads, against 1.1 s to build as many row tuples and an array from
+    them (measured). One string per ``_SETS_AT_ONCE`` numbers, far below SQLite's bound on
+    a string (10^9 bytes: ~35M sets). The three values of a row are joined first, so they
+    cannot come apart; a count that does not add up is damage."""
+    parts = [np.zeros(0, dtype=np.int64)]
     try:
-        count, text = conn.execute(
-            "SELECT count(*), group_concat(set_id || ',' || set_no || ',' || "
-            "(shingles_row IS NOT NULL)) FROM sets").fetchone()
+        total, top = conn.execute(
+            "SELECT count(*), coalesce(max(set_no), 0) FROM sets").fetchone()
+        for low in range(0, int(top), _SETS_AT_ONCE):
+            count, text = conn.execute(
+                "SELECT count(*), group_concat(set_id || ',' || set_no || ',' || "
+                "(shingles_row IS NOT NULL)) FROM sets WHERE set_no > ? AND set_no <= ?",
+                (low, low + _SETS_AT_ONCE)).fetchone()
+            if count:  # numpy 2 raises at what it cannot parse (older ones warned, stopped)
+                with contextlib.suppress(ValueError):
+                    parts.append(np.fromstring(str(text), dtype=np.int64, sep=","))
     except sqlite3.DatabaseError as exc:
         raise StoreCorruptError(f"{path}: cannot read the sets table: {exc}") from exc
-    values = np.zeros(0, dtype=np.int64)
-    if count:
-        with warnings.catch_warnings():  # at what it cannot parse numpy 2 raises; older
-            warnings.simplefilter("ignore", DeprecationWarning)  # ones warned and stopped
-            try:
-                values = np.fromstring(str(text), dtype=np.int64, sep=",")
-            except ValueError:
-                pass
-    if values.size != 3 * count:
+    values = np.concatenate(parts)
+    if values.size != 3 * total:  # unparsed text, or numbers outside 1..max(set_no)
         raise StoreCorruptError(f"{path}: the sets table holds values that are not set "
                                 f"numbers (damaged file)")
     ids, set_nos, held = values.reshape(-1, 3).T
@@ -391,17 +412,19 @@ def load_maps(conn: sqlite3.Connection, path: Path) -> tuple[SetNumbers, BucketI
         if (ordered[1:] == ordered[:-1]).any():
             raise StoreCorruptError(f"{path}: a set id is numbered twice (damaged file)")
         numbers.add_many(ids, set_nos)
-    # Each chunk is sorted in a thread while this one reads the next from SQLite and adds
-    # the one before (numpy and SQLite let go of the GIL): at a million ads sorting was 2.3
-    # of the 3.8 s spent on the log. Chunks are added in log order.
-    with ThreadPoolExecutor(1, thread_name_prefix="streamdedup-load") as pool:
-        ahead: tuple[LogRow, np.ndarray, Future[SortedEntries]] | None = None
+    # Chunks are sorted in two threads while this one reads the next from SQLite and adds
+    # the ones before, in log order (numpy and SQLite let go of the GIL): at a million ads
+    # sorting was 2.3 of the 3.8 s spent on the log; with one thread this one still waited
+    # 2.6 s for it (the quick check shares the cores).
+    with ThreadPoolExecutor(_SORTERS, thread_name_prefix="streamdedup-load") as pool:
+        ahead: collections.deque[tuple[LogRow, np.ndarray, Future[SortedEntries]]] = \
+            collections.deque()
         for chunk, rows in _log_chunks(conn, path):
-            sorting = pool.submit(sort_entries, chunk)
-            if ahead is not None:
-                buckets.add_many(ahead[0], ahead[1], ahead[2].result())
-            ahead = chunk, rows, sorting
-        if ahead is not None:
-            buckets.add_many(ahead[0], ahead[1], ahead[2].result())
+            ahead.append((chunk, rows, pool.submit(sort_entries, chunk)))
+            if len(ahead) > _SORTERS:
+                chunk, rows, sorting = ahead.popleft()
+                buckets.add_many(chunk, rows, sorting.result())
+        for chunk, rows, sorting in ahead:
+            buckets.add_many(chunk, rows, sorting.result())
     buckets.loaded(live)
     return numbers, buckets

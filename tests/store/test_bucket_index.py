@@ -102,12 +102,14 @@ def test_bulk_load_equals_adding_one_by_one() -> None:
     assert bulk.probe(probe, (10, 30)) == one.probe(probe, (10, 30))
 
 
-@pytest.mark.parametrize("chunk", [1 << 21, 60, 1])
-def test_sqlite_store_rebuilds_the_index_from_its_log(tmp_path: Path, chunk: int,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("chunk", "sets_at_once"), [(1 << 21, 1 << 20), (60, 7), (1, 1)])
+def test_sqlite_store_rebuilds_the_index_from_its_log(
+        tmp_path: Path, chunk: int, sets_at_once: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Also in chunks of a few entries, each sorted in the loading thread while the one
-    before is added: the same index."""
+    before is added, and with the set numbers read a few at a time: the same index."""
     monkeypatch.setattr(sqlite_file, "_LOAD_CHUNK", chunk)
+    monkeypatch.setattr(sqlite_file, "_SETS_AT_ONCE", sets_at_once)
     store = SqliteStore(tmp_path / "s")
     for i in range(50):  # buckets hold the store's sets (only those are loaded as live)
         store.add_set(SetRecord(1000 + i, i + 1, f"d{i}", 1000 + i), np.arange(3, dtype=np.uint64))

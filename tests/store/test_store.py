@@ -535,12 +535,9 @@ def test_sqlite_damaged_page_is_refused(tmp_path: Path) -> None:
         open_store("sqlite", str(d), PARAMS)
 
 
-def test_sqlite_damage_found_by_the_structure_check_is_refused_before_any_write(
-        tmp_path: Path) -> None:
-    """The maps are read while ``PRAGMA quick_check`` runs beside them; damage that reading
-    the maps does not meet (a page of the documents table) is still refused, with the
-    check's finding, and the file is left as it was: nothing is written before the check."""
-    d = sqlite_dir(tmp_path)
+def _lose_a_leaf(d: Path) -> bytes:
+    """Damage only the documents table, which reading the maps never meets: its root page
+    forgets one leaf. Returns the damaged file's bytes."""
     _filled_store(d)
     db = d / DB_NAME
     conn = sqlite3.connect(db)
@@ -551,11 +548,56 @@ def test_sqlite_damage_found_by_the_structure_check_is_refused_before_any_write(
     at = (root - 1) * page
     assert data[at] == 5  # an interior page: it points at the leaves of 400 documents
     cells = int.from_bytes(data[at + 3 : at + 5], "big")
-    data[at + 3 : at + 5] = (cells - 1).to_bytes(2, "big")  # one leaf is lost from the tree
+    data[at + 3 : at + 5] = (cells - 1).to_bytes(2, "big")
     db.write_bytes(bytes(data))
+    return bytes(data)
+
+
+def test_sqlite_damage_found_by_the_structure_check_is_refused_before_any_write(
+        tmp_path: Path) -> None:
+    """The maps are read while ``PRAGMA quick_check`` runs beside them; damage that reading
+    the maps does not meet is still refused, with the check's finding, and the file is left
+    as it was: nothing is written before the check."""
+    d = sqlite_dir(tmp_path)
+    data = _lose_a_leaf(d)
     with pytest.raises(StoreCorruptError, match=r"(?s)is damaged: .*never used"):
         SqliteStore(d)
-    assert db.read_bytes() == data
+    assert (d / DB_NAME).read_bytes() == data
+
+
+def test_sqlite_interrupted_open_stays_an_interrupt(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while the maps are read is a KeyboardInterrupt, not the check's finding about
+    a damaged file, and it leaves the store unlocked and unchanged."""
+    d = sqlite_dir(tmp_path)
+    data = _lose_a_leaf(d)
+
+    def interrupted(self: SqliteStore, conn: sqlite3.Connection | None = None) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SqliteStore, "_load_maps", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        SqliteStore(d)
+    monkeypatch.undo()
+    assert (d / DB_NAME).read_bytes() == data
+    with pytest.raises(StoreCorruptError, match="is damaged"):  # not StoreLockedError
+        SqliteStore(d)
+
+
+def test_sqlite_file_without_tables_becomes_a_store(tmp_path: Path) -> None:
+    """As before the check ran beside the maps: an SQLite file with no tables (made by
+    someone else, or emptied) is given the schema."""
+    d = sqlite_dir(tmp_path)
+    d.mkdir()
+    damage(d, "CREATE TABLE t (x)", "DROP TABLE t")
+    assert (d / DB_NAME).stat().st_size > 0
+    s = SqliteStore(d)
+    try:
+        s.add_set(rec(1), HIGH)
+        s.commit()
+        assert s.get_sets([1])[1] == rec(1)
+    finally:
+        s.close()
 
 
 def test_sqlite_sets_that_are_not_numbers_are_refused(tmp_path: Path) -> None:
