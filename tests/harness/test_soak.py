@@ -21,7 +21,11 @@ def test_a_small_soak_samples_the_check_and_agrees_with_the_brute_force(
     assert brute["checked"] == 180 and brute["duplicates"] >= 5
     assert brute["agree"] == brute["checked"] and brute["extra"] == 0
     samples = json.loads((tmp_path / "samples.json").read_text())
-    assert samples and all(s["rss_mb"] > 0 and s["store_mb"] > 0 for s in samples)
+    assert samples and all(s["rss_mb"] > 0 for s in samples)
+    # A sample taken as the store opens may see its directory with the lock file alone (a
+    # CI run did: 0.0 MB at docs 0); verdicts are written after their commit.
+    assert any(s["docs"] for s in samples)
+    assert all(s["store_mb"] > 0 for s in samples if s["docs"])
     verdicts = (tmp_path / "verdicts.jsonl").read_text().splitlines()
     assert len(verdicts) == 4000
 
