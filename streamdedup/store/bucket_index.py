@@ -320,7 +320,8 @@ class BucketIndex:
         last."""
         if not row.keys.size:
             return
-        entries = entries or sort_entries(row)
+        if entries is None:
+            entries = sort_entries(row)
         first = self._new_refs(row.set_ids, row.sizes, row.set_ids.size)
         self._nkeys[first:self._n_sets] = row.counts
         if rows is not None:
