@@ -81,19 +81,16 @@ class SqliteStore(Store):
         self._buckets = BucketIndex()
         self._numbers = SetNumbers()
         self._lock_fd = -1
-        conn: sqlite3.Connection | None = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
             self._lock_fd = acquire_lock(self.directory)
-            conn = open_db(self.directory, self._load_maps)
+            # A failed open closes its connection; one that succeeds was handed to
+            # ``_load_maps``, which keeps it as the store's.
+            open_db(self.directory, self._load_maps)
         except OSError as exc:
-            if conn is not None:
-                conn.close()
             self._release_lock()
             raise StoreError(os_problem(self.directory, exc)) from exc
         except BaseException:
-            if conn is not None:
-                conn.close()
             self._release_lock()
             raise
         self._seq, self._clock = self._counters()

@@ -164,7 +164,6 @@ def open_db(directory: Path, read: Callable[[sqlite3.Connection], None] = lambda
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
         if tables and version != SCHEMA_VERSION:
-            conn.close()
             hint = (" (an earlier streamdedup's layout: replay into a new store directory)"
                     if 0 < version < SCHEMA_VERSION else "")
             raise StoreCorruptError(
