@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 import click
 
+from streamdedup import garbage
 from streamdedup.cli.backfill import backfill_command
 from streamdedup.cli.explain import explain_command
 from streamdedup.cli.options import make_settings, settings_options
@@ -76,6 +77,7 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
                          time_field=settings.read_time_field)
         sketcher = Sketcher(settings)
         batches: Iterable[tuple[list[Any], Any]] = ((b, None) for b in batched(rows, BATCH))
+        garbage.settle()  # start-up is over; the read-ahead child inherits it
         if settings.sketch_ahead:  # started before the store is opened: it holds none of it
             batches = ahead = ReadAhead(path, fmt, settings)
         store = open_configured(settings, sketcher.params())

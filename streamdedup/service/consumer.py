@@ -9,7 +9,6 @@ broker that goes away, or a store that cannot write, costs time but never a verd
 
 from __future__ import annotations
 
-import gc
 import logging
 import signal
 import threading
@@ -30,6 +29,7 @@ from kafka.errors import (
     TopicAuthorizationFailedError,
 )
 
+from streamdedup import garbage
 from streamdedup.core.document import Document
 from streamdedup.core.shared import detector_for
 from streamdedup.core.sketch import Sketcher
@@ -310,7 +310,7 @@ class Service:
                                 shrink=lambda o, why: too_large_letter(s.dlq_topic, o, why),
                                 renew_producer=self._renew_producer)
         consumer.subscribe([s.input_topic], listener=_Revoked(self, checkpoint))
-        _freeze_startup_objects()
+        garbage.settle()
         backoff = 0.0
         failures = 0  # checkpoints or batches in a row that failed and rewound
         known: set[TopicPartition] = set()  # the assignment already checked against the store
@@ -461,14 +461,6 @@ class Service:
             stats = self.store.stats()
             self.metrics.store_documents.set(stats["documents"])
             self.metrics.store_bytes.set(stats["bytes"])
-
-
-def _freeze_startup_objects() -> None:
-    """Move what start-up allocated (modules, the Kafka protocol schemas, the stemmer) out of
-    the garbage collector's reach. Otherwise every full collection walks those ~100,000
-    long-lived objects again, a 50-100 ms pause measured in the middle of a stream."""
-    gc.collect()
-    gc.freeze()
 
 
 class StoppedWhileConnecting(Exception):
