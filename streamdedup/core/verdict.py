@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring
+from math import isfinite
 from typing import Any
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_BOOL = {True: "true", False: "false"}
+_INT: defaultdict[type, bool] = defaultdict(bool, {int: True})  # exactly int: not bool
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,9 @@ class Verdict:
         is not to change after this is called)."""
         text: str | None = self.__dict__.get("_json")
         if text is None:
-            text = _ENCODER.encode(self.to_dict())
+            text = _written(self)
+            if text is None:
+                text = _ENCODER.encode(self.to_dict())
             object.__setattr__(self, "_json", text)
         return text
 
@@ -96,3 +103,34 @@ class Verdict:
     @classmethod
     def from_json(cls, text: str) -> Verdict:
         return cls.from_dict(json.loads(text))
+
+
+def _written(v: Verdict) -> str | None:
+    """``_ENCODER.encode(v.to_dict())`` byte for byte, written directly: json's C encoder
+    formats each float through a Python callback (10.3 us for a verdict with two matches,
+    3.6 us here; 0.53 -> 0.15 s for the 50,000 verdicts of the fresh benchmark; tested
+    against the encoder). None leaves it to the encoder: extra fields, or a value of another
+    type than its field declares (a bool or numpy integer would be written wrongly here)."""
+    if v.extra or type(v.id) is not str or type(v.cluster_id) is not str:
+        return None
+    seq, dup_of = v.seq, v.duplicate_of
+    if not (_INT[type(v.candidates)] and _INT[type(v.shingles)] and _INT[type(v.skipped)]
+            and (seq is None or type(seq) is int) and type(v.duplicate) is bool
+            and type(v.exact) is bool and (dup_of is None or type(dup_of) is str)):
+        return None
+    matches = []
+    for m in v.matches:
+        if type(m.id) is not str or type(m.jaccard) is not float or not isfinite(m.jaccard):
+            return None
+        matches.append(f'{{"id":{encode_basestring(m.id)},"jaccard":{m.jaccard!r}}}')
+    merged = []
+    for x in v.merged:
+        if type(x) is not str:
+            return None
+        merged.append(encode_basestring(x))
+    return (f'{{"id":{encode_basestring(v.id)},"seq":{"null" if seq is None else seq},'
+            f'"duplicate":{_BOOL[v.duplicate]},"duplicate_of":'
+            f'{"null" if dup_of is None else encode_basestring(dup_of)},'
+            f'"matches":[{",".join(matches)}],"cluster_id":{encode_basestring(v.cluster_id)},'
+            f'"candidates":{v.candidates},"exact":{_BOOL[v.exact]},"shingles":{v.shingles},'
+            f'"skipped":{v.skipped},"merged":[{",".join(merged)}]}}')
