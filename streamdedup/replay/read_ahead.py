@@ -41,8 +41,10 @@ class ReadAhead:
     is an error too. ``close()`` stops the child.
 
     A pipe, not a queue: its write end lives in the child alone, so a child that dies (even
-    halfway through a batch) is an end of file here, never a wait forever; and the child
-    stays about one batch ahead, blocked on the pipe until the parent reads."""
+    halfway through a batch) is an end of file here, never a wait forever; its read end in
+    the parent alone (the child closes the copy the fork gave it), so a parent that dies,
+    even by SIGKILL, ends the child at its next send; and the child stays about one batch
+    ahead, blocked on the pipe until the parent reads."""
 
     def __init__(self, path: Path, fmt: str | None, settings: Settings, batch: int = BATCH
                  ) -> None:
@@ -51,7 +53,8 @@ class ReadAhead:
         self._reader, writer = ctx.Pipe(duplex=False)
         with contextlib.suppress(OSError, AttributeError):  # Linux: 1 MB, not 64 KB, per
             fcntl.fcntl(writer.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)  # switch of process
-        self._child = ctx.Process(target=_produce, args=(writer, path, fmt, settings, batch),
+        self._child = ctx.Process(target=_produce,
+                                  args=(self._reader, writer, path, fmt, settings, batch),
                                   daemon=True, name="streamdedup-read-ahead")
         self._child.start()
         writer.close()
@@ -78,8 +81,9 @@ class ReadAhead:
         self._reader.close()
 
 
-def _produce(out: Connection, path: Path, fmt: str | None, settings: Settings, batch: int
-             ) -> None:
+def _produce(inherited: Connection, out: Connection, path: Path, fmt: str | None,
+             settings: Settings, batch: int) -> None:
+    inherited.close()  # or a full pipe would wait forever for a parent long dead
     try:
         sketcher = Sketcher(settings)
         signed: set[int] = set()

@@ -88,3 +88,37 @@ def test_a_reader_that_dies_is_an_error_not_a_short_output(tmp_path: Path) -> No
     finally:
         ahead.close()
     assert 1 <= got < 30
+
+
+def test_a_check_killed_leaves_no_reader_behind(tmp_path: Path) -> None:
+    """SIGKILL of ``check`` cannot stop its child; the child must notice and end (it held
+    the pipe's read end inherited from the fork, and waited forever on a full pipe)."""
+    import subprocess
+    import sys
+    import time
+
+    ads = write_ads(tmp_path / "ads.jsonl", 3000, seed=5)  # a batch's sketches fill the pipe
+    proc = subprocess.Popen([sys.executable, "-m", "streamdedup", "check", str(ads),
+                             "--store", str(tmp_path / "s"), "--out", str(tmp_path / "o")],
+                            stderr=subprocess.DEVNULL)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    deadline = time.monotonic() + 60
+    while not (kids := children.read_text().split()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert kids, "check started no reader"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+    def running(pid: str) -> bool:
+        try:  # state is the field after the parenthesized name; Z: ended, not reaped yet
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + 30
+    while any(map(running, kids)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [k for k in kids if running(k)]
+    for k in left:
+        os.kill(int(k), signal.SIGKILL)
+    assert not left, "the reader outlived its killed parent"
