@@ -72,10 +72,9 @@ class Detector:
         self.store = store
         self.sketcher = sketcher or Sketcher(settings)
         store.keep_texts(self.sketcher.reshingle)
-        # This batch's new sets (set id, size, band keys), and all their keys: most documents
-        # share none of them, which one set test tells.
-        self._added: list[tuple[int, int, list[int]]] = []
-        self._added_keys: set[int] = set()
+        # This batch's new sets by band key, as (set id, size): most documents share no key
+        # with them, which one test tells; the others add up their shared keys per set.
+        self._added: dict[int, list[tuple[int, int]]] = {}
         self._planned: Mapping[int, Planned] | None = None
         self.window = Window(settings.retention_ms)
         self.evicted = 0  # documents and sets removed by retention (for metrics)
@@ -117,7 +116,7 @@ class Detector:
         probed = {} if planned is not None else dict(zip(fresh, self.store.probe_many(
             [keys[s].tolist() for s in fresh], [self._bounds(sh.size) for sh in fresh.values()]),
             strict=True))
-        self._added, self._added_keys = [], set()
+        self._added = {}
         verdicts = [self._decide(d, s, keys.get(s.set_id), probed.get(s.set_id))
                     for d, s in zip(docs, shingled, strict=True)]
         if window.clock_ms is not None:
@@ -192,8 +191,8 @@ class Detector:
             key_list = keys.tolist()
             size = int(sh.shingles.size)
             store.add_to_buckets(key_list, sh.set_id, size)
-            self._added.append((sh.set_id, size, key_list))
-            self._added_keys.update(key_list)
+            for key in dict.fromkeys(key_list):
+                self._added.setdefault(key, []).append((sh.set_id, size))
             store.add_edges(sh.set_id, matched, self.edge_cap)
             roots = {self._find(other) for other, _ in matched}
             if revived is not None:  # it still hangs in its old cluster
@@ -246,14 +245,14 @@ class Detector:
                     ) -> dict[int, int]:
         """Hits from the store before the batch plus the batch's own adds under ``keys``."""
         hits = dict(probed)
-        key_list = keys.tolist()
-        if self._added_keys.isdisjoint(key_list):
+        added = self._added
+        if added.keys().isdisjoint(key_list := keys.tolist()):
             return hits
-        common = self._added_keys.intersection(key_list)
         lo, hi = self._bounds(sh.shingles.size)
-        for set_id, size, added in self._added:
-            if lo <= size <= hi and (shared := len(common.intersection(added))):
-                hits[set_id] = hits.get(set_id, 0) + shared
+        for key in added.keys() & key_list:  # each shared key once, as the store counts
+            for set_id, size in added[key]:
+                if lo <= size <= hi:
+                    hits[set_id] = hits.get(set_id, 0) + 1
         return hits
 
     def _verify(self, sh: Shingled, hits: dict[int, int]
