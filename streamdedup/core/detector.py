@@ -40,8 +40,10 @@ verdict is the same however far the bounded eviction (at the start of each batch
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from operator import itemgetter
 
 import numpy as np
 
@@ -325,12 +327,14 @@ def _stored(verdict_json: str, seq: int | None) -> Verdict:
 def rank_matches(found: Iterable[tuple[float, int, str]], limit: int
                  ) -> tuple[tuple[Match, ...], str | None]:
     """(similarity, seq, doc id) of matched documents -> the ``limit`` best (ties: earliest
-    first) and the earliest of all."""
-    ordered = sorted((-sim, seq, doc_id) for sim, seq, doc_id in found)
-    if not ordered:
+    first) and the earliest of all. A selection, not a sort: in a hot bucket a variant
+    matches thousands of documents and lists 10."""
+    keyed = [(-sim, seq, doc_id) for sim, seq, doc_id in found]
+    if not keyed:
         return (), None
-    earliest = min(ordered, key=lambda f: f[1])[2]
-    return tuple(Match(doc_id, round(-neg, 6)) for neg, _, doc_id in ordered[:limit]), earliest
+    earliest = min(keyed, key=itemgetter(1))[2]
+    best = heapq.nsmallest(limit, keyed)  # seqs are unique: the same order as sorted()
+    return tuple(Match(doc_id, round(-neg, 6)) for neg, _, doc_id in best), earliest
 
 
 def _sketched(sketcher: Sketcher, docs: Sequence[Document], sketches: Sketches | None

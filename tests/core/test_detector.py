@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamdedup.core.detector import Detector
+from streamdedup.core.detector import Detector, rank_matches
 from streamdedup.core.document import Document
 from streamdedup.core.sketch import Sketcher
-from streamdedup.core.verdict import Verdict
+from streamdedup.core.verdict import Match, Verdict
 from streamdedup.replay.dump import read_dump
 from streamdedup.replay.truth import all_pairs
 from streamdedup.settings import Settings, build_settings
@@ -506,3 +506,17 @@ def test_crowded_sets_give_the_verdicts_of_an_uncapped_store(
             assert edges > 40 * 5  # uncapped, the cluster's edges are quadratic
     assert verdicts[5] == verdicts[10_000]
     assert sum(v["duplicate"] for v in verdicts[5]) > 40
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.8, 0.85, 0.9, 1.0]), st.integers(0, 10**6)),
+                max_size=60, unique_by=lambda f: f[1]), st.integers(1, 12))
+def test_matches_ranked_best_first_then_earliest(found: list[tuple[float, int]],
+                                                 limit: int) -> None:
+    """The selection gives what sorting everything did: the ``limit`` best, ties by arrival,
+    and the earliest document of all (also when it is not among them)."""
+    docs = [(sim, seq, f"d{seq}") for sim, seq in found]
+    ordered = sorted(docs, key=lambda f: (-f[0], f[1]))
+    matches, earliest = rank_matches(iter(docs), limit)
+    assert matches == tuple(Match(d, sim) for sim, _, d in ordered[:limit])
+    assert earliest == (min(docs, key=lambda f: f[1])[2] if docs else None)
