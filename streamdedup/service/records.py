@@ -62,14 +62,25 @@ MAX_KEY_BYTES = 1024  # a dead letter's record key and key copy beyond this are 
 _HEADROOM = 512  # record framing and headers, on top of the JSON value
 
 
+def _encode_text(body: dict[str, Any]) -> str:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
 def _encode(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return _encode_text(body).encode("utf-8")
 
 
 def verdict_record(topic: str, verdict: Verdict, source: Source,
                    max_bytes: int = DEFAULT_MAX_BYTES) -> Outgoing:
+    provenance = {**source.as_dict(), "processed_at": _now_iso()}
+    if "source" not in verdict.extra:  # the verdict's JSON (made once) with ``source`` last:
+        # the bytes encoding the whole body gives, without encoding it again (29 -> 15 us)
+        value = (f'{verdict.to_json()[:-1]},"source":{_encode_text(provenance)}}}'
+                 ).encode()
+        if len(value) + _HEADROOM <= max_bytes:
+            return _verdict_out(topic, verdict, source, value)
     body = verdict.to_dict()
-    body["source"] = {**source.as_dict(), "processed_at": _now_iso()}
+    body["source"] = provenance
     value = _encode(body)
     while len(value) + _HEADROOM > max_bytes and (body["merged"] or len(body["matches"]) > 1):
         # Halve the longer list (the first match, duplicate_of's, always stays).
@@ -79,6 +90,10 @@ def verdict_record(topic: str, verdict: Verdict, source: Source,
             body["matches"] = body["matches"][: max(1, len(body["matches"]) // 2)]
         body["truncated"] = True
         value = _encode(body)
+    return _verdict_out(topic, verdict, source, value)
+
+
+def _verdict_out(topic: str, verdict: Verdict, source: Source, value: bytes) -> Outgoing:
     return Outgoing(topic=topic, key=verdict.id.encode("utf-8", "surrogatepass"), value=value,
                     headers=[(SOURCE_HEADER, source.header())])
 

@@ -7,22 +7,13 @@ import json
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
+from verdict_strategy import verdicts
 
 from streamdedup.core.verdict import _ENCODER, Match, Verdict
 
-texts = st.text(max_size=12)  # any code point: quotes, backslashes, controls, surrogates
-matches = st.builds(Match, texts, st.floats(0, 1) | st.just(1.0) | st.just(1e-7))
-verdicts = st.builds(
-    Verdict, id=texts, duplicate=st.booleans(), duplicate_of=st.none() | texts,
-    matches=st.tuples() | st.lists(matches, max_size=4).map(tuple), cluster_id=texts,
-    candidates=st.integers(0, 2**40), exact=st.booleans(), shingles=st.integers(0, 10**6),
-    skipped=st.integers(0, 10), merged=st.lists(texts, max_size=3).map(tuple),
-    seq=st.none() | st.integers(-(2**63), 2**63))
-
 
 @settings(max_examples=500, deadline=None)
-@given(verdicts)
+@given(verdicts())
 def test_written_as_the_encoder_writes_it(verdict: Verdict) -> None:
     text = verdict.to_json()
     assert text == _ENCODER.encode(verdict.to_dict())

@@ -5,9 +5,17 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from dataclasses import replace
+from typing import Any
+from unittest.mock import patch
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from verdict_strategy import verdicts
 
 from streamdedup.core.verdict import Match, Verdict
 from streamdedup.errors import MessageError
+from streamdedup.service import records
 from streamdedup.service.records import (
     Outgoing,
     Source,
@@ -68,3 +76,19 @@ def test_a_refused_record_becomes_a_small_letter_naming_its_source() -> None:
     body = json.loads(letter.value)
     assert len(letter.value) < 2000 and body["reason"] == "output_too_large"
     assert body["source_header"] == "jobs/0/42" and body["refused_bytes"] == 2_000_000
+
+
+@settings(max_examples=300, deadline=None)
+@given(verdicts(st.text(st.characters(exclude_categories=('Cs',)), max_size=12)),
+       st.sampled_from([None, {"note": "x"}, {"source": "theirs"}]))
+def test_a_verdict_record_is_its_body_encoded_whole(verdict: Verdict, extra: Any) -> None:
+    """The record splices ``source`` into the verdict's JSON; the bytes are those of the
+    whole body encoded at once (an ``extra`` named source keeps its place there)."""
+    if extra is not None:
+        verdict = replace(verdict, extra=extra)
+    with patch.object(records, "_now_iso", return_value="2026-12-02T01:00:00.000Z"):
+        rec = verdict_record("out", verdict, SRC, LIMIT)
+    body = verdict.to_dict()
+    body["source"] = {**SRC.as_dict(), "processed_at": "2026-12-02T01:00:00.000Z"}
+    assert rec.value == json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    assert rec.key == verdict.id.encode("utf-8", "surrogatepass")
