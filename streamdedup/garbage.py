@@ -1,4 +1,4 @@
-"""Python's garbage collector, set once for the long-running commands (``check``, ``run``).
+"""Python's garbage collector, set once for the long-running commands (check, run, backfill).
 
 Our objects are freed by reference counting; the cycle collector finds next to nothing here
 but still walks the young objects every 700 container allocations (CPython's default) and

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from streamdedup import garbage
 from streamdedup.cli.options import make_settings, settings_options
 from streamdedup.errors import StreamdedupError
 from streamdedup.replay.dump import FORMATS
@@ -67,6 +68,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     def say(message: str) -> None:
         bar.write(message, file=sys.stderr)
 
+    garbage.settle()  # start-up is over (50,000 ads, local engine: 7.1 -> 2.2 s of GC)
     try:
         store = open_configured(settings, Sketcher(settings).params())
         try:
