@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from math import isfinite
@@ -11,7 +10,6 @@ from typing import Any
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _BOOL = {True: "true", False: "false"}
-_INT: defaultdict[type, bool] = defaultdict(bool, {int: True})  # exactly int: not bool
 
 
 @dataclass(frozen=True)
@@ -114,9 +112,10 @@ def _written(v: Verdict) -> str | None:
     if v.extra or type(v.id) is not str or type(v.cluster_id) is not str:
         return None
     seq, dup_of = v.seq, v.duplicate_of
-    if not (_INT[type(v.candidates)] and _INT[type(v.shingles)] and _INT[type(v.skipped)]
-            and (seq is None or type(seq) is int) and type(v.duplicate) is bool
-            and type(v.exact) is bool and (dup_of is None or type(dup_of) is str)):
+    if not (type(v.candidates) is int and type(v.shingles) is int  # exactly: not a bool
+            and type(v.skipped) is int and (seq is None or type(seq) is int)
+            and type(v.duplicate) is bool and type(v.exact) is bool
+            and (dup_of is None or type(dup_of) is str)):
         return None
     matches = []
     for m in v.matches:
