@@ -39,7 +39,8 @@ R = TypeVar("R")
 DB_NAME = "index.sqlite"
 LOCK_NAME = "store.lock"
 SCHEMA_VERSION = 5  # 2: metadata apart from blobs; 3: sets numbered, bucket log per set;
-# 4: versions (the first verdict of every (id, set) pair, kept when a document is replaced),
+# 4: versions (the first verdict of every (id, set) pair, kept when a document is replaced;
+# written at the replacement since issue 15, a row for every document before: both read alike),
 # positions (how far each input partition is stored) and crowded sets (edges capped);
 # 5: retention (a time per document, the newest time, child count and tombstone per set)
 # Verified candidates are read again while their bucket stays hot. Bounded by bytes: a set

@@ -652,9 +652,34 @@ def test_sqlite_replaced_document_keeps_its_versions_and_no_orphan_verdict(
     conn = sqlite3.connect(d / DB_NAME)
     assert conn.execute("SELECT verdict FROM verdicts ORDER BY row").fetchall() == [
         ('{"v":1}',), ('{"v":2}',), ('{"v":3}',)]
-    assert conn.execute("SELECT count(*) FROM verdicts WHERE row NOT IN "
-                        "(SELECT verdict_row FROM versions)").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM verdicts WHERE row NOT IN (SELECT verdict_row "
+                        "FROM versions UNION SELECT verdict_row FROM docs)").fetchone() == (0,)
+    # A version row is written when its document is replaced, not with every document.
+    assert conn.execute("SELECT doc_id, set_no FROM versions ORDER BY doc_id").fetchall() == [
+        ("a", 1), ("b", 2)]
     conn.close()
+
+
+def test_sqlite_store_with_a_version_row_for_every_document_reads_alike(
+        tmp_path: Path) -> None:
+    """Stores written before issue 15 hold a version row for every document, the current
+    one included; the first verdict of each pair is still the one given back."""
+    d = sqlite_dir(tmp_path)
+    store = SqliteStore(d)
+    store.add_set(SetRecord(7, 1, "a", 7), u64(1, 2, 3))
+    store.add_set(SetRecord(8, 2, "a", 8), u64(4, 5, 6))
+    store.put_doc(DocRecord("a", 1, 7, '{"v":1}'))
+    store._conn.execute("INSERT INTO versions SELECT doc_id, set_no, verdict_row FROM docs")
+    assert store.get_version("a", 7) == '{"v":1}'
+    store.delete_doc("a")
+    store.put_doc(DocRecord("a", 2, 8, '{"v":2}'))
+    store.commit()
+    assert store.get_version("a", 7) == '{"v":1}' and store.get_version("a", 8) == '{"v":2}'
+    store.forget_doc("a")
+    store.commit()
+    assert store.get_version("a", 7) is None and store.get_version("a", 8) is None
+    assert store._conn.execute("SELECT count(*) FROM verdicts").fetchone() == (0,)
+    store.close()
 
 
 def test_versions_keep_the_first_verdict_of_every_id_and_set(store: Store) -> None:
