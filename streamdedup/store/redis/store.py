@@ -391,7 +391,7 @@ class RedisStore(Store):
 
     def get_shingles(self, set_ids: Iterable[int]) -> dict[int, np.ndarray]:
         """Pipelined GETs (an MGET cannot span a cluster's slots). A set id is the
-        fingerprint of its shingles, so a blob never changes: fetched ones are kept (64 MB,
+        fingerprint of its shingles, so a blob never changes: fetched ones are kept (128 MB,
         ``store/shingle_cache.py``), and a hot set is read from Redis once per process."""
         out, missing = _split(set_ids, self._shingles)
         cache = self._shingle_cache
