@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from streamdedup import heap
 from streamdedup.core.document import Document
 from streamdedup.core.sketch import Packed, Sketcher, Sketches, pack, unpack
 from streamdedup.errors import InputError, MessageError, StreamdedupError
@@ -84,6 +85,7 @@ class ReadAhead:
 def _produce(inherited: Connection, out: Connection, path: Path, fmt: str | None,
              settings: Settings, batch: int) -> None:
     inherited.close()  # or a full pipe would wait forever for a parent long dead
+    heap.hold()  # a batch's arrays reuse the last one's pages (``streamdedup/heap.py``)
     try:
         sketcher = Sketcher(settings)
         signed: set[int] = set()

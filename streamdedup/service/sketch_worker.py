@@ -28,6 +28,7 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 
+from streamdedup import heap
 from streamdedup.core.sketch import Packed, Sketcher, Sketches, pack, unpack
 from streamdedup.settings import Settings
 
@@ -92,6 +93,7 @@ class SketchWorker:
 
 def _start(settings: Settings, parent: int) -> None:
     global _sketcher
+    heap.hold()  # a chunk's arrays reuse the last one's pages (``streamdedup/heap.py``)
     _sketcher = Sketcher(settings)
     threading.Thread(target=_watch, args=(parent,), daemon=True).start()
 
