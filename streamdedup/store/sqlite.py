@@ -19,7 +19,6 @@ import json
 import os
 import secrets
 import sqlite3
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,12 +41,14 @@ from streamdedup.store.base import (
     split_held,
 )
 from streamdedup.store.bucket_index import BucketIndex
+from streamdedup.store.edge_counts import EdgeCounts
 from streamdedup.store.set_numbers import SetNumbers
 from streamdedup.store.shingle_cache import ShingleCache
 from streamdedup.store.sqlite_file import (
     DB_NAME,
     acquire_lock,
     blob_checksum,
+    chunks,
     decode_log_row,
     encode_log_row,
     file_bytes,
@@ -59,12 +60,6 @@ from streamdedup.store.sqlite_file import (
 
 _SET_CACHE_SIZE = 200_000
 _MEMBERS_CACHE_SIZE = 100_000
-_EDGE_COUNTS_SIZE = 500_000
-_MAX_VARS = 900  # stay under SQLite's bound on host parameters per statement
-
-def _chunks(items: Sequence[Any], size: int = _MAX_VARS) -> Iterable[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 class SqliteStore(Store):
@@ -80,7 +75,7 @@ class SqliteStore(Store):
         # cluster reads those of ~30 matched sets, one query each, 0.8 ms of its 5 ms.
         # Dropped for a set a document joins, whole when one leaves (rare), at rollback.
         self._members_cache: dict[int, tuple[int, list[tuple[int, str]]]] = {}
-        self._edge_counts: dict[int, int] = {}  # edges rows by set, as this transaction sees
+        self._edges = EdgeCounts()  # each set's edge count, read once (the cap)
         self._buckets = BucketIndex()
         self._numbers = SetNumbers()
         self._lock_fd = -1
@@ -273,7 +268,7 @@ class SqliteStore(Store):
     def get_sets(self, set_ids: Iterable[int]) -> dict[int, SetRecord]:
         cache = self._set_cache
         out, ids = split_held(set_ids, cache.get)
-        for chunk in _chunks(list(self._numbers.get_many(ids).values())):
+        for chunk in chunks(list(self._numbers.get_many(ids).values())):
             marks = ",".join("?" * len(chunk))
             for row in self._conn.execute(
                 "SELECT set_id, first_seq, first_id, parent, last_time, children, evicted "
@@ -394,8 +389,7 @@ class SqliteStore(Store):
         self._conn.execute("DELETE FROM edges WHERE set_id = ?", (set_id,))
         self._conn.executemany("DELETE FROM edges WHERE set_id = ? AND other = ?",
                                [(o, set_id) for o in others])
-        for end in (set_id, *others):
-            self._edge_counts.pop(end, None)
+        self._edges.forget([set_id, *others])
         self._conn.execute("DELETE FROM crowded WHERE set_id = ?", (set_id,))
 
     def _mark_evicted(self, set_id: int) -> None:
@@ -413,7 +407,7 @@ class SqliteStore(Store):
     def get_shingles(self, set_ids: Iterable[int]) -> dict[int, np.ndarray]:
         cache = self._shingle_cache
         out, missing = cache.split(set_ids)
-        for chunk in _chunks(list(self._numbers.get_many(missing).values())):
+        for chunk in chunks(list(self._numbers.get_many(missing).values())):
             marks = ",".join("?" * len(chunk))
             for set_id, blob, checksum in self._conn.execute(
                 "SELECT s.set_id, b.data, b.checksum FROM sets s JOIN shingles b "
@@ -451,50 +445,11 @@ class SqliteStore(Store):
         rows = [(a, b, sim) for a, b, sim in
                 [(set_id, o, s) for o, s in edges] + [(o, set_id, s) for o, s in edges]
                 if a not in crowded]
-        try:
-            self._write_edges(rows, cap)
-        except BaseException:
-            self._edge_counts.clear()  # a statement may have failed halfway
-            raise
-
-    def _write_edges(self, rows: list[tuple[int, int, float]], cap: int) -> None:
-        """Insert ``rows`` and mark crowded every set they take past ``cap`` edges.
-
-        A set's edge count is read once and then kept (``_edge_counts``): counting the
-        rows of every touched set after each insert was the largest single store cost of a
-        hot cluster (a variant matching ~30 sets of up to 256 edges each: 9 % of the soak's
-        last minute in py-spy). The rows are new in a consistent store (a set's edges leave
-        with it); if some were there all the same, they are written as before and their
-        sets counted again."""
-        counts = self._edge_counts
-        if len(counts) > _EDGE_COUNTS_SIZE:
-            counts.clear()  # simple bound; counted again on demand
-        before = self._conn.total_changes
-        self._conn.executemany(
-            "INSERT OR IGNORE INTO edges (set_id, other, sim) VALUES (?, ?, ?)", rows)
-        added = Counter(a for a, _, _ in rows)
-        if self._conn.total_changes - before != len(rows):
-            self._conn.executemany(
-                "INSERT OR REPLACE INTO edges (set_id, other, sim) VALUES (?, ?, ?)", rows)
-            for a in added:
-                counts.pop(a, None)
-        unknown = sorted(a for a in added if a not in counts)
-        for a, n in added.items():
-            if a in counts:
-                counts[a] += n
-        for chunk in _chunks(unknown):  # counted after the insert: the new rows included
-            marks = ",".join("?" * len(chunk))
-            counts.update(self._conn.execute(
-                f"SELECT set_id, count(*) FROM edges WHERE set_id IN ({marks}) "
-                "GROUP BY set_id", chunk))
-        for a in sorted(a for a in added if counts[a] > cap):
-            self._conn.execute("INSERT OR IGNORE INTO crowded (set_id) VALUES (?)", (a,))
-            self._conn.execute("DELETE FROM edges WHERE set_id = ?", (a,))
-            counts[a] = 0
+        self._edges.write(self._conn, rows, cap)
 
     def _crowded(self, set_ids: Sequence[int]) -> set[int]:
         out: set[int] = set()
-        for chunk in _chunks(list(dict.fromkeys(set_ids))):
+        for chunk in chunks(list(dict.fromkeys(set_ids))):
             marks = ",".join("?" * len(chunk))
             out.update(a for (a,) in self._conn.execute(
                 f"SELECT set_id FROM crowded WHERE set_id IN ({marks})", chunk))
@@ -580,7 +535,7 @@ class SqliteStore(Store):
             self._numbers.rollback()
         self._set_cache.clear()
         self._members_cache.clear()
-        self._edge_counts.clear()
+        self._edges.clear()
         self._shingle_cache.clear()
         # The numbers handed out since the commit come again: nothing carrying them was
         # emitted (verdicts leave after the commit), so ``seq`` stays the arrival number, the

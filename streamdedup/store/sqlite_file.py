@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 import xxhash
@@ -32,6 +32,15 @@ import xxhash
 from streamdedup.errors import StoreCorruptError, StoreError, StoreLockedError
 from streamdedup.store.bucket_index import BucketIndex, LogRow, SortedEntries, sort_entries
 from streamdedup.store.set_numbers import SetNumbers
+
+MAX_VARS = 900  # stay under SQLite's bound on host parameters per statement
+
+
+def chunks(items: Sequence[Any], size: int = MAX_VARS) -> Iterator[Sequence[Any]]:
+    """``items`` a statement's worth of parameters at a time."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -909,26 +909,6 @@ def test_a_set_over_the_edge_cap_is_crowded_and_keeps_no_edges(store: Store) -> 
     assert store.neighbours(8) is None and store.neighbours(100) == [(8, 0.9)]
 
 
-def test_sqlite_edge_counts_kept_in_memory_crowd_a_set_as_counting_would(
-        tmp_path: Path) -> None:
-    """The SQLite store reads a set's edge count once and then adds to it: a rollback, and
-    rows that were in the table already, must not make a set crowded a row too early."""
-    store = SqliteStore(sqlite_dir(tmp_path))
-    store.add_edges(1, [(2, 0.9), (3, 0.9)], cap=4)  # set 1: 2 edges
-    store.commit()
-    store.add_edges(4, [(1, 0.9)], cap=4)  # 3, then taken back
-    store.rollback()
-    store.add_edges(5, [(1, 0.9)], cap=4)
-    store.add_edges(6, [(1, 0.9)], cap=4)  # 4: at the cap, not over it
-    assert store.neighbours(1) == [(2, 0.9), (3, 0.9), (5, 0.9), (6, 0.9)]
-    store.add_edges(2, [(1, 0.95)], cap=4)  # both rows there: rewritten, nothing added
-    assert store.neighbours(1) == [(2, 0.95), (3, 0.9), (5, 0.9), (6, 0.9)]
-    assert store.neighbours(2) == [(1, 0.95)]
-    store.add_edges(7, [(1, 0.9)], cap=4)  # the fifth
-    assert store.neighbours(1) is None and store.neighbours(7) == [(1, 0.9)]
-    store.close()
-
-
 def test_a_store_keeps_one_identity_for_its_life(make_store: Callable[..., Store],
                                                  tmp_path: Path) -> None:
     """Offsets committed after a store's writes name it (the consumer's rebuild check)."""
