@@ -527,16 +527,18 @@ class SqliteStore(Store):
         except sqlite3.Error as exc:
             raise StoreError(f"cannot roll back {self.path}: {exc}") from exc
         self._unbucket = []
+        # The caches first: a reload of the maps that fails must not leave them describing
+        # writes the rollback took back.
+        self._set_cache.clear()
+        self._members_cache.clear()
+        self._edges.clear()
+        self._shingle_cache.clear()
         if self._evicting:  # removals are not undone in memory: rebuild from the tables
             self._load_maps()
             self._evicting = False
         else:
             self._buckets.rollback()
             self._numbers.rollback()
-        self._set_cache.clear()
-        self._members_cache.clear()
-        self._edges.clear()
-        self._shingle_cache.clear()
         # The numbers handed out since the commit come again: nothing carrying them was
         # emitted (verdicts leave after the commit), so ``seq`` stays the arrival number, the
         # same after a fault as in a run without one.

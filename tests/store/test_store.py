@@ -689,6 +689,7 @@ def test_versions_keep_the_first_verdict_of_every_id_and_set(store: Store) -> No
     store.put_doc(DocRecord("a", 1, 7, '{"v":1}'))
     store.put_doc(DocRecord("a", 2, 8, '{"v":2}'))
     store.put_doc(DocRecord("a", 2, 8, '{"v":2 again}'))  # a version keeps its first verdict
+    assert store.get_version("a", 8) == '{"v":2}'  # also while the document holds the second
     store.delete_doc("a")
     store.commit()
     assert store.get_doc("a") is None
