@@ -56,6 +56,11 @@ def test_probe_matches_a_dict_model_through_seals_merges_and_rollbacks() -> None
         assert index.probe(probe, (10, 29)) == within
         assert index.probe_many([probe, probe[:5], []], [(10, 29), (0, 99), (0, 99)]) == [
             within, model_probe(current, probe[:5]), {}]
+        # Queries of one length (as a batch's band keys are) take the sorted-grid path;
+        # a key twice in a query counts once.
+        doubled = probe[:10] * 2
+        assert index.probe_many([probe, doubled], [(10, 29), (0, 99)]) == [
+            within, model_probe(current, probe[:10])]
     assert len(index) == sum(len(v) for v in current.values())
     assert len(index._keys) > 1  # the test did exercise sorted runs
 
