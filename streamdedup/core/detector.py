@@ -78,6 +78,10 @@ class Detector:
         # with them, which one test tells; the others add up their shared keys per set.
         self._added: dict[int, tuple[tuple[int, int], ...]] = {}
         self._planned: Mapping[int, Planned] | None = None
+        # The batch's documents as the store held them before the batch (one query for all
+        # of them) and the ids judged since: an id met again in the batch is read anew.
+        self._prior: dict[str, DocRecord] | None = None
+        self._judged: set[str] = set()
         self.window = Window(settings.retention_ms)
         self.evicted = 0  # documents and sets removed by retention (for metrics)
         self._arrival: int | None = None
@@ -105,6 +109,7 @@ class Detector:
                 self.evicted += self.store.evict(window.cutoff_ms,
                                                  max(EVICT_AT_LEAST, 2 * len(docs)))
             self._arrival = now_ms()
+        self._prior, self._judged = self.store.get_docs(d.id for d in docs), set()
         shingled, given = _sketched(self.sketcher, docs, sketches)
         known = self.store.get_sets({s.set_id for s in shingled if s.shingles.size})
         fresh: dict[int, np.ndarray] = {}
@@ -134,7 +139,11 @@ class Detector:
             time = doc.time if doc.time is not None else self._arrival
             assert time is not None
             window.see(time)
-        prev = store.get_doc(doc.id)
+        if self._prior is None or doc.id in self._judged:
+            prev = store.get_doc(doc.id)
+        else:
+            prev = self._prior.get(doc.id)
+        self._judged.add(doc.id)
         if prev is not None and not window.live(prev.time):
             store.forget_doc(doc.id)  # left the window: as if evicted already
             prev = None
@@ -164,6 +173,7 @@ class Detector:
             # how far eviction has got, so the store first evicts all that has left.
             if window.cutoff_ms is not None:  # (None: a store evicted before, now kept)
                 self.evicted += store.evict(window.cutoff_ms, EVICT_ALL)
+                self._prior = None  # it may take documents of this batch: read them anew
             revived = store.get_sets([sh.set_id]).get(sh.set_id)
             existing = None
         if existing is not None:

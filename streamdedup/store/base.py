@@ -114,6 +114,11 @@ class Store(ABC):
     @abstractmethod
     def get_doc(self, doc_id: str) -> DocRecord | None: ...
 
+    def get_docs(self, doc_ids: Iterable[str]) -> dict[str, DocRecord]:
+        """``get_doc`` of each id, for the ids the store holds; one query where a store can
+        (the detector asks for a batch's ids at once: 500 lookups in one statement)."""
+        return {d: r for d in doc_ids if (r := self.get_doc(d)) is not None}
+
     @abstractmethod
     def put_doc(self, doc: DocRecord) -> None:
         """Insert or replace by id (idempotent); the first verdict of each (id, set) pair is

@@ -198,6 +198,19 @@ class SqliteStore(Store):
         return DocRecord(*row) if row else None
 
     @store_errors
+    def get_docs(self, doc_ids: Iterable[str]) -> dict[str, DocRecord]:
+        out: dict[str, DocRecord] = {}
+        for chunk in chunks(list(dict.fromkeys(doc_ids))):
+            marks = ",".join("?" * len(chunk))
+            for row in self._conn.execute(
+                "SELECT d.doc_id, d.seq, s.set_id, v.verdict, d.time FROM docs d "
+                "JOIN sets s ON s.set_no = d.set_no JOIN verdicts v ON v.row = d.verdict_row "
+                f"WHERE d.doc_id IN ({marks})", chunk,
+            ):
+                out[row[0]] = DocRecord(*row)
+        return out
+
+    @store_errors
     def put_doc(self, doc: DocRecord) -> None:
         self._members_cache.pop(doc.set_id, None)
         row = self._conn.execute(

@@ -94,6 +94,20 @@ class TestStoreContract:
         assert store.members(42, 10) == []
         assert store.stats()["documents"] == 0
 
+    def test_get_docs_reads_as_get_doc_does(self, store: Store) -> None:
+        for i in range(30):
+            store.put_doc(DocRecord(f"d{i}", store.next_seq(), i % 4, f'{{"n":{i}}}', i or None))
+            if i == 14:
+                store.commit()  # some committed, some pending
+        store.put_doc(DocRecord("d3", store.next_seq(), 9, "replaced"))
+        store.delete_doc("d5")
+        asked = [f"d{i}" for i in range(32)] + ["d3", "d0"]  # two never stored, two twice
+        expected = {d: r for d in asked if (r := store.get_doc(d)) is not None}
+        assert store.get_docs(asked) == expected
+        assert store.get_docs(iter(asked)) == expected
+        assert len(expected) == 29 and expected["d3"].verdict == "replaced"
+        assert store.get_docs([]) == {}
+
     def test_put_doc_replaces_by_id_and_moves_set_membership(self, store: Store) -> None:
         store.put_doc(DocRecord("a", 1, 10, "v1"))
         store.put_doc(DocRecord("a", 2, 20, "v2"))

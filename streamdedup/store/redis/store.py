@@ -174,6 +174,10 @@ class RedisStore(Store):
     def get_doc(self, doc_id: str) -> DocRecord | None:
         return self._get_docs([doc_id])[doc_id]
 
+    def get_docs(self, doc_ids: Iterable[str]) -> dict[str, DocRecord]:
+        found = self._get_docs(list(dict.fromkeys(doc_ids)))
+        return {d: r for d, r in found.items() if r is not None}
+
     def _get_docs(self, doc_ids: Sequence[str]) -> dict[str, DocRecord | None]:
         """Records of many documents: this checkpoint's, then one HMGET for the rest."""
         out, missing = _split(doc_ids, self._docs)
