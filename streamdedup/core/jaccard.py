@@ -104,5 +104,5 @@ def _search(query: np.ndarray, values: np.ndarray) -> np.ndarray:
     """``values[i] in query`` by binary search in the sorted ``query``."""
     if not query.size:
         return np.zeros(values.size, dtype=bool)
-    at = np.minimum(np.searchsorted(query, values), query.size - 1)
+    at = np.minimum(query.searchsorted(values), query.size - 1)
     return query[at] == values
