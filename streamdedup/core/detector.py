@@ -205,7 +205,7 @@ class Detector:
             store.add_to_buckets(key_list, sh.set_id, size)
             self._index_added(key_list, sh.set_id, size)
             store.add_edges(sh.set_id, matched, self.edge_cap)
-            roots = {self._find(other) for other, _ in matched}
+            roots = self._roots([other for other, _ in matched])
             if revived is not None:  # it still hangs in its old cluster
                 roots.add(self._find(sh.set_id))
             root, merged = self._join(sh.set_id, roots)
@@ -301,29 +301,54 @@ class Detector:
         """Documents of the matched sets: best first, then earliest; the earliest one; and the
         sets that have documents now."""
         limit = self.settings.max_matches
-        found: list[tuple[float, int, str]] = []
+        by_sim: dict[float, list[tuple[int, str]]] = {}
         populated: set[int] = set()
+        earliest: tuple[int, str, float] | None = None
         since = self.window.cutoff_ms
         for set_id, sim in matched:
             members = self.store.members(set_id, limit, since)
             if members:
                 populated.add(set_id)
-            found.extend((sim, seq, doc_id) for seq, doc_id in members)
+                by_sim.setdefault(sim, []).extend(members)
+                seq, doc_id = min(members)
+                if earliest is None or seq < earliest[0]:
+                    earliest = (seq, doc_id, sim)
+        # Only the documents of the best similarities can be listed: they are ranked from
+        # the highest down until ``limit`` are in hand (a late variant of the soak's hot
+        # bucket matches ~100 documents and lists 10), and the earliest of all joins them.
+        found: list[tuple[float, int, str]] = []
+        for sim in sorted(by_sim, reverse=True):
+            if len(found) >= limit:
+                if earliest is not None and earliest[2] <= sim:
+                    found.append((earliest[2], earliest[0], earliest[1]))
+                break
+            found.extend((sim, seq, doc_id) for seq, doc_id in by_sim[sim])
         return (*rank_matches(found, limit), populated)
 
-    def _find(self, set_id: int) -> int:
-        """Cluster root of a set, compressing the path behind it."""
+    def _find(self, set_id: int, parents: dict[int, int] | None = None) -> int:
+        """Cluster root of a set, compressing the path behind it. ``parents``: the parent of
+        each set read so far (kept up to date here), so that many finds read each set once."""
+        parents = {} if parents is None else parents
         path = []
         node = set_id
         while True:
-            parent = self.store.get_sets([node])[node].parent
+            parent = parents.get(node)
+            if parent is None:
+                parent = parents[node] = self.store.get_sets([node])[node].parent
             if parent == node:
                 break
             path.append(node)
             node = parent
         for p in path[:-1]:
             self.store.set_parent(p, node)
+            parents[p] = node
         return node
+
+    def _roots(self, set_ids: list[int]) -> set[int]:
+        """Cluster roots of many sets (a hot-bucket variant matches hundreds): their records
+        read in one call, the paths above them walked through ``parents``."""
+        parents = {s: r.parent for s, r in self.store.get_sets(set_ids).items()}
+        return {self._find(s, parents) for s in set_ids}
 
     def _join(self, set_id: int, roots: set[int]) -> tuple[int, tuple[str, ...]]:
         """Merge a new set and the clusters it matched: the root whose first document arrived
