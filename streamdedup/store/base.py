@@ -291,10 +291,11 @@ _PARAM_HINTS = {"minhash_scheme": " (set by --minhash: 'multiply-shift' reads st
                                   "before 'oph' became the default)"}
 
 
-def split_held(ids: Iterable[int], held: Callable[[int], V | None]
+def split_held(ids: Iterable[int], held: Callable[[int], V | None],
+               touch: Callable[[int], object] | None = None
                ) -> tuple[dict[int, V], list[int]]:
     """What an in-memory cache ``held`` (None: not held) has of ``ids``, and the ids to read
-    from the tables, in order."""
+    from the tables, in order; ``touch`` is called with each id held (an LRU's reorder)."""
     found: dict[int, V] = {}
     missing: list[int] = []
     for i in ids:
@@ -303,6 +304,8 @@ def split_held(ids: Iterable[int], held: Callable[[int], V | None]
             missing.append(i)
         else:
             found[i] = value
+            if touch is not None:
+                touch(i)
     return found, missing
 
 

