@@ -43,6 +43,11 @@ def _parse_int(text: str) -> int | Decimal:
     return int(text) if len(text) <= _INT_DIGITS else Decimal(text)
 
 
+# One decoder for every message: ``json.loads`` with ``parse_int`` builds a decoder and its
+# scanner on each call (15 -> 10 us for a generated ad).
+_DECODER = json.JSONDecoder(parse_int=_parse_int)
+
+
 def auto_id(obj: dict[str, Any]) -> str:
     try:
         canonical = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
@@ -114,7 +119,9 @@ def decode_message(
     except UnicodeDecodeError as exc:
         raise MessageError("not_utf8", str(exc)) from None
     try:
-        obj = json.loads(text, parse_int=_parse_int)
+        if text.startswith("\ufeff"):  # as json.loads says it
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        obj = _DECODER.decode(text)
     except (ValueError, RecursionError) as exc:
         raise MessageError("malformed_json", str(exc)[:200]) from None
     return document_from_object(obj, text_fields, time_field)

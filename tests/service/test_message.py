@@ -206,6 +206,15 @@ def test_a_utf8_byte_order_mark_is_skipped() -> None:
     assert doc.id == "1" and doc.fields["description"] == "ciao"
 
 
+def test_a_second_byte_order_mark_is_malformed_json_as_json_loads_says() -> None:
+    payload = b'\xef\xbb\xbf\xef\xbb\xbf{"id": "1", "description": "ciao"}'
+    with pytest.raises(MessageError) as err:
+        decode_message(payload, FIELDS, 1 << 20)
+    with pytest.raises(ValueError) as loads:
+        json.loads(payload[3:].decode("utf-8"))
+    assert err.value.reason == "malformed_json" and err.value.detail == str(loads.value)
+
+
 def test_integers_past_pythons_digit_limit_are_valid_json() -> None:
     huge = "9" * 5000
     doc = decode_message(f'{{"id": {huge}, "description": "ciao"}}'.encode(), FIELDS, 1 << 20)
