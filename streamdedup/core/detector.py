@@ -347,6 +347,8 @@ class Detector:
     def _roots(self, set_ids: list[int]) -> set[int]:
         """Cluster roots of many sets (a hot-bucket variant matches hundreds): their records
         read in one call, the paths above them walked through ``parents``."""
+        if not set_ids:  # most fresh ads match nothing
+            return set()
         parents = {s: r.parent for s, r in self.store.get_sets(set_ids).items()}
         return {self._find(s, parents) for s in set_ids}
 
