@@ -200,14 +200,17 @@ class SqliteStore(Store):
     @store_errors
     def get_docs(self, doc_ids: Iterable[str]) -> dict[str, DocRecord]:
         out: dict[str, DocRecord] = {}
-        for chunk in chunks(list(dict.fromkeys(doc_ids))):
+        # Keyed by the ids as asked: the column holds text, so an id given as another type
+        # (5) is found as get_doc finds it ('5') and must be handed back under its own key.
+        asked = {str(d): d for d in doc_ids}
+        for chunk in chunks(list(asked.values())):
             marks = ",".join("?" * len(chunk))
             for row in self._conn.execute(
                 "SELECT d.doc_id, d.seq, s.set_id, v.verdict, d.time FROM docs d "
                 "JOIN sets s ON s.set_no = d.set_no JOIN verdicts v ON v.row = d.verdict_row "
                 f"WHERE d.doc_id IN ({marks})", chunk,
             ):
-                out[row[0]] = DocRecord(*row)
+                out[asked.get(row[0], row[0])] = DocRecord(*row)
         return out
 
     @store_errors

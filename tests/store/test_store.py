@@ -16,6 +16,7 @@ import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -107,6 +108,9 @@ class TestStoreContract:
         assert store.get_docs(iter(asked)) == expected
         assert len(expected) == 29 and expected["d3"].verdict == "replaced"
         assert store.get_docs([]) == {}
+        odd: Any = 7  # not a str: handed back under its own key, as get_doc finds it
+        store.put_doc(DocRecord(odd, store.next_seq(), 1, "{}"))
+        assert store.get_docs([odd]) == {odd: store.get_doc(odd)} != {}
 
     def test_put_doc_replaces_by_id_and_moves_set_membership(self, store: Store) -> None:
         store.put_doc(DocRecord("a", 1, 10, "v1"))
