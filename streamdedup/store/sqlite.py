@@ -60,6 +60,9 @@ from streamdedup.store.sqlite_file import (
 
 _SET_CACHE_SIZE = 200_000
 _MEMBERS_CACHE_SIZE = 100_000
+# A document's record as DocRecord's fields (get_doc and get_docs add their WHERE).
+_DOC_SELECT = ("SELECT d.doc_id, d.seq, s.set_id, v.verdict, d.time FROM docs d "
+               "JOIN sets s ON s.set_no = d.set_no JOIN verdicts v ON v.row = d.verdict_row")
 
 
 class SqliteStore(Store):
@@ -190,11 +193,7 @@ class SqliteStore(Store):
     # --- documents
     @store_errors
     def get_doc(self, doc_id: str) -> DocRecord | None:
-        row = self._conn.execute(
-            "SELECT d.doc_id, d.seq, s.set_id, v.verdict, d.time FROM docs d "
-            "JOIN sets s ON s.set_no = d.set_no "
-            "JOIN verdicts v ON v.row = d.verdict_row WHERE d.doc_id = ?", (doc_id,)
-        ).fetchone()
+        row = self._conn.execute(f"{_DOC_SELECT} WHERE d.doc_id = ?", (doc_id,)).fetchone()
         return DocRecord(*row) if row else None
 
     @store_errors
@@ -205,11 +204,7 @@ class SqliteStore(Store):
         asked = {str(d): d for d in doc_ids}
         for chunk in chunks(list(asked.values())):
             marks = ",".join("?" * len(chunk))
-            for row in self._conn.execute(
-                "SELECT d.doc_id, d.seq, s.set_id, v.verdict, d.time FROM docs d "
-                "JOIN sets s ON s.set_no = d.set_no JOIN verdicts v ON v.row = d.verdict_row "
-                f"WHERE d.doc_id IN ({marks})", chunk,
-            ):
+            for row in self._conn.execute(f"{_DOC_SELECT} WHERE d.doc_id IN ({marks})", chunk):
                 out[asked.get(row[0], row[0])] = DocRecord(*row)
         return out
 
