@@ -272,3 +272,78 @@ def test_async_offset_commit_comes_last_and_reports_failures(rig: Rig) -> None:
     assert {tp: o.offset for tp, o in offsets.items()} == {TP0: 2}
     callback(offsets, Boom("coordinator moved"))
     assert rig.failures("offset_commit") == 1
+
+
+# --- overlap: the loop leaves a checkpoint in flight while it judges the next messages
+
+
+def test_overlap_leaves_the_outputs_in_flight_until_the_next_commit(rig: Rig) -> None:
+    """The loop's commit stops after sending; the next one waits for the acks and commits
+    those offsets before its own store commit, so outputs and offsets keep their order."""
+    cp = rig.checkpoint
+    rig.add(TP0, range(0, 2))
+    assert cp.commit(wait=False, overlap=True) == 0  # no offsets committed yet
+    assert rig.world.journal == ["store.commit", "producer.send", "producer.send"]
+    assert rig.world.delivered == [] and rig.world.pending == [b"0@0", b"0@1"]
+    assert not cp.empty and cp.uncommitted == 2 and cp.messages == 0
+    rig.add(TP0, range(2, 3))
+    rig.world.journal.clear()
+    assert cp.commit(wait=False, overlap=True) == 2
+    assert rig.world.journal == ["producer.flush", "consumer.commit_async", "store.commit",
+                                 "producer.send"]
+    offsets, _ = rig.consumer.async_callbacks[-1]
+    assert {tp: o.offset for tp, o in offsets.items()} == {TP0: 2}
+    assert rig.world.delivered == [b"0@0", b"0@1"] and cp.uncommitted == 1
+    assert cp.commit() == 1  # the final commit: everything, synchronously
+    assert rig.world.journal[-2:] == ["producer.flush", "consumer.commit"]
+    assert rig.world.committed == {TP0: 3} and cp.empty
+
+
+def test_an_idle_loop_completes_the_checkpoint_in_flight(rig: Rig) -> None:
+    """No new message: the checkpoint in flight is still due ``commit_interval_s`` after it
+    was sent, so an idle consumer's offsets do not lag behind its verdicts."""
+    cp = rig.checkpoint
+    rig.add(TP1, range(4, 5))
+    cp.commit(wait=False, overlap=True)
+    assert not cp.due() and cp.seconds_until_due() == pytest.approx(1.0)
+    rig.clock.now += 1.0
+    assert cp.due()
+    rig.world.journal.clear()
+    assert cp.commit(wait=False, overlap=True) == 1
+    assert rig.world.journal == ["producer.flush", "consumer.commit_async"]
+    assert cp.empty and not cp.due() and cp.seconds_until_due() == float("inf")
+
+
+@pytest.mark.parametrize("failing", ["producer.flush", "record", "consumer.commit"])
+def test_a_checkpoint_in_flight_that_fails_rewinds_to_its_own_first_offsets(
+    rig: Rig, failing: str
+) -> None:
+    """The acks of the checkpoint in flight fail when the next commit waits for them: the
+    next messages' writes are rolled back (not stored yet), and the consumer goes back to
+    the first offsets of the one in flight, whose stored verdicts a redelivery returns."""
+    cp = rig.checkpoint
+    if failing == "record":
+        rig.world.fail.add("record")  # the broker fails the first record sent
+    rig.add(TP0, range(10, 12))
+    cp.commit(wait=False, overlap=True)
+    rig.add(TP0, range(12, 14))
+    rig.add(TP1, range(3, 4))
+    rig.world.fail.add(failing)
+    with pytest.raises(CheckpointFailed):
+        cp.commit(wait=failing == "consumer.commit", overlap=True)
+    assert rig.world.committed == {}
+    assert "store.rollback" in rig.world.journal
+    assert rig.world.journal.count("store.commit") == 1  # the held messages' never ran
+    assert rig.world.seeks == {TP0: 10, TP1: 3}
+    assert cp.empty and cp.uncommitted == 0
+
+
+def test_a_store_failure_while_a_checkpoint_is_in_flight_rewinds_to_it(rig: Rig) -> None:
+    """The loop's rewind after a batch's StoreError starts from the checkpoint in flight."""
+    cp = rig.checkpoint
+    rig.add(TP0, range(5, 7))
+    cp.commit(wait=False, overlap=True)
+    rig.add(TP0, range(7, 8))
+    cp.rewind()
+    assert rig.world.seeks == {TP0: 5} and "store.rollback" in rig.world.journal
+    assert cp.empty
