@@ -8,21 +8,13 @@ Commit order (nothing is lost and nothing is contradicted at any crash point)::
     3. producer.flush()      ... and acknowledged by the broker (acks=all)
     4. consumer.commit(...)  only now the input offsets move past those messages
 
-The consumer's loop overlaps steps 3 and 4 with its next batch (``commit(overlap=True)``):
-the checkpoint's outputs are sent and left *in flight* while the loop polls and judges the
-next messages, and the next checkpoint (or an idle loop, ``commit_interval_s`` later) first
-waits for their acknowledgement and commits their offsets, then begins its own step 1. The
-broker's acks (4 of a checkpoint's ~7 ms at 500 fresh ads/s, measured) no longer hold the
-loop; at most one checkpoint is in flight, so its outputs still precede the next one's.
-
 A crash before 1 loses uncommitted store writes and offsets: the messages come again and are
-processed as if new. A crash between 1 and 4 (also while a checkpoint is in flight)
-redelivers messages whose verdicts are already stored: the detector returns those stored
-verdicts, so the output repeats identical verdicts and no document becomes its own
-duplicate. If any step fails (disk full, broker gone, group rebalanced), the checkpoint
-*rewinds*: it rolls back what the store has not committed, seeks the consumer back to the
-first offset not yet committed (the one in flight's, if any), and drops what it had not
-produced, so the same messages are simply processed again once the fault is gone.
+processed as if new. A crash between 1 and 4 redelivers messages whose verdicts are already
+stored: the detector returns those stored verdicts, so the output repeats identical verdicts
+and no document becomes its own duplicate. If any step fails (disk full, broker gone, group
+rebalanced), the checkpoint *rewinds*: it rolls back what the store has not committed, seeks
+the consumer back to the first offset not yet committed, and drops what it had not produced,
+so the same messages are simply processed again once the fault is gone.
 
 One fault is not transient: a record the broker refuses as too large would be refused on every
 retry, and the partition would never move again. Records are built to fit (``records.py``);
@@ -36,7 +28,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from kafka import TopicPartition
@@ -61,19 +52,6 @@ def offset_tag(store: Store) -> str:
 
 class CheckpointFailed(Exception):
     """A step of the commit order failed; the checkpoint was rewound."""
-
-
-@dataclass
-class _InFlight:
-    """A checkpoint past step 2: stored, its outputs sent, their acks not yet awaited."""
-
-    sent: list[tuple[Outgoing, Any]]  # each record and the producer's future for it
-    refused: list[tuple[Outgoing, str]]  # refused at send (over the producer's own limit)
-    first_offsets: dict[TopicPartition, int]
-    next_offsets: dict[TopicPartition, int]
-    messages: int
-    since: float  # when it was sent
-    send_s: float  # time the sending took (reported with the flush, one stage per checkpoint)
 
 
 class Checkpoint:
@@ -104,8 +82,6 @@ class Checkpoint:
         self.shrink = shrink
         self.renew_producer = renew_producer
         self.offset_tag = offset_tag(store)
-        self.in_flight: _InFlight | None = None
-        self._stage = "produce_flush"  # the step running (for the failure's label)
         self._reset()
 
     def _reset(self) -> None:
@@ -117,17 +93,11 @@ class Checkpoint:
 
     @property
     def empty(self) -> bool:
-        """Nothing to commit: no message held and none in flight."""
-        return self.messages == 0 and self.in_flight is None
-
-    @property
-    def uncommitted(self) -> int:
-        """Messages whose offsets are not committed yet: held and in flight."""
-        return self.messages + (self.in_flight.messages if self.in_flight else 0)
+        return self.messages == 0
 
     def add(self, tp: TopicPartition, offset: int, out: Outgoing | None) -> None:
         """One input message is processed; ``out`` is its verdict or dead letter (or None)."""
-        if self.messages == 0:
+        if self.empty:
             self.started = self.clock()  # the interval counts from the oldest held verdict
         if out is not None:
             self.outgoing.append(out)
@@ -135,115 +105,71 @@ class Checkpoint:
         self.next_offsets[tp] = offset + 1
         self.messages += 1
 
-    def _since(self) -> float | None:
-        """When the oldest work not committed began: held messages first, else in flight."""
-        if self.messages:
-            return self.started
-        return self.in_flight.since if self.in_flight else None
-
     def seconds_until_due(self) -> float:
         """How long the loop may wait for more messages before it must commit."""
-        since = self._since()
-        if since is None:
+        if self.empty:
             return float("inf")
-        return max(0.0, self.commit_interval_s - (self.clock() - since))
+        return max(0.0, self.commit_interval_s - (self.clock() - self.started))
 
     def due(self) -> bool:
-        since = self._since()
-        if since is None:
+        if self.empty:
             return False
-        return self.messages >= self.commit_every or \
-            self.clock() - since >= self.commit_interval_s
+        return (self.messages >= self.commit_every
+                or self.clock() - self.started >= self.commit_interval_s)
 
-    def commit(self, wait: bool = True, overlap: bool = False) -> int:
-        """Run the commit order; returns the messages whose offsets were committed. Rewinds
-        and raises on failure. A checkpoint in flight is completed first (steps 3 and 4).
+    def commit(self, wait: bool = True) -> int:
+        """Run the commit order; returns messages committed. Rewinds and raises on failure.
 
-        ``overlap``: leave this checkpoint in flight after step 2 (the loop's next call, or
-        an idle loop's, completes it). With ``wait=False`` the offset commit (step 4) is sent
-        without waiting for its answer: it still leaves only after the flush, and a lost one
-        merely redelivers messages whose verdicts are stored; the next commit, or the final
-        synchronous one, supersedes it.
+        With ``wait=False`` the offset commit (step 4) is sent without waiting for its answer:
+        it still leaves only after the flush, and a lost one merely redelivers messages whose
+        verdicts are stored; the next commit, or the final synchronous one, supersedes it.
         """
-        self._stage = "produce_flush"
-        done = 0
-        stored = False  # the held messages' store commit went through
+        if self.empty:
+            return 0
+        stage = "store_commit"
         try:
-            if self.in_flight is not None:
-                self._complete(self.in_flight, wait)
-                done, self.in_flight = self.in_flight.messages, None
-            if self.messages == 0:
-                return done
-            self._stage = "store_commit"
-            with self.metrics.stage_seconds.labels(self._stage).time():
+            with self.metrics.stage_seconds.labels(stage).time():
                 self.store.put_positions({(tp.topic, tp.partition): off
                                           for tp, off in self.next_offsets.items()})
                 self.store.commit()
-            stored = True
-            self._stage = "produce_flush"
-            t0 = time.perf_counter()
-            sent, refused = self._send(self.outgoing)
-            flight = _InFlight(sent, refused, self.first_offsets, self.next_offsets,
-                               self.messages, self.clock(), time.perf_counter() - t0)
-            if not overlap:
-                self._complete(flight, wait)
-                done += flight.messages
-            else:
-                self.in_flight = flight
-            self._reset()
-            return done
+            stage = "produce_flush"
+            with self.metrics.stage_seconds.labels(stage).time():
+                refused = self._produce(self.outgoing)
+                if refused:
+                    self._produce_alone(refused)
+            stage = "offset_commit"
+            offsets = {tp: OffsetAndMetadata(off, self.offset_tag, -1)
+                       for tp, off in self.next_offsets.items()}
+            with self.metrics.stage_seconds.labels(stage).time():
+                if wait:
+                    self.consumer.commit(offsets)
+                else:
+                    self.consumer.commit_async(offsets, callback=self._async_committed)
         except Exception as exc:
-            self.metrics.commit_failures.labels(self._stage).inc()
-            self.rewind(store_committed=stored or self.messages == 0)
-            raise CheckpointFailed(f"{self._stage} failed: {type(exc).__name__}: {exc}"
-                                   ) from exc
+            self.metrics.commit_failures.labels(stage).inc()
+            self.rewind(store_committed=stage != "store_commit")
+            raise CheckpointFailed(f"{stage} failed: {type(exc).__name__}: {exc}") from exc
+        done = self.messages
+        self._reset()
+        return done
 
-    def _send(self, records: list[Outgoing]
-              ) -> tuple[list[tuple[Outgoing, Any]], list[tuple[Outgoing, str]]]:
-        """Step 2: each record handed to the producer with its future, and those refused at
-        once (over the producer's own size limit). Any other failure raises."""
+    def _produce(self, records: list[Outgoing]) -> list[tuple[Outgoing, str]]:
+        """Send and flush; the records refused for their size. Any other failure raises."""
         sent: list[tuple[Outgoing, Any]] = []
         refused: list[tuple[Outgoing, str]] = []
         for o in records:
             try:
                 sent.append((o, self.producer.send(o.topic, value=o.value, key=o.key,
                                                    headers=o.headers)))
-            except _SIZE_ERRORS as exc:
+            except _SIZE_ERRORS as exc:  # over the producer's own max_request_size
                 refused.append((o, f"{type(exc).__name__}: {exc}"))
-        return sent, refused
-
-    def _complete(self, flight: _InFlight, wait: bool) -> None:
-        """Steps 3 and 4 of a sent checkpoint (``_stage`` says which one is running)."""
-        t0 = time.perf_counter()
-        refused = flight.refused + self._flush(flight.sent)
-        if refused:
-            self._produce_alone(refused)
-        self.metrics.stage_seconds.labels("produce_flush").observe(
-            flight.send_s + time.perf_counter() - t0)
-        self._stage = "offset_commit"
-        offsets = {tp: OffsetAndMetadata(off, self.offset_tag, -1)
-                   for tp, off in flight.next_offsets.items()}
-        with self.metrics.stage_seconds.labels(self._stage).time():
-            if wait:
-                self.consumer.commit(offsets)
-            else:
-                self.consumer.commit_async(offsets, callback=self._async_committed)
-
-    def _flush(self, sent: list[tuple[Outgoing, Any]]) -> list[tuple[Outgoing, str]]:
-        """Step 3: wait for the broker's acks; the records it refused for their size."""
         self.producer.flush(timeout=self.flush_timeout_s)
-        refused: list[tuple[Outgoing, str]] = []
         for o, future in sent:
             try:
                 future.get(timeout=0)  # raises if the broker refused the record
             except _SIZE_ERRORS as exc:
                 refused.append((o, f"{type(exc).__name__}: {exc}"))
         return refused
-
-    def _produce(self, records: list[Outgoing]) -> list[tuple[Outgoing, str]]:
-        """Send and flush; the records refused for their size. Any other failure raises."""
-        sent, refused = self._send(records)
-        return refused + self._flush(sent)
 
     def _produce_alone(self, refused: list[tuple[Outgoing, str]]) -> None:
         for record, why in refused:
@@ -273,15 +199,9 @@ class Checkpoint:
 
     def rewind(self, store_committed: bool = False, unprocessed: Iterable[Any] = ()) -> None:
         """Forget uncommitted work so that its messages (and the ``unprocessed`` records of
-        a batch that failed) are consumed and processed again: from the checkpoint in flight
-        on, if there is one (its verdicts are stored: they come back unchanged).
-        ``store_committed``: the held messages' writes are durable (no rollback)."""
-        firsts = dict(self.in_flight.first_offsets) if self.in_flight else {}
-        for tp, offset in self.first_offsets.items():
-            firsts.setdefault(tp, offset)
+        a batch that failed) are consumed and processed again."""
         for rec in unprocessed:
-            firsts.setdefault(TopicPartition(rec.topic, rec.partition), rec.offset)
-        self.in_flight = None
+            self.first_offsets.setdefault(TopicPartition(rec.topic, rec.partition), rec.offset)
         if not store_committed:
             try:
                 self.store.rollback()
@@ -289,7 +209,7 @@ class Checkpoint:
                 log.exception("store rollback failed")
                 raise
         assigned = self.consumer.assignment()
-        for tp, offset in firsts.items():
+        for tp, offset in self.first_offsets.items():
             if tp in assigned:
                 self.consumer.seek(tp, offset)
         self._reset()

@@ -151,10 +151,7 @@ class Service:
             bootstrap_servers=s.bootstrap_servers,
             client_id="streamdedup",
             acks="all",
-            # Sent as soon as the sender thread runs: the loop does not flush a checkpoint
-            # until its next one (``checkpoint.py``), and a linger would add to every
-            # verdict's latency. Records still batch while the loop holds the GIL.
-            linger_ms=0,
+            linger_ms=50,  # the checkpoint's flush() sends at once; until then, batch up
             batch_size=256 * 1024,
             retries=5,
             max_request_size=s.max_output_bytes + 65536,
@@ -376,7 +373,7 @@ class Service:
                         checkpoint.add(tp, offset, out)
                 if checkpoint.due():
                     try:
-                        checkpoint.commit(wait=False, overlap=True)
+                        checkpoint.commit(wait=False)
                         backoff, failures = 0.0, 0
                         self._observe(consumer)
                     except CheckpointFailed as exc:
@@ -442,7 +439,7 @@ class Service:
         """The last checkpoint; 0 only if it went through. A failed one has rewound, so the
         work is no longer held and there is nothing left to retry: the next start gets the
         messages again (their stored verdicts answer), and the exit status says so."""
-        held = checkpoint.uncommitted
+        held = checkpoint.messages
         try:
             checkpoint.commit()
         except CheckpointFailed as exc:
@@ -491,7 +488,7 @@ class _Revoked(ConsumerRebalanceListener):
             return
         if not self.service.store_in_use.acquire(timeout=REVOKE_WAIT_S):
             log.warning("commit before rebalance skipped (the loop holds the store); %d "
-                        "messages will be redelivered", self.checkpoint.uncommitted)
+                        "messages will be redelivered", self.checkpoint.messages)
             return
         try:
             done = self.checkpoint.commit(wait=False)
