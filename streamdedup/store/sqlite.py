@@ -149,7 +149,10 @@ class SqliteStore(Store):
         return dict(params) if params is not None else None
 
     def put_params(self, params: Mapping[str, Any]) -> None:
-        self._conn.commit()  # sqlitedict writes through its own connection
+        # sqlitedict writes through its own connection, so what this one wrote is committed
+        # first, as ``commit()`` does it: a bare commit left the in-memory set numbers to a
+        # later rollback, which handed out a committed number again ("numbered twice").
+        self.commit()
         with self._meta() as meta:
             meta["params"] = dict(params)
             meta.commit()

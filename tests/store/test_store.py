@@ -772,6 +772,33 @@ def test_sqlite_rollback_discards_pending_writes_and_cached_records(tmp_path: Pa
         s.close()
 
 
+def test_sqlite_params_written_after_other_writes_commit_them_as_commit_does(
+        tmp_path: Path) -> None:
+    """``put_params`` commits what was written before it (the parameters go through their
+    own connection). The in-memory set numbers must take those writes as committed too: a
+    later rollback that took them back numbered a committed set again, and the store could
+    not be opened afterwards (a review's sequence of the eighth session)."""
+    s = SqliteStore(sqlite_dir(tmp_path))
+    try:
+        s.add_set(rec(5, seq=s.next_seq(), first_id="a"), HIGH)
+        s.put_params(PARAMS)
+        s.rollback()
+        assert s.get_sets([5]) == {5: rec(5, seq=1, first_id="a")}  # committed: it stays
+        s.put_doc(DocRecord("b", s.next_seq(), 5, "{}"))
+        s.commit()
+        s.add_set(rec(4, seq=s.next_seq(), first_id="c"), HIGH[:2])
+        s.commit()
+        s.evict_set(4)
+        s.rollback()
+    finally:
+        s.close()
+    s = SqliteStore(sqlite_dir(tmp_path))
+    try:
+        assert set(s.get_sets([4, 5])) == {4, 5} and s.get_params() == PARAMS
+    finally:
+        s.close()
+
+
 def test_sqlite_rollback_brings_back_a_tombstone_released_by_a_new_parent(tmp_path: Path
                                                                           ) -> None:
     """A tombstone whose last child moves to another parent goes (``_release``), in a
