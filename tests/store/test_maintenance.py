@@ -68,6 +68,21 @@ def test_a_sound_store_verifies_and_its_stats_and_export_match_what_was_written(
     assert out.read_text().splitlines() == verdicts  # seq order is arrival order
 
 
+def test_versions_count_every_text_an_id_was_judged_with(tmp_path: Path) -> None:
+    """Two documents, one of them given a new text: three (id, text) pairs, as the Redis
+    store counts them (SQLite keeps a ``versions`` row for the replaced text only)."""
+    store = SqliteStore(tmp_path / "s")
+    try:
+        first, second = ads(2)
+        Detector(SETTINGS, store).process_many(
+            [first, second, Document(first.id, second.fields)])
+        store.commit()
+    finally:
+        store.close()
+    found = stats(tmp_path / "s")
+    assert (found["documents"], found["versions"]) == (2, 3)
+
+
 def test_reading_works_beside_the_writer_and_compacting_waits_for_it(tmp_path: Path) -> None:
     built(tmp_path / "s")
     writer = SqliteStore(tmp_path / "s")
