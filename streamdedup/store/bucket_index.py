@@ -34,6 +34,7 @@ rollback after a removal is undone by the store rebuilding the index from its ta
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
@@ -304,10 +305,12 @@ class BucketIndex:
                          int(logged.sizes[i]))
 
     def rollback(self) -> None:
-        """Forget the adds since the last commit: their refs are the newest ones."""
+        """Forget the adds since the last commit: their refs are the newest ones. The tail
+        may still hold committed adds (no search since): only its uncommitted end goes."""
         if self._uncommitted:
             self._n_sets -= len(self._uncommitted)
-            self._tail_keys, self._tail_refs = [], []
+            cut = bisect.bisect_left(self._tail_refs, self._n_sets)  # refs only grow
+            del self._tail_keys[cut:], self._tail_refs[cut:]
             keep = self._recent_refs < self._n_sets
             self._recent_keys, self._recent_refs = (self._recent_keys[keep],
                                                     self._recent_refs[keep])
