@@ -82,6 +82,11 @@ class Checkpoint:
         self.shrink = shrink
         self.renew_producer = renew_producer
         self.offset_tag = offset_tag(store)
+        # Offsets whose async commit failed and that no later commit has superseded: an idle
+        # consumer commits them again (``recommit``), or the group's offsets would stay
+        # behind outputs that are done until the next message came.
+        self.unconfirmed: dict[TopicPartition, OffsetAndMetadata] = {}
+        self._last_sent: dict[TopicPartition, int] = {}
         self._reset()
 
     def _reset(self) -> None:
@@ -141,6 +146,9 @@ class Checkpoint:
             offsets = {tp: OffsetAndMetadata(off, self.offset_tag, -1)
                        for tp, off in self.next_offsets.items()}
             with self.metrics.stage_seconds.labels(stage).time():
+                for tp, meta in offsets.items():  # it supersedes an earlier one that failed
+                    self.unconfirmed.pop(tp, None)
+                    self._last_sent[tp] = meta.offset
                 if wait:
                     self.consumer.commit(offsets)
                 else:
@@ -193,9 +201,41 @@ class Checkpoint:
             self.producer = self.renew_producer(self.producer)
 
     def _async_committed(self, offsets: Any, response: Any) -> None:
-        if isinstance(response, Exception):
+        if not isinstance(response, Exception):
+            return
+        self.metrics.commit_failures.labels("offset_commit").inc()
+        log.warning("async offset commit failed (messages may be redelivered): %s", response)
+        for tp, meta in offsets.items():
+            if meta.offset >= self._last_sent.get(tp, -1):  # else a later one is on its way
+                self.unconfirmed[tp] = meta
+
+    def recommit(self) -> bool:
+        """Commit again, and wait for, the offsets of a failed async commit, if nothing else
+        is held (the loop calls this when idle). Partitions no longer assigned are dropped:
+        their new owner's commits count. True if something was committed."""
+        if not self.unconfirmed or not self.empty:
+            return False
+        assigned = self.consumer.assignment()
+        offsets = {tp: m for tp, m in self.unconfirmed.items() if tp in assigned}
+        self.unconfirmed.clear()
+        if not offsets:
+            return False
+        try:
+            self.consumer.commit(offsets)
+        except Exception:
             self.metrics.commit_failures.labels("offset_commit").inc()
-            log.warning("async offset commit failed (messages may be redelivered): %s", response)
+            for tp, meta in offsets.items():
+                self.unconfirmed.setdefault(tp, meta)
+            raise
+        log.info("offsets of an earlier failed commit committed again: %s",
+                 {f"{tp.topic}/{tp.partition}": m.offset for tp, m in offsets.items()})
+        return True
+
+    def forget(self, partitions: Iterable[TopicPartition]) -> None:
+        """Partitions leave this consumer: whatever failed for them is their new owner's."""
+        for tp in partitions:
+            self.unconfirmed.pop(tp, None)
+            self._last_sent.pop(tp, None)
 
     def rewind(self, store_committed: bool = False, unprocessed: Iterable[Any] = ()) -> None:
         """Forget uncommitted work so that its messages (and the ``unprocessed`` records of

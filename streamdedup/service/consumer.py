@@ -342,6 +342,7 @@ class Service:
                 if not batches and time.monotonic() - pinged >= PING_EVERY_S:
                     pinged = time.monotonic()
                     store_down = not self._store_answers()
+                    self._recommit(checkpoint)
                 new = assigned - known
                 rewound = (self._reconcile(consumer, new)
                            if new and not store_down else set())
@@ -398,6 +399,14 @@ class Service:
         log.info("stopped", extra={"documents": self.processed, "duplicates": self.duplicates,
                                    "dead_letters": self.dead})
         return exit_code
+
+    def _recommit(self, checkpoint: Checkpoint) -> None:
+        try:
+            checkpoint.recommit()
+        except FATAL_KAFKA_ERRORS as exc:
+            raise BrokerRefused(f"committing offsets: {type(exc).__name__}: {exc}") from exc
+        except KafkaError as exc:
+            log.warning("committing failed offsets again failed; retrying when idle: %s", exc)
 
     def _store_answers(self) -> bool:
         try:
@@ -484,6 +493,7 @@ class _Revoked(ConsumerRebalanceListener):
         self.checkpoint = checkpoint
 
     def on_partitions_revoked(self, revoked: Any) -> None:
+        self.checkpoint.forget(revoked)
         if self.checkpoint.empty:
             return
         if not self.service.store_in_use.acquire(timeout=REVOKE_WAIT_S):
