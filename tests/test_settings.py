@@ -141,6 +141,9 @@ def test_unknown_preset_and_unknown_override_are_config_errors() -> None:
         ({"metrics_port": -1}, "metrics_port must be in"),
         ({"security_protocol": "TLS"}, "security_protocol must be one of"),
         ({"commit_interval_s": -1.0}, "commit_interval_s"),
+        ({"group_instance_id": "pod 1"}, "group_instance_id must be"),
+        ({"group_instance_id": ".."}, "group_instance_id must be"),
+        ({"group_instance_id": "x" * 250}, "group_instance_id must be"),
     ],
 )
 def test_invalid_combinations_are_config_errors(changes: dict, words: str) -> None:
@@ -178,3 +181,10 @@ def test_public_masks_set_secrets_only() -> None:
     assert out["sasl_mechanism"] == "PLAIN"  # not a secret
     assert "hunter2-secret" not in repr(out) and "alice" not in repr(out)
     assert out["num_perm"] == s.num_perm
+
+
+def test_a_group_instance_id_is_a_kafka_name_or_empty() -> None:
+    assert Settings().group_instance_id == ""
+    for name in ("streamdedup-0", "host.example_1", "x" * 249):
+        assert build_settings(env={"STREAMDEDUP_GROUP_INSTANCE_ID": name}) \
+            .group_instance_id == name

@@ -20,6 +20,7 @@ from typing import Any
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import (
+    FencedInstanceIdError,
     GroupAuthorizationFailedError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
@@ -60,10 +61,13 @@ STUCK_AFTER = 3  # failures in a row after which /readyz answers 503
 EXIT_FINAL_COMMIT_FAILED = 1
 EXIT_REFUSED = 2
 # The broker's answer to a setting or a permission: retrying cannot change it, and a process
-# that retries forever looks healthy while it judges nothing. These stop it with exit 2.
+# that retries forever looks healthy while it judges nothing. These stop it with exit 2. A
+# fenced instance id means another consumer joined with the same --group-instance-id: it
+# owns the partitions now, and this one would only fight it.
 FATAL_KAFKA_ERRORS = (
     InvalidSessionTimeoutError, InvalidReplicationFactorError, InvalidPartitionsError,
     TopicAuthorizationFailedError, GroupAuthorizationFailedError, SaslAuthenticationFailedError,
+    FencedInstanceIdError,
 )
 
 
@@ -72,6 +76,15 @@ PING_EVERY_S = 1.0  # an idle consumer checks the store this often (readiness)
 
 class BrokerRefused(Exception):
     """The broker refused our settings or credentials; see ``FATAL_KAFKA_ERRORS``."""
+
+    @classmethod
+    def of(cls, what: str, exc: Exception, settings: Settings) -> BrokerRefused:
+        text = f"{what}: {type(exc).__name__}: {exc}"
+        if isinstance(exc, FencedInstanceIdError):
+            text += (f" (another consumer joined group {settings.group_id!r} with the same "
+                     f"--group-instance-id {settings.group_instance_id!r} and took over its "
+                     f"partitions: each consumer needs an id of its own)")
+        return cls(text)
 
 
 class Service:
@@ -132,6 +145,7 @@ class Service:
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             session_timeout_ms=s.session_timeout_ms,
+            group_instance_id=s.group_instance_id or None,
             heartbeat_interval_ms=max(100, min(3000, s.session_timeout_ms // 3)),
             max_poll_records=s.poll_max_records,
             max_partition_fetch_bytes=max(1 << 20, s.max_message_bytes + 4096),
@@ -294,7 +308,7 @@ class Service:
             try:
                 return fn()
             except FATAL_KAFKA_ERRORS as exc:
-                raise BrokerRefused(f"{what}: {type(exc).__name__}: {exc}") from exc
+                raise BrokerRefused.of(what, exc, self.settings) from exc
             except KafkaError as exc:
                 if self.stopping.is_set():
                     raise StoppedWhileConnecting from exc
@@ -332,8 +346,7 @@ class Service:
                     finally:
                         self.store_in_use.acquire()
                 except FATAL_KAFKA_ERRORS as exc:
-                    raise BrokerRefused(f"joining the group: {type(exc).__name__}: {exc}") \
-                        from exc
+                    raise BrokerRefused.of("in the group", exc, s) from exc
                 except KafkaError as exc:  # kafka-python 3 raises here while the broker is down
                     log.warning("poll failed, retrying in 0.5s: %s", exc)
                     self.stopping.wait(0.5)
@@ -404,7 +417,7 @@ class Service:
         try:
             checkpoint.recommit()
         except FATAL_KAFKA_ERRORS as exc:
-            raise BrokerRefused(f"committing offsets: {type(exc).__name__}: {exc}") from exc
+            raise BrokerRefused.of("committing offsets", exc, self.settings) from exc
         except KafkaError as exc:
             log.warning("committing failed offsets again failed; retrying when idle: %s", exc)
 

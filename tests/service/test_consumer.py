@@ -74,6 +74,18 @@ def strip_source(verdict: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in verdict.items() if k != "source"}
 
 
+def by_document(got: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Verdicts read from the output topic by document id; a redelivered message's verdict
+    must repeat the first one exactly, and no document may be its own duplicate."""
+    by_id: dict[str, dict[str, Any]] = {}
+    for v in got:
+        v = strip_source(v)
+        assert v["id"] not in {m["id"] for m in v["matches"]}, "self-duplicate"
+        assert v["duplicate_of"] != v["id"]
+        assert by_id.setdefault(v["id"], v) == v, "a repeated verdict must be identical"
+    return by_id
+
+
 def produce(bootstrap: str, topic: str, values: list[bytes], **config: Any) -> None:
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, **config)
     for value in values:
@@ -223,10 +235,7 @@ def test_restart_keeps_the_index(kafka_bootstrap: str, topics: Topics,
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0
 
-    by_id: dict[str, dict[str, Any]] = {}
-    for v in got:
-        v = strip_source(v)
-        assert by_id.setdefault(v["id"], v) == v, "a repeated verdict must be identical"
+    by_id = by_document(got)
     assert len(by_id) == len(ads), "no verdict missing"
     assert by_id == expected_verdicts(ads)
     assert all(by_id[a["id"]]["duplicate"] for a in second)
@@ -261,13 +270,7 @@ def test_sigkill_mid_stream_loses_nothing(kafka_bootstrap: str, topics: Topics,
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0
 
-    by_id: dict[str, dict[str, Any]] = {}
-    for v in got:
-        v = strip_source(v)
-        assert v["id"] not in {m["id"] for m in v["matches"]}, "self-duplicate"
-        assert v["duplicate_of"] != v["id"]
-        assert by_id.setdefault(v["id"], v) == v, "a repeated verdict must be identical"
-    assert by_id == expected
+    assert by_document(got) == expected
 
 
 def test_metrics_and_health_endpoints(kafka_bootstrap: str, topics: Topics,
@@ -315,6 +318,64 @@ def test_a_session_timeout_the_broker_refuses_stops_with_exit_2(
     out = (tmp_path / "consumer-0.log").read_text(encoding="utf-8", errors="replace")
     assert proc.returncode == 2, out[-2000:]
     assert "InvalidSessionTimeoutError" in out and "Traceback" not in out
+
+
+# --- static group membership (--group-instance-id)
+
+SESSION_MS = 60_000  # far longer than a restart takes, so only a takeover can beat it
+
+
+def test_a_static_member_restarted_after_a_crash_takes_its_partition_back_at_once(
+        kafka_bootstrap: str, topics: Topics, consumer_process: Any) -> None:
+    """A SIGKILLed dynamic member holds its partition until its session expires (RELIABILITY,
+    known problem 5: 10 s by default, 60 s here); a static member started again under the same
+    id takes it over without waiting, so the second half's verdicts come well before."""
+    ads = make_ads(80, seed=11)
+    first, second = ads[:80], ads[80:]
+    member = ("--group-instance-id", "member-0", "--session-timeout-ms", str(SESSION_MS))
+    produce(kafka_bootstrap, topics.input, encode(first))
+    proc = consumer_process(*member)
+    assert len(read_topic(kafka_bootstrap, topics.output, len(first))) == len(first)
+    proc.kill()
+    proc.wait()
+    killed = time.monotonic()
+
+    produce(kafka_bootstrap, topics.input, encode(second))
+    proc = consumer_process(*member)
+    got: list[dict[str, Any]] = []
+    deadline = killed + SESSION_MS / 2000
+    while len({v["id"] for v in got}) < len(ads) and time.monotonic() < deadline:
+        got = read_topic(kafka_bootstrap, topics.output, len(got) + 1,  # repeats count too
+                         timeout_s=max(1.0, deadline - time.monotonic()))
+    waited = time.monotonic() - killed
+    assert len({v["id"] for v in got}) == len(ads), \
+        f"{waited:.0f} s after the kill the partition had not moved: it waited for the session"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    assert by_document(got) == expected_verdicts(ads)
+
+
+def test_a_second_consumer_with_the_same_instance_id_fences_the_first(
+        kafka_bootstrap: str, topics: Topics, consumer_process: Any, tmp_path: Path) -> None:
+    """Two processes given one id: the broker hands the partitions to the newer one, and the
+    older stops with exit 2 and a line that says why, instead of retrying forever."""
+    ads = make_ads(40, seed=12)
+    member = ("--group-instance-id", "same-id")
+    produce(kafka_bootstrap, topics.input, encode(ads[:20]))
+    older = consumer_process(*member, store=tmp_path / "store-a")
+    assert len(read_topic(kafka_bootstrap, topics.output, 20)) == 20
+    newer = consumer_process(*member, store=tmp_path / "store-b")
+    deadline = time.monotonic() + 120
+    while older.poll() is None and time.monotonic() < deadline:
+        produce(kafka_bootstrap, topics.input, encode(ads[20:22]))  # a commit meets the fence
+        time.sleep(2)
+    assert older.wait(timeout=10) == 2
+    out = (tmp_path / "consumer-0.log").read_text(encoding="utf-8", errors="replace")
+    assert "FencedInstanceIdError" in out and "'same-id'" in out, out[-2000:]
+    assert "Traceback" not in out
+    assert newer.poll() is None, "the newer consumer goes on"
+    newer.send_signal(signal.SIGTERM)
+    assert newer.wait(timeout=60) == 0
 
 
 def test_a_failed_final_commit_is_reported_with_a_non_zero_exit(tmp_path: Path) -> None:
