@@ -32,10 +32,13 @@ from streamdedup.store.base import valid_payload, verdict_problems
 from streamdedup.store.sqlite_file import (
     DB_NAME,
     SCHEMA_VERSION,
+    UPGRADES,
     acquire_lock,
     blob_checksum,
+    checked_verdict,
     decode_log_row,
     file_bytes,
+    verdict_checksum,
 )
 
 MAX_LISTED = 20  # problems listed by verify; the count is always whole
@@ -56,8 +59,10 @@ def reading(directory: Path) -> Iterator[sqlite3.Connection]:
         conn.execute("BEGIN")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version != SCHEMA_VERSION:
+            hint = (" (an earlier layout, upgraded in place when `streamdedup run` or `check` "
+                    "next opens it)" if version in UPGRADES else "")
             raise StoreCorruptError(f"{path} is not a streamdedup store of schema "
-                                    f"{SCHEMA_VERSION} (user_version {version})")
+                                    f"{SCHEMA_VERSION} (user_version {version}){hint}")
         yield conn
     except sqlite3.OperationalError as exc:
         if "locked" in str(exc) or "busy" in str(exc):
@@ -175,11 +180,14 @@ def verify(directory: Path, progress: Callable[[str], None] = lambda _m: None) -
         numbers = {int(n) for (n,) in conn.execute("SELECT set_no FROM sets")}
         last_seq = int((conn.execute("SELECT value FROM counters WHERE name = 'seq'")
                         .fetchone() or (0,))[0])
-        for doc_id, seq, set_no, verdict in conn.execute(
-                "SELECT d.doc_id, d.seq, d.set_no, v.verdict FROM docs d "
+        for doc_id, seq, set_no, verdict, checksum in conn.execute(
+                "SELECT d.doc_id, d.seq, d.set_no, v.verdict, v.checksum FROM docs d "
                 "LEFT JOIN verdicts v ON v.row = d.verdict_row"):
             if verdict is None:
                 problems.append(f"document {doc_id!r}: its verdict row is missing")
+                continue
+            if checksum is not None and verdict_checksum(verdict) != checksum:
+                problems.append(f"document {doc_id!r}: its verdict fails its checksum")
                 continue
             if set_no not in numbers:
                 problems.append(f"document {doc_id!r}: its set number {set_no} is missing")
@@ -252,11 +260,12 @@ def export(directory: Path, out: TextIO) -> int:
     """Every document's stored verdict, one JSON object per line, in seq order (the order
     the store judged them); older versions of replaced ids are not documents any more."""
     count = 0
+    path = Path(directory) / DB_NAME
     with reading(directory) as conn:
-        for (verdict,) in conn.execute(
-                "SELECT v.verdict FROM docs d JOIN verdicts v ON v.row = d.verdict_row "
-                "ORDER BY d.seq"):
-            out.write(verdict + "\n")
+        for doc_id, verdict, checksum in conn.execute(
+                "SELECT d.doc_id, v.verdict, v.checksum FROM docs d JOIN verdicts v "
+                "ON v.row = d.verdict_row ORDER BY d.seq"):
+            out.write(checked_verdict(path, doc_id, verdict, checksum) + "\n")
             count += 1
     return count
 

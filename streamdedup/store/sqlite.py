@@ -48,6 +48,7 @@ from streamdedup.store.sqlite_file import (
     DB_NAME,
     acquire_lock,
     blob_checksum,
+    checked_verdict,
     chunks,
     decode_log_row,
     encode_log_row,
@@ -56,12 +57,13 @@ from streamdedup.store.sqlite_file import (
     open_db,
     os_problem,
     store_errors,
+    verdict_checksum,
 )
 
 _SET_CACHE_SIZE = 200_000
 _MEMBERS_CACHE_SIZE = 100_000
 # A document's record as DocRecord's fields (get_doc and get_docs add their WHERE).
-_DOC_SELECT = ("SELECT d.doc_id, d.seq, s.set_id, v.verdict, d.time FROM docs d "
+_DOC_SELECT = ("SELECT d.doc_id, d.seq, s.set_id, v.verdict, d.time, v.checksum FROM docs d "
                "JOIN sets s ON s.set_no = d.set_no JOIN verdicts v ON v.row = d.verdict_row")
 
 
@@ -197,7 +199,12 @@ class SqliteStore(Store):
     @store_errors
     def get_doc(self, doc_id: str) -> DocRecord | None:
         row = self._conn.execute(f"{_DOC_SELECT} WHERE d.doc_id = ?", (doc_id,)).fetchone()
-        return DocRecord(*row) if row else None
+        return self._record(row) if row else None
+
+    def _record(self, row: tuple[Any, ...]) -> DocRecord:
+        doc_id, seq, set_id, verdict, time, checksum = row
+        return DocRecord(doc_id, seq, set_id, checked_verdict(self.path, doc_id, verdict,
+                                                              checksum), time)
 
     @store_errors
     def get_docs(self, doc_ids: Iterable[str]) -> dict[str, DocRecord]:
@@ -208,15 +215,15 @@ class SqliteStore(Store):
         for chunk in chunks(list(asked.values())):
             marks = ",".join("?" * len(chunk))
             for row in self._conn.execute(f"{_DOC_SELECT} WHERE d.doc_id IN ({marks})", chunk):
-                out[asked.get(row[0], row[0])] = DocRecord(*row)
+                out[asked.get(row[0], row[0])] = self._record(row)
         return out
 
     @store_errors
     def put_doc(self, doc: DocRecord) -> None:
         self._members_cache.pop(doc.set_id, None)
         row = self._conn.execute(
-            "INSERT INTO verdicts (verdict) VALUES (?)", (doc.verdict,)
-        ).lastrowid
+            "INSERT INTO verdicts (verdict, checksum) VALUES (?, ?)",
+            (doc.verdict, verdict_checksum(doc.verdict))).lastrowid
         number = self._number(doc.set_id)
         insert = ("INSERT INTO docs (doc_id, seq, set_no, verdict_row, time) "
                   "VALUES (?, ?, ?, ?, ?)")
@@ -251,10 +258,10 @@ class SqliteStore(Store):
             return None
         for table in ("versions", "docs"):  # a replaced version holds the first verdict
             row = self._conn.execute(
-                f"SELECT v.verdict FROM {table} x JOIN verdicts v ON v.row = x.verdict_row "
-                "WHERE x.doc_id = ? AND x.set_no = ?", (doc_id, number)).fetchone()
+                f"SELECT v.verdict, v.checksum FROM {table} x JOIN verdicts v ON v.row = "
+                "x.verdict_row WHERE x.doc_id = ? AND x.set_no = ?", (doc_id, number)).fetchone()
             if row:
-                return str(row[0])
+                return checked_verdict(self.path, doc_id, str(row[0]), row[1])
         return None
 
     @store_errors

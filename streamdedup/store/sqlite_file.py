@@ -47,11 +47,14 @@ R = TypeVar("R")
 
 DB_NAME = "index.sqlite"
 LOCK_NAME = "store.lock"
-SCHEMA_VERSION = 5  # 2: metadata apart from blobs; 3: sets numbered, bucket log per set;
+SCHEMA_VERSION = 6  # 2: metadata apart from blobs; 3: sets numbered, bucket log per set;
 # 4: versions (the first verdict of every (id, set) pair, kept when a document is replaced;
 # written at the replacement since issue 15, a row for every document before: both read alike),
 # positions (how far each input partition is stored) and crowded sets (edges capped);
-# 5: retention (a time per document, the newest time, child count and tombstone per set)
+# 5: retention (a time per document, the newest time, child count and tombstone per set);
+# 6: a checksum per verdict (a flipped bit in a verdict's JSON was returned as it read).
+# Schemas an open brings up to this one in place, and how (older ones are refused).
+UPGRADES = {5: "ALTER TABLE verdicts ADD COLUMN checksum INTEGER"}  # 5's rows keep NULL
 # Verified candidates are read again while their bucket stays hot. Bounded by bytes: a set
 # of a long ad is ~8 KB, and 65,536 of them (the former bound) were half a GiB of RSS.
 _PAGE_CACHE_KIB = 128 * 1024
@@ -71,7 +74,8 @@ CREATE TABLE IF NOT EXISTS docs (
     verdict_row INTEGER NOT NULL, time INTEGER);
 CREATE INDEX IF NOT EXISTS docs_by_set ON docs (set_no, seq);
 CREATE INDEX IF NOT EXISTS docs_by_time ON docs (time) WHERE time IS NOT NULL;
-CREATE TABLE IF NOT EXISTS verdicts (row INTEGER PRIMARY KEY, verdict TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS verdicts (
+    row INTEGER PRIMARY KEY, verdict TEXT NOT NULL, checksum INTEGER);
 CREATE TABLE IF NOT EXISTS positions (
     topic TEXT NOT NULL, partition INTEGER NOT NULL, next_offset INTEGER NOT NULL,
     PRIMARY KEY (topic, partition)) WITHOUT ROWID;
@@ -173,7 +177,7 @@ def open_db(directory: Path, read: Callable[[sqlite3.Connection], None] = lambda
         conn = sqlite3.connect(path, timeout=30, check_same_thread=False)
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        if tables and version != SCHEMA_VERSION:
+        if tables and version != SCHEMA_VERSION and version not in UPGRADES:
             hint = (" (an earlier streamdedup's layout: replay into a new store directory)"
                     if 0 < version < SCHEMA_VERSION else "")
             raise StoreCorruptError(
@@ -183,6 +187,8 @@ def open_db(directory: Path, read: Callable[[sqlite3.Connection], None] = lambda
         if tables:
             with _StructureCheck(path):
                 read(conn)
+            for step in range(version, SCHEMA_VERSION):  # only once the file is sound
+                conn.execute(UPGRADES[step])
             _prepare(conn)
         else:  # a database without tables (ours are made with theirs) becomes a store
             _prepare(conn)
@@ -320,6 +326,20 @@ def concat_log_rows(rows: Sequence[LogRow]) -> LogRow:
 
 
 
+def verdict_checksum(verdict: str) -> int:
+    return blob_checksum(verdict.encode())
+
+
+def checked_verdict(path: Path, doc_id: str, verdict: str, checksum: int | None) -> str:
+    """The stored verdict JSON, if it matches its checksum (rows written before schema 6
+    have none and are taken as they read)."""
+    if checksum is not None and verdict_checksum(verdict) != checksum:
+        raise StoreCorruptError(f"{path}: the verdict of document {doc_id!r} fails its "
+                                f"checksum (damaged file); `streamdedup store verify` lists "
+                                f"all such rows")
+    return verdict
+
+
 def read_verdict(directory: Path, doc_id: str) -> str | None:
     """A document's stored verdict JSON, read beside a running consumer: a read-only
     connection that takes no writer lock (WAL lets readers in while the writer works)."""
@@ -329,13 +349,13 @@ def read_verdict(directory: Path, doc_id: str) -> str | None:
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
     try:
         row = conn.execute(
-            "SELECT v.verdict FROM docs d JOIN verdicts v ON v.row = d.verdict_row "
+            "SELECT v.verdict, v.checksum FROM docs d JOIN verdicts v ON v.row = d.verdict_row "
             "WHERE d.doc_id = ?", (doc_id,)).fetchone()
     except sqlite3.DatabaseError as exc:
         raise StoreCorruptError(f"{path} cannot be read: {exc}") from exc
     finally:
         conn.close()
-    return None if row is None else str(row[0])
+    return None if row is None else checked_verdict(path, doc_id, str(row[0]), row[1])
 
 
 def file_bytes(directory: Path) -> int:

@@ -3,6 +3,7 @@ stores built by the detector, beside an open writer, and on stores damaged on pu
 
 from __future__ import annotations
 
+import io
 import json
 import random
 import sqlite3
@@ -14,7 +15,7 @@ import pytest
 
 from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
-from streamdedup.errors import StoreError, StoreLockedError
+from streamdedup.errors import StoreCorruptError, StoreError, StoreLockedError
 from streamdedup.settings import build_settings
 from streamdedup.store.maintenance import compact, export, stats, verify
 from streamdedup.store.sqlite import SqliteStore
@@ -144,12 +145,23 @@ def damage(directory: Path, *sql: str) -> None:
      "its cluster parents loop"),
     (["UPDATE sets SET parent = 12345 WHERE set_no = 1"], "cluster parent 12345 is not a set"),
     (["DELETE FROM shingles WHERE row = 2"], "shingles row 2 is missing"),
+    # Still well-formed JSON with another value: the case verify used to miss (RELIABILITY).
+    (["UPDATE verdicts SET verdict = replace(verdict, '\"seq\":', '\"seq\":9') "
+      "WHERE row = (SELECT verdict_row FROM docs WHERE doc_id = 'ad7')"],
+     "document 'ad7': its verdict fails its checksum"),
 ])
 def test_damage_is_found_and_named(tmp_path: Path, sql: list[str], expected: str) -> None:
     built(tmp_path / "s", 120)
     damage(tmp_path / "s", *sql)
     problems = verify(tmp_path / "s")
     assert any(expected in p for p in problems), problems
+
+
+def test_export_refuses_a_damaged_verdict_instead_of_writing_it(tmp_path: Path) -> None:
+    built(tmp_path / "s", 20)
+    damage(tmp_path / "s", "UPDATE verdicts SET verdict = replace(verdict, 'false', 'true ')")
+    with pytest.raises(StoreCorruptError, match="fails its checksum"):
+        export(tmp_path / "s", io.StringIO())
 
 
 def test_the_command_line(tmp_path: Path) -> None:
