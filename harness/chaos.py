@@ -21,11 +21,11 @@ on the same store; a consumer group rebalance with separate stores.
 
 Trip wires: ``python -m harness.chaos consumer [--trip STAGE] -- run ...`` runs the
 unchanged CLI after wrapping one method so that the process SIGKILLs itself at that stage
-(e.g. after the producer flush and before the offset commit). The same wrapper lowers
-kafka-python's default session timeout (45 s in kafka-python 3) to the broker minimum, since
-after every SIGKILL the group waits that long for the dead member before the restarted
-consumer gets its partitions; ``session_timeout_ms=0`` runs plain ``python -m streamdedup
-run`` instead. Nothing in the product code knows about the harness.
+(e.g. after the producer flush and before the offset commit). Consumers are given
+``--session-timeout-ms`` at the broker's minimum (6 s), since after every SIGKILL the group
+waits that long for the dead member before the restarted consumer gets its partitions;
+``session_timeout_ms=0`` leaves the product's default (10 s). Nothing in the product code
+knows about the harness.
 """
 
 from __future__ import annotations
@@ -303,31 +303,16 @@ def _tripping(original: Callable[..., Any], stage: str, when: str,
     return wrapper
 
 
-def shorten_session_timeout(ms: int) -> None:
-    """kafka-python 3 defaults to a 45 s session; a SIGKILLed member holds its partitions that
-    long. Lower the default (the broker's minimum is 6 s) without touching the product code."""
-    from kafka import KafkaConsumer
-
-    KafkaConsumer.DEFAULT_CONFIG = {
-        **KafkaConsumer.DEFAULT_CONFIG,
-        "session_timeout_ms": ms,
-        "heartbeat_interval_ms": max(500, ms // 3),
-    }
-
-
 def child_main(argv: Sequence[str]) -> int:
-    """``consumer [--session-timeout-ms MS] [--trip STAGE] -- run <streamdedup run flags>``."""
+    """``consumer [--trip STAGE] -- run <streamdedup run flags>``."""
     parser = argparse.ArgumentParser(prog="python -m harness.chaos")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("consumer", help="run the streamdedup CLI with trip wires")
-    p.add_argument("--session-timeout-ms", type=int, default=0)
     p.add_argument("--trip", choices=TRIP_STAGES, default=None)
     p.add_argument("--trip-seed", type=int, default=None)
     p.add_argument("cli", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     cli_args = args.cli[1:] if args.cli[:1] == ["--"] else args.cli
-    if args.session_timeout_ms:
-        shorten_session_timeout(args.session_timeout_ms)
     if args.trip:
         install_trip(args.trip, args.trip_seed)
     from streamdedup.cli.main import main as cli_main
@@ -905,14 +890,14 @@ class Harness:
                             ("--poll-max-records", c.poll_max_records)):
             if value is not None:
                 flags += [flag, str(value)]
-        if not wrapped or (not c.session_timeout_ms and trip is None):
+        if not wrapped:  # as a user runs it: the product's own session timeout
             return [sys.executable, "-m", "streamdedup", "run", *flags]
-        wrapper = [sys.executable, "-m", "harness.chaos", "consumer"]
         if c.session_timeout_ms:
-            wrapper += ["--session-timeout-ms", str(c.session_timeout_ms)]
-        if trip:
-            wrapper += ["--trip", trip, "--trip-seed", str(self.rng.randrange(1 << 30))]
-        return [*wrapper, "--", "run", *flags]
+            flags += ["--session-timeout-ms", str(c.session_timeout_ms)]
+        if trip is None:
+            return [sys.executable, "-m", "streamdedup", "run", *flags]
+        return [sys.executable, "-m", "harness.chaos", "consumer", "--trip", trip,
+                "--trip-seed", str(self.rng.randrange(1 << 30)), "--", "run", *flags]
 
     def launch(self, label: str, argv: Sequence[str]) -> ChildProcess:
         self._n += 1

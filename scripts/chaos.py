@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--survey-trials", type=int, default=40,
                    help="damaged copies of the final store opened per corruption kind")
     p.add_argument("--session-timeout-ms", type=int, default=6000,
-                   help="consumer session timeout set by the harness; 0 = kafka-python's")
+                   help="consumers' --session-timeout-ms; 0 = the product's default")
     p.add_argument("--tmpfs-mb", type=int, default=256,
                    help="size of the tmpfs holding the store for disk-full (root only)")
     p.add_argument("--workdir", type=Path, default=None,
