@@ -348,8 +348,11 @@ def read_verdict(directory: Path, doc_id: str) -> str | None:
         raise StoreError(f"no store at {directory}")
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
     try:
+        # A consumer of an older release may still be writing a schema-5 store (no checksums).
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        checksum = "v.checksum" if version >= 6 else "NULL"
         row = conn.execute(
-            "SELECT v.verdict, v.checksum FROM docs d JOIN verdicts v ON v.row = d.verdict_row "
+            f"SELECT v.verdict, {checksum} FROM docs d JOIN verdicts v ON v.row = d.verdict_row "
             "WHERE d.doc_id = ?", (doc_id,)).fetchone()
     except sqlite3.DatabaseError as exc:
         raise StoreCorruptError(f"{path} cannot be read: {exc}") from exc

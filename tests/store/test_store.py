@@ -689,6 +689,7 @@ def test_sqlite_store_of_schema_5_is_upgraded_in_place(tmp_path: Path) -> None:
     damage(d, "ALTER TABLE verdicts DROP COLUMN checksum", "PRAGMA user_version = 5")
     with pytest.raises(StoreCorruptError, match="upgraded in place when"):
         verify(d)  # a reader cannot upgrade; it says what will
+    assert read_verdict(d, "ad3") == verdicts[3]  # `explain` beside an older consumer
     store = SqliteStore(d)
     assert store.get_doc("ad3").verdict == verdicts[3]  # type: ignore[union-attr]
     store.put_doc(DocRecord("new", 31, 7, '{"v":2}'))
