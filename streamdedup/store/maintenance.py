@@ -58,11 +58,9 @@ def reading(directory: Path) -> Iterator[sqlite3.Connection]:
     try:
         conn.execute("BEGIN")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version != SCHEMA_VERSION:
-            hint = (" (an earlier layout, upgraded in place when `streamdedup run` or `check` "
-                    "next opens it)" if version in UPGRADES else "")
+        if version != SCHEMA_VERSION and version not in UPGRADES:  # read as it is
             raise StoreCorruptError(f"{path} is not a streamdedup store of schema "
-                                    f"{SCHEMA_VERSION} (user_version {version}){hint}")
+                                    f"{SCHEMA_VERSION} (user_version {version})")
         yield conn
     except sqlite3.OperationalError as exc:
         if "locked" in str(exc) or "busy" in str(exc):
@@ -181,7 +179,7 @@ def verify(directory: Path, progress: Callable[[str], None] = lambda _m: None) -
         last_seq = int((conn.execute("SELECT value FROM counters WHERE name = 'seq'")
                         .fetchone() or (0,))[0])
         for doc_id, seq, set_no, verdict, checksum in conn.execute(
-                "SELECT d.doc_id, d.seq, d.set_no, v.verdict, v.checksum FROM docs d "
+                f"SELECT d.doc_id, d.seq, d.set_no, v.verdict, {_checksum(conn)} FROM docs d "
                 "LEFT JOIN verdicts v ON v.row = d.verdict_row"):
             if verdict is None:
                 problems.append(f"document {doc_id!r}: its verdict row is missing")
@@ -256,6 +254,13 @@ def _cycles(sets: dict[int, tuple[Any, Any, Any]]) -> list[str]:
     return problems
 
 
+def _checksum(conn: sqlite3.Connection) -> str:
+    """The verdicts' checksum column, or NULL in a schema-5 store a writer has not upgraded
+    yet (one an older release's consumer may still be writing)."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    return "v.checksum" if version >= 6 else "NULL"
+
+
 def export(directory: Path, out: TextIO) -> int:
     """Every document's stored verdict, one JSON object per line, in seq order (the order
     the store judged them); older versions of replaced ids are not documents any more."""
@@ -263,7 +268,7 @@ def export(directory: Path, out: TextIO) -> int:
     path = Path(directory) / DB_NAME
     with reading(directory) as conn:
         for doc_id, verdict, checksum in conn.execute(
-                "SELECT d.doc_id, v.verdict, v.checksum FROM docs d JOIN verdicts v "
+                f"SELECT d.doc_id, v.verdict, {_checksum(conn)} FROM docs d JOIN verdicts v "
                 "ON v.row = d.verdict_row ORDER BY d.seq"):
             out.write(checked_verdict(path, doc_id, verdict, checksum) + "\n")
             count += 1
