@@ -36,6 +36,7 @@ from streamdedup.store.sqlite_file import (
     acquire_lock,
     blob_checksum,
     checked_verdict,
+    checksum_column,
     decode_log_row,
     file_bytes,
     verdict_checksum,
@@ -179,7 +180,7 @@ def verify(directory: Path, progress: Callable[[str], None] = lambda _m: None) -
         last_seq = int((conn.execute("SELECT value FROM counters WHERE name = 'seq'")
                         .fetchone() or (0,))[0])
         for doc_id, seq, set_no, verdict, checksum in conn.execute(
-                f"SELECT d.doc_id, d.seq, d.set_no, v.verdict, {_checksum(conn)} FROM docs d "
+                f"SELECT d.doc_id, d.seq, d.set_no, v.verdict, {checksum_column(conn)} FROM docs d "
                 "LEFT JOIN verdicts v ON v.row = d.verdict_row"):
             if verdict is None:
                 problems.append(f"document {doc_id!r}: its verdict row is missing")
@@ -254,13 +255,6 @@ def _cycles(sets: dict[int, tuple[Any, Any, Any]]) -> list[str]:
     return problems
 
 
-def _checksum(conn: sqlite3.Connection) -> str:
-    """The verdicts' checksum column, or NULL in a schema-5 store a writer has not upgraded
-    yet (one an older release's consumer may still be writing)."""
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    return "v.checksum" if version >= 6 else "NULL"
-
-
 def export(directory: Path, out: TextIO) -> int:
     """Every document's stored verdict, one JSON object per line, in seq order (the order
     the store judged them); older versions of replaced ids are not documents any more."""
@@ -268,7 +262,7 @@ def export(directory: Path, out: TextIO) -> int:
     path = Path(directory) / DB_NAME
     with reading(directory) as conn:
         for doc_id, verdict, checksum in conn.execute(
-                f"SELECT d.doc_id, v.verdict, {_checksum(conn)} FROM docs d JOIN verdicts v "
+                f"SELECT d.doc_id, v.verdict, {checksum_column(conn)} FROM docs d JOIN verdicts v "
                 "ON v.row = d.verdict_row ORDER BY d.seq"):
             out.write(checked_verdict(path, doc_id, verdict, checksum) + "\n")
             count += 1

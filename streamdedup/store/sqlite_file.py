@@ -340,6 +340,13 @@ def checked_verdict(path: Path, doc_id: str, verdict: str, checksum: int | None)
     return verdict
 
 
+def checksum_column(conn: sqlite3.Connection) -> str:
+    """The verdicts' checksum column for a reader, or NULL in a schema-5 store no writer has
+    upgraded yet (one that an older release's consumer may still be writing)."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    return "v.checksum" if version >= 6 else "NULL"
+
+
 def read_verdict(directory: Path, doc_id: str) -> str | None:
     """A document's stored verdict JSON, read beside a running consumer: a read-only
     connection that takes no writer lock (WAL lets readers in while the writer works)."""
@@ -348,12 +355,9 @@ def read_verdict(directory: Path, doc_id: str) -> str | None:
         raise StoreError(f"no store at {directory}")
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
     try:
-        # A consumer of an older release may still be writing a schema-5 store (no checksums).
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        checksum = "v.checksum" if version >= 6 else "NULL"
         row = conn.execute(
-            f"SELECT v.verdict, {checksum} FROM docs d JOIN verdicts v ON v.row = d.verdict_row "
-            "WHERE d.doc_id = ?", (doc_id,)).fetchone()
+            f"SELECT v.verdict, {checksum_column(conn)} FROM docs d JOIN verdicts v "
+            "ON v.row = d.verdict_row WHERE d.doc_id = ?", (doc_id,)).fetchone()
     except sqlite3.DatabaseError as exc:
         raise StoreCorruptError(f"{path} cannot be read: {exc}") from exc
     finally:
