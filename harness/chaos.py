@@ -764,6 +764,7 @@ class ChaosConfig:
     broker: Any = None  # a LocalBroker that may be stopped and started (else no broker fault)
     preset: str = "reference"
     session_timeout_ms: int = 6000
+    group_instance_id: str = ""  # phase A's consumers as one static member (restart at once)
     commit_every: int | None = None
     commit_interval_s: float | None = None
     poll_max_records: int | None = None
@@ -894,6 +895,8 @@ class Harness:
             return [sys.executable, "-m", "streamdedup", "run", *flags]
         if c.session_timeout_ms:
             flags += ["--session-timeout-ms", str(c.session_timeout_ms)]
+        if c.group_instance_id:
+            flags += ["--group-instance-id", c.group_instance_id]
         if trip is None:
             return [sys.executable, "-m", "streamdedup", "run", *flags]
         return [sys.executable, "-m", "harness.chaos", "consumer", "--trip", trip,
@@ -1442,7 +1445,8 @@ def run(config: ChaosConfig, soak: int = 0, soak_variant_share: float = 0.1
         "messages": config.messages, "kills": config.kills, "faults": list(config.faults),
         "corruptions": list(config.corruptions), "seed": config.seed, "preset": config.preset,
         "commit_every": config.commit_every, "commit_interval_s": config.commit_interval_s,
-        "session_timeout_ms": config.session_timeout_ms, "bootstrap": config.bootstrap,
+        "session_timeout_ms": config.session_timeout_ms,
+        "group_instance_id": config.group_instance_id, "bootstrap": config.bootstrap,
     }}
     started = time.monotonic()
     events: list[dict[str, Any]] = []

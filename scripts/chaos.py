@@ -74,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="damaged copies of the final store opened per corruption kind")
     p.add_argument("--session-timeout-ms", type=int, default=6000,
                    help="consumers' --session-timeout-ms; 0 = the product's default")
+    p.add_argument("--group-instance-id", default="",
+                   help="run phase A's consumers as one static group member with this id "
+                   "(a restart after a SIGKILL takes the partition back at once)")
     p.add_argument("--tmpfs-mb", type=int, default=256,
                    help="size of the tmpfs holding the store for disk-full (root only)")
     p.add_argument("--workdir", type=Path, default=None,
@@ -108,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             messages=args.messages, kills=args.kills, faults=args.faults,
             corruptions=args.corruptions, seed=args.seed, broker=broker, preset=args.preset,
             session_timeout_ms=args.session_timeout_ms, commit_every=args.commit_every,
+            group_instance_id=args.group_instance_id,
             survey_trials=args.survey_trials,
             commit_interval_s=args.commit_interval_s, tmpfs_mb=args.tmpfs_mb, say=say,
         )
