@@ -39,7 +39,7 @@ from streamdedup.store.sqlite_file import (
     checksum_column,
     decode_log_row,
     file_bytes,
-    verdict_checksum,
+    verdict_intact,
 )
 
 MAX_LISTED = 20  # problems listed by verify; the count is always whole
@@ -186,7 +186,7 @@ def verify(directory: Path, progress: Callable[[str], None] = lambda _m: None) -
             if verdict is None:
                 problems.append(f"document {doc_id!r}: its verdict row is missing")
                 continue
-            if checksum is not None and verdict_checksum(verdict) != checksum:
+            if not verdict_intact(verdict, checksum):
                 problems.append(f"document {doc_id!r}: its verdict fails its checksum")
                 continue
             if set_no not in numbers:

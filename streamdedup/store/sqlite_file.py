@@ -330,10 +330,15 @@ def verdict_checksum(verdict: str) -> int:
     return blob_checksum(verdict.encode())
 
 
+def verdict_intact(verdict: str, checksum: int | None) -> bool:
+    """The stored verdict JSON matches its checksum (rows written before schema 6 have none
+    and are taken as they read)."""
+    return checksum is None or verdict_checksum(verdict) == checksum
+
+
 def checked_verdict(path: Path, doc_id: str, verdict: str, checksum: int | None) -> str:
-    """The stored verdict JSON, if it matches its checksum (rows written before schema 6
-    have none and are taken as they read)."""
-    if checksum is not None and verdict_checksum(verdict) != checksum:
+    """The stored verdict JSON, or a ``StoreCorruptError`` if it is not intact."""
+    if not verdict_intact(verdict, checksum):
         raise StoreCorruptError(f"{path}: the verdict of document {doc_id!r} fails its "
                                 f"checksum (damaged file); `streamdedup store verify` lists "
                                 f"all such rows")
