@@ -187,8 +187,8 @@ def open_db(directory: Path, read: Callable[[sqlite3.Connection], None] = lambda
         if tables:
             with _StructureCheck(path):
                 read(conn)
-            for step in range(version, SCHEMA_VERSION):  # only once the file is sound
-                conn.execute(UPGRADES[step])
+            if version != SCHEMA_VERSION:  # only once the file is sound
+                _upgrade(conn, version)
             _prepare(conn)
         else:  # a database without tables (ours are made with theirs) becomes a store
             _prepare(conn)
@@ -206,6 +206,17 @@ def open_db(directory: Path, read: Callable[[sqlite3.Connection], None] = lambda
                 from exc
         raise StoreCorruptError(f"{path} cannot be read as a store: {exc}") from exc
     return conn
+
+
+def _upgrade(conn: sqlite3.Connection, version: int) -> None:
+    """The steps from ``version`` up and the new version number in one transaction: a crash
+    between them would leave a schema-5 number on a changed table, refused at every open
+    (SQLite's DDL is transactional; Python's module opens no transaction for it itself)."""
+    conn.execute("BEGIN IMMEDIATE")
+    for step in range(version, SCHEMA_VERSION):
+        conn.execute(UPGRADES[step])
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    conn.commit()
 
 
 def _prepare(conn: sqlite3.Connection) -> None:

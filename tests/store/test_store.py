@@ -710,6 +710,28 @@ def test_sqlite_store_of_schema_5_is_upgraded_in_place(tmp_path: Path) -> None:
     assert verify(d) == []
 
 
+def test_sqlite_an_upgrade_that_fails_leaves_the_store_as_it_was(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The steps and the version number go in one transaction: a step that fails (or a
+    crash) must not leave schema 5's number on a changed table."""
+    from streamdedup.store import sqlite_file
+
+    d = sqlite_dir(tmp_path)
+    built(d, 10)
+    damage(d, "ALTER TABLE verdicts DROP COLUMN checksum", "PRAGMA user_version = 5")
+    monkeypatch.setattr(sqlite_file, "SCHEMA_VERSION", 7)
+    monkeypatch.setattr(sqlite_file, "UPGRADES", {**sqlite_file.UPGRADES, 6: "NOT SQL"})
+    with pytest.raises(StoreCorruptError):
+        SqliteStore(d)
+    conn = sqlite3.connect(d / DB_NAME)
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(verdicts)")]
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5 and "checksum" not in columns
+    conn.close()
+    monkeypatch.undo()
+    SqliteStore(d).close()  # the real upgrade still goes through
+    assert verify(d) == []
+
+
 def test_sqlite_replaced_document_keeps_its_versions_and_no_orphan_verdict(
         tmp_path: Path) -> None:
     """Verdicts live in their own table: each is the first verdict of an (id, set) version,
