@@ -84,15 +84,20 @@ def test_versions_count_every_text_an_id_was_judged_with(tmp_path: Path) -> None
     assert (found["documents"], found["versions"]) == (2, 3)
 
 
+def replacements() -> list[list[Document]]:
+    """Batches in which the first documents of sets move on to other texts and come back."""
+    a, b, c = ads(3, seed=5)
+    return [[a, b], [Document(a.id, b.fields)], [Document(a.id, a.fields), c],
+            [Document(b.id, c.fields)], [Document(b.id, b.fields)]]
+
+
 def test_replaced_ids_and_ids_back_at_an_earlier_text_verify_clean(tmp_path: Path) -> None:
     """A set's first document may have moved on to another text (it is then a version), or
     come back to the set's text: neither is damage."""
     store = SqliteStore(tmp_path / "s")
     try:
-        a, b, c = ads(3, seed=5)
         detector = Detector(SETTINGS, store)
-        for batch in ([a, b], [Document(a.id, b.fields)], [Document(a.id, a.fields), c],
-                      [Document(b.id, c.fields)], [Document(b.id, b.fields)]):
+        for batch in replacements():
             detector.process_many(batch)
             store.commit()
     finally:

@@ -64,8 +64,8 @@ def stats(url: str, namespace: str, cluster: bool = False) -> dict[str, Any]:
 def verify(url: str, namespace: str, cluster: bool = False,
            progress: Callable[[str], None] = lambda _m: None) -> list[str]:
     """Every document's record well-formed and consistent with its verdict and the seq
-    counter; every set it names present with its shingles (sorted 64-bit hashes) and a
-    cluster parent that is a set."""
+    counter; every set it names present with its shingles (sorted 64-bit hashes), a
+    cluster parent that is a set, and a first document its members agree with."""
     r = connect(url, cluster)
     k = Keys(namespace)
     problems: list[str] = []
@@ -84,6 +84,7 @@ def verify(url: str, namespace: str, cluster: bool = False,
     progress(f"{len(named):,} sets, their shingles and cluster parents")
     ids = sorted(named)
     parents: set[int] = set()
+    firsts: dict[int, tuple[int, str]] = {}
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start:start + _CHUNK]
         pipe = r.pipeline(transaction=False)
@@ -101,6 +102,14 @@ def verify(url: str, namespace: str, cluster: bool = False,
                 problems.append(f"set {set_id}: its shingles are missing")
             elif not sorted_hashes(blob):  # Redis keeps hashes, never texts
                 problems.append(f"set {set_id}: its shingles are not sorted 64-bit hashes")
+            if b"first_seq" in record and b"first_id" in record:
+                firsts[set_id] = (int(record[b"first_seq"]), record[b"first_id"].decode())
+            else:
+                problems.append(f"set {set_id}: its record has no first document")
+    # A store that ever ran with retention has its clock, and documents that left; in one
+    # that never did, none has (as SQLite's verify decides).
+    leaving = bool(call(r.hexists, k("meta"), "clock"))
+    problems += _first_document_problems(r, k, firsts, leaving)
     unknown = sorted(parents - named)
     for start in range(0, len(unknown), _CHUNK):
         chunk = unknown[start:start + _CHUNK]
@@ -111,6 +120,53 @@ def verify(url: str, namespace: str, cluster: bool = False,
             if not exists:
                 problems.append(f"a cluster parent {set_id} is not a stored set")
     return problems
+
+
+def _first_document_problems(r: Any, k: Keys, firsts: dict[int, tuple[int, str]],
+                             leaving: bool) -> list[str]:
+    """Each set's first document (its seq picks the root that survives a merge, its id names
+    the cluster in verdicts) against its members: none is older, and where no document
+    leaves, the (id, set) pair has a verdict with that seq. A group marks a member that moved
+    to another text as having left, and keeps it; one writer removes it, but keeps the pair's
+    first verdict (``ver``), so both layouts answer from ``ver``. As SQLite's ``verify``."""
+    problems: list[str] = []
+    ids = sorted(firsts)
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start:start + _CHUNK]
+        pipe = r.pipeline(transaction=False)
+        for set_id in chunk:
+            pipe.zrange(k("mem", set_id), 0, 0, withscores=True)
+            pipe.hget(k("ver"), f"{firsts[set_id][1]}\0{set_id}")
+            pipe.hexists(k("claimed"), f"{firsts[set_id][1]}\0{set_id}")
+        replies = call(pipe.execute)
+        for i, set_id in enumerate(chunk):
+            oldest, verdict, claimed = replies[3 * i:3 * i + 3]
+            first_seq, first_id = firsts[set_id]
+            if oldest and int(oldest[0][1]) < first_seq:
+                problems.append(f"set {set_id}: its first document's seq {first_seq} is "
+                                f"after its document with seq {int(oldest[0][1])}")
+            if leaving:
+                continue
+            if verdict is None:
+                if not claimed:  # claimed, not finished: a crashed member's, redone later
+                    problems.append(f"set {set_id}: its first document {first_id!r} is not "
+                                    f"one of its documents")
+                continue
+            seq = _verdict_seq(verdict)
+            if seq is not None and seq != first_seq:
+                problems.append(f"set {set_id}: its first document {first_id!r} has seq "
+                                f"{seq}, the set says {first_seq}")
+    return problems
+
+
+def _verdict_seq(verdict: bytes) -> int | None:
+    """The seq a verdict records (None: written before verdicts had one, or unreadable,
+    which the documents' check reports)."""
+    try:
+        seq = json.loads(verdict).get("seq")
+    except (ValueError, AttributeError):
+        return None
+    return seq if isinstance(seq, int) else None
 
 
 def export(url: str, namespace: str, out: TextIO, cluster: bool = False) -> int:

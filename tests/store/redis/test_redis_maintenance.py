@@ -16,7 +16,7 @@ from streamdedup.core.sketch import Sketcher
 from streamdedup.store import open_store
 from streamdedup.store.redis import maintenance
 from streamdedup.store.redis.client import Keys
-from tests.store.test_maintenance import SETTINGS, ads
+from tests.store.test_maintenance import SETTINGS, ads, replacements
 
 
 def built(url: str, cluster: bool = False, n: int = 200) -> tuple[str, list[str]]:
@@ -63,6 +63,51 @@ def test_damage_is_found_and_named(redis_url: str) -> None:
     assert any("seq 999 is past the counter 200" in p for p in problems), problems
     assert any("but its verdict says" in p for p in problems)
     assert any(f"set {set_id}: its shingles are missing" in p for p in problems)
+
+
+def test_replaced_ids_and_ids_back_at_an_earlier_text_verify_clean(redis_url: str) -> None:
+    """A set's first document may have moved on to another text, or come back to the set's
+    text: neither is damage (a group keeps such a member as having left)."""
+    namespace = f"adm{uuid.uuid4().hex[:8]}"
+    store = open_store("redis", redis_url, Sketcher(SETTINGS).params(), namespace)
+    try:
+        detector = detector_for(SETTINGS, store, Sketcher(SETTINGS))
+        for batch in replacements():
+            detector.process_many(batch)
+            store.commit()
+    finally:
+        store.close()
+    assert maintenance.verify(redis_url, namespace) == []
+
+
+def _set_of(r: redis.Redis, k: Keys, doc_id: str) -> int:
+    head = r.hget(k("docs"), doc_id)
+    assert head is not None
+    return int(head.split(b"\n", 1)[0].split()[1])
+
+
+@pytest.mark.parametrize(("field", "value", "expected"), [
+    ("first_id", "ad%5", "its first document 'ad%5' is not one of its documents"),
+    ("first_seq", "SEQ-1", "its first document 'ad5' has seq 6, the set says 5"),
+    ("first_seq", "SEQ+1000", "its first document's seq 1006 is after its document with "
+                              "seq 6"),
+])
+def test_a_sets_first_document_is_checked_against_its_members(
+        redis_url: str, field: str, value: str, expected: str) -> None:
+    """The three damages to a set's first document SQLite's ``verify`` names (its id or seq
+    changed), found here too. ``ad5`` (seq 6) is the first document of its set."""
+    namespace, _ = built(redis_url)
+    r = redis.Redis.from_url(redis_url)
+    k = Keys(namespace)
+    set_id = _set_of(r, k, "ad5")
+    record = r.hgetall(k("set", set_id))
+    assert (record[b"first_id"], record[b"first_seq"]) == (b"ad5", b"6")
+    assert maintenance.verify(redis_url, namespace) == []
+    shift = {"SEQ-1": -1, "SEQ+1000": 1000}
+    r.hset(k("set", set_id), field, 6 + shift[value] if value in shift else value)
+    problems = maintenance.verify(redis_url, namespace)
+    assert f"set {set_id}: {expected}" in problems
+    assert all(p.startswith(f"set {set_id}: its first document") for p in problems), problems
 
 
 def test_the_command_line_on_redis(redis_url: str) -> None:
