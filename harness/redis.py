@@ -44,11 +44,14 @@ def _ping(port: int) -> bool:
 
 class RedisServer:
     """One redis-server, or the masters of a Redis Cluster (``cluster`` > 0), whose files
-    (AOF, logs, state) live in ``state_dir``: node i in ``node<i>/``."""
+    (AOF, logs, state) live in ``state_dir``: node i in ``node<i>/``. ``durable=False``: no
+    AOF, for a baseline measured as its users run it (datasketch's Redis storage)."""
 
-    def __init__(self, state_dir: Path | None = None, cluster: int = 0) -> None:
+    def __init__(self, state_dir: Path | None = None, cluster: int = 0,
+                 durable: bool = True) -> None:
         self.state_dir = Path(state_dir or cache_root() / "redis").absolute()
         self.cluster = cluster
+        self.durable = durable
         self.procs: dict[int, ChildProcess] = {}
 
     @property
@@ -76,7 +79,8 @@ class RedisServer:
         home = self.state_dir / f"node{node}"
         home.mkdir(parents=True, exist_ok=True)
         argv = [exe, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(home),
-                "--appendonly", "yes", "--appendfsync", "always", "--save", "",
+                "--appendonly", "yes" if self.durable else "no", "--appendfsync", "always",
+                "--save", "",
                 "--daemonize", "yes" if detach else "no",
                 "--pidfile", str(home / "redis.pid"),
                 "--logfile", str(home / "redis.log") if detach else ""]

@@ -469,35 +469,22 @@ class DatasketchRun:
 
 @contextlib.contextmanager
 def redis_server() -> Iterator[tuple[str, int] | None]:
-    """A throwaway redis-server on loopback (no persistence), or None if there is none."""
-    exe = shutil.which("redis-server")
-    if exe is None:
-        yield None
-        return
-    port = free_port()
-    tmp = tempfile.mkdtemp(prefix="sd-redis-")
-    proc = subprocess.Popen(
-        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", tmp, "--daemonize", "no"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        import redis
+    """A throwaway redis-server on loopback without persistence (the harness's launcher), or
+    None if there is none."""
+    from harness.redis import RedisError, RedisServer
 
-        client = redis.Redis(host="127.0.0.1", port=port)
-        for _ in range(100):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        else:
+    tmp = tempfile.mkdtemp(prefix="sd-redis-")
+    server = RedisServer(Path(tmp), durable=False)
+    try:
+        try:
+            server.run()
+        except RedisError as exc:
+            print(f"no redis-server for the Redis rows: {exc}", file=sys.stderr)
             yield None
             return
-        yield ("127.0.0.1", port)
+        yield ("127.0.0.1", server.ports[0])
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -28,3 +28,21 @@ def test_redis_local_start_status_stop(tmp_path: Path) -> None:
     assert run("status").returncode == 0
     assert run("stop").returncode == 0
     assert run("status").returncode == 3
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_a_server_is_durable_unless_it_serves_a_baseline(tmp_path: Path, durable: bool) -> None:
+    """The store's servers write every command to the AOF; a benchmark's baseline server
+    (datasketch on Redis, as its users run it) keeps none."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("no redis-server (scripts/setup installs it as root)")
+    import redis
+
+    from harness.redis import RedisServer
+
+    server = RedisServer(tmp_path, durable=durable)
+    try:
+        client = redis.Redis.from_url(server.run())
+        assert client.config_get("appendonly") == {"appendonly": "yes" if durable else "no"}
+    finally:
+        server.stop()
