@@ -72,6 +72,7 @@ def verify(url: str, namespace: str, cluster: bool = False,
     last_seq = int(call(r.get, k("seq")) or 0)
     progress("documents and their verdicts")
     named: set[int] = set()
+    oldest: dict[int, int] = {}  # set id -> the seq of its oldest document
     for doc_id, seq, set_id, verdict in _docs(r, k):
         if seq > last_seq:
             problems.append(f"document {doc_id!r}: seq {seq} is past the counter {last_seq}")
@@ -81,6 +82,7 @@ def verify(url: str, namespace: str, cluster: bool = False,
         problems += found
         if parsed is not None and parsed.get("shingles"):
             named.add(set_id)
+            oldest[set_id] = min(seq, oldest.get(set_id, seq))
     progress(f"{len(named):,} sets, their shingles and cluster parents")
     ids = sorted(named)
     parents: set[int] = set()
@@ -109,7 +111,7 @@ def verify(url: str, namespace: str, cluster: bool = False,
     # A store that ever ran with retention has its clock, and documents that left; in one
     # that never did, none has (as SQLite's verify decides).
     leaving = bool(call(r.hexists, k("meta"), "clock"))
-    problems += _first_document_problems(r, k, firsts, leaving)
+    problems += _first_document_problems(r, k, firsts, oldest, leaving)
     unknown = sorted(parents - named)
     for start in range(0, len(unknown), _CHUNK):
         chunk = unknown[start:start + _CHUNK]
@@ -123,39 +125,35 @@ def verify(url: str, namespace: str, cluster: bool = False,
 
 
 def _first_document_problems(r: Any, k: Keys, firsts: dict[int, tuple[int, str]],
-                             leaving: bool) -> list[str]:
+                             oldest: dict[int, int], leaving: bool) -> list[str]:
     """Each set's first document (its seq picks the root that survives a merge, its id names
-    the cluster in verdicts) against its members: none is older, and where no document
-    leaves, the (id, set) pair has a verdict with that seq. A group marks a member that moved
-    to another text as having left, and keeps it; one writer removes it, but keeps the pair's
-    first verdict (``ver``), so both layouts answer from ``ver``. As SQLite's ``verify``."""
-    problems: list[str] = []
+    the cluster in verdicts) against its documents (``oldest``: the seq of each set's oldest
+    current one): none is older, and where no document leaves, the (id, set) pair has a
+    verdict with that seq (``ver`` keeps the first verdict of every pair, also after the id
+    moved on to another text). As SQLite's ``verify``."""
+    problems = [f"set {set_id}: its first document's seq {first_seq} is after its document "
+                f"with seq {oldest[set_id]}"
+                for set_id, (first_seq, _) in firsts.items() if oldest[set_id] < first_seq]
+    if leaving:
+        return problems
     ids = sorted(firsts)
+    missing: list[int] = []
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start:start + _CHUNK]
-        pipe = r.pipeline(transaction=False)
-        for set_id in chunk:
-            pipe.zrange(k("mem", set_id), 0, 0, withscores=True)
-            pipe.hget(k("ver"), f"{firsts[set_id][1]}\0{set_id}")
-            pipe.hexists(k("claimed"), f"{firsts[set_id][1]}\0{set_id}")
-        replies = call(pipe.execute)
-        for i, set_id in enumerate(chunk):
-            oldest, verdict, claimed = replies[3 * i:3 * i + 3]
+        pairs = [f"{firsts[set_id][1]}\0{set_id}" for set_id in chunk]
+        for set_id, verdict in zip(chunk, call(r.hmget, k("ver"), pairs), strict=True):
             first_seq, first_id = firsts[set_id]
-            if oldest and int(oldest[0][1]) < first_seq:
-                problems.append(f"set {set_id}: its first document's seq {first_seq} is "
-                                f"after its document with seq {int(oldest[0][1])}")
-            if leaving:
-                continue
+            seq = None if verdict is None else _verdict_seq(verdict)
             if verdict is None:
-                if not claimed:  # claimed, not finished: a crashed member's, redone later
-                    problems.append(f"set {set_id}: its first document {first_id!r} is not "
-                                    f"one of its documents")
-                continue
-            seq = _verdict_seq(verdict)
-            if seq is not None and seq != first_seq:
+                missing.append(set_id)
+            elif seq is not None and seq != first_seq:
                 problems.append(f"set {set_id}: its first document {first_id!r} has seq "
                                 f"{seq}, the set says {first_seq}")
+    if missing:  # claimed, never finished: a crashed member's, redone later, is no damage
+        claimed = call(r.hmget, k("claimed"), [f"{firsts[s][1]}\0{s}" for s in missing])
+        problems += [f"set {set_id}: its first document {firsts[set_id][1]!r} is not one of "
+                     f"its documents"
+                     for set_id, seq in zip(missing, claimed, strict=True) if seq is None]
     return problems
 
 

@@ -110,6 +110,23 @@ def test_a_sets_first_document_is_checked_against_its_members(
     assert all(p.startswith(f"set {set_id}: its first document") for p in problems), problems
 
 
+def test_a_first_document_claimed_by_a_member_that_crashed_is_not_damage(
+        redis_url: str) -> None:
+    """A group member that claimed a set's first document and died before its verdict was
+    written leaves the pair claimed, not judged (another member redoes it): not damage. The
+    same pair neither judged nor claimed is."""
+    namespace, _ = built(redis_url)
+    r = redis.Redis.from_url(redis_url)
+    k = Keys(namespace)
+    set_id = _set_of(r, k, "ad5")
+    r.hdel(k("ver"), f"ad5\0{set_id}")
+    r.hset(k("claimed"), f"ad5\0{set_id}", 6)
+    assert maintenance.verify(redis_url, namespace) == []
+    r.hdel(k("claimed"), f"ad5\0{set_id}")
+    assert maintenance.verify(redis_url, namespace) == [
+        f"set {set_id}: its first document 'ad5' is not one of its documents"]
+
+
 def test_the_command_line_on_redis(redis_url: str) -> None:
     namespace, _ = built(redis_url, n=50)
 
