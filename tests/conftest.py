@@ -14,11 +14,13 @@ import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.broker import BrokerError, LocalBroker
+from streamdedup.store.base import Store
 
 
 @dataclass
@@ -224,15 +226,12 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 # --- stores ---
-# Every store backend the contract suite in tests/test_store.py runs against. A test asks for
+# Every store backend the contract suite in tests/store/test_store.py runs against. A test asks for
 # ``store`` (parametrized over all backends by default, or over a subset with
 # ``@pytest.mark.parametrize("store", [...], indirect=True)``), or for ``make_store`` when it
 # needs several stores or to reopen one. SQLite stores live in the test's tmp_path.
 # ``kijiji_path`` is the historical dump for ``@pytest.mark.dump`` tests: $STREAMDEDUP_KIJIJI,
 # else ../shared/data/kijiji_jobs.tsv next to the project; missing -> skip (fail under CI).
-from pathlib import Path  # noqa: E402
-
-from streamdedup.store.base import Store  # noqa: E402
 
 SUPPORTED_STORES = ("memory", "sqlite", "redis")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]

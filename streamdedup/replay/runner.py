@@ -65,7 +65,7 @@ class ReplayConfig:
     topic_prefix: str | None = None  # None: unique per replay when the consumer is ours
     progress: bool = True
     band_table: bool = True
-    cache_dir: Path | None = None  # ground-truth cache; None: evaluation.default_cache_dir()
+    cache_dir: Path | None = None  # ground-truth cache; None: truth.default_cache_dir()
 
 
 @dataclass

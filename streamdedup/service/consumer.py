@@ -2,8 +2,9 @@
 
 Loop: poll a batch -> decode each message (bad ones become dead letters) -> detect ->
 add verdicts to the checkpoint -> commit when due (see ``checkpoint.py`` for the order).
-SIGINT/SIGTERM only set a flag: the loop finishes the batch, makes a final checkpoint, closes
-the store, leaves the group and returns 0. A failed checkpoint rewinds and backs off, so a
+SIGINT/SIGTERM only set a flag: the loop finishes the batch, makes a final checkpoint, leaves
+the group, closes the store and returns 0 (1 if that last checkpoint failed: its messages are
+judged again by whoever takes the partitions). A failed checkpoint rewinds and backs off, so a
 broker that goes away, or a store that cannot write, costs time but never a verdict.
 """
 

@@ -1,7 +1,7 @@
 """The store interface: what the detector needs to remember, and nothing about how.
 
-Four kinds of state, each with batched, idempotent operations so that a networked store
-(Redis, shared by several consumers) can implement them with pipelines later:
+Four kinds of state, each with batched, idempotent operations, so that a networked store
+(Redis, ``store/redis/``, shared by several consumers) implements them with pipelines:
 
 - **buckets**: LSH band key -> ids of distinct shingle sets with their sizes (set-add; probe
   many keys at once, optionally only sets of a size range);

@@ -3,8 +3,9 @@ Redis errors turned into the store's.
 
 Keys of namespace ``ns`` fall in two groups::
 
-    {ns}:...   the ledger: meta, seq, docs, ver, pos, set:<id>, mem:<id>, edges:<id>,
-               crowded, counts, bsize. The hash tag puts them all in one slot, so the Lua
+    {ns}:...   the ledger: meta, writer, seq, docs, ver, verof, dtime, stime, pos, set:<id>,
+               mem:<id>, edges:<id>, crowded, counts, bsize, bk:<id>, claimed, left (each
+               described in ``store.py``). The hash tag puts them all in one slot, so the Lua
                scripts that hand out arrival numbers and merge clusters run atomically on
                one node.
     {ns:b<shard>}:<key> and ns:sh:<id>
