@@ -699,7 +699,7 @@ def survey_corruption(store: Path, preset: str, kinds: Sequence[str], trials: in
     from streamdedup.errors import StoreError
     from streamdedup.settings import build_settings
     from streamdedup.store import open_store
-    from streamdedup.store.maintenance import verify
+    from streamdedup.store.sqlite.maintenance import verify
 
     params = Sketcher(build_settings(preset, env={})).params()
     rng = random.Random(seed)

@@ -245,7 +245,8 @@ def cmd_reopen(args: argparse.Namespace) -> None:
     ads), alternated: from the snapshot of its last clean close, and rebuilt from its tables
     (the snapshot moved aside for that open, and none written at its close)."""
     from streamdedup.settings import Settings
-    from streamdedup.store import open_store, snapshot
+    from streamdedup.store import open_store
+    from streamdedup.store.sqlite import snapshot
 
     info = machine()
     params = Sketcher(Settings()).params()

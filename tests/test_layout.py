@@ -96,6 +96,21 @@ def test_modules_stay_small(module: str) -> None:
     assert lines <= MAX_LINES, f"{module}: {lines} lines; split it by concept"
 
 
+def test_no_backend_imports_another() -> None:
+    """Each store backend stands alone on ``store/``'s shared modules (STYLE.md: one backend
+    importing from another is what not to copy), so one can be read, or dropped, alone."""
+    backends = {"streamdedup.store.memory", "streamdedup.store.sqlite", "streamdedup.store.redis"}
+
+    def backend(module: str) -> str | None:
+        return next((b for b in backends if module == b or module.startswith(b + ".")), None)
+
+    for module, path in MODULES.items():
+        own = backend(module)
+        if own is not None:
+            others = sorted(i for i in imports(path) if backend(i) not in (None, own))
+            assert not others, f"{module} imports another backend: {others}"
+
+
 def test_tests_mirror_the_package() -> None:
     """Every product folder has its test folder (tests/core, tests/store, ...)."""
     for sub in LAYERS[1:]:

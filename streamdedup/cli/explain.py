@@ -77,7 +77,7 @@ def _duplicate_of(settings: Settings, doc_id: str, use_store: bool) -> str:
 
     verdict: dict[str, Any] | None = None
     if use_store and settings.store_backend == "sqlite":
-        from streamdedup.store.sqlite_file import read_verdict
+        from streamdedup.store.sqlite.file import read_verdict
 
         text = read_verdict(Path(settings.store), doc_id)  # read-only, beside the consumer
         verdict = Verdict.from_json(text).to_dict() if text else None

@@ -45,7 +45,7 @@ def store_command() -> None:
 @settings_options
 def stats_command(as_json: bool, preset: str | None, **options: Any) -> None:
     """Counts and sizes (read-only, beside a running consumer)."""
-    from streamdedup.store import maintenance
+    from streamdedup.store.sqlite import maintenance
 
     settings = _settings(preset, options)
     try:
@@ -78,7 +78,7 @@ def stats_command(as_json: bool, preset: str | None, **options: Any) -> None:
 @settings_options
 def verify_command(preset: str | None, **options: Any) -> None:
     """The full integrity check (read-only): exit 1 and the problems if any."""
-    from streamdedup.store import maintenance
+    from streamdedup.store.sqlite import maintenance
 
     settings = _settings(preset, options)
     where = (f"redis namespace {settings.redis_namespace!r}"
@@ -108,7 +108,7 @@ def verify_command(preset: str | None, **options: Any) -> None:
 @settings_options
 def compact_command(preset: str | None, **options: Any) -> None:
     """Reclaim free space (VACUUM); needs the writer's lock: stop the consumer first."""
-    from streamdedup.store.maintenance import compact
+    from streamdedup.store.sqlite.maintenance import compact
 
     settings = _settings(preset, options)
     if settings.store_backend == "redis":
@@ -129,7 +129,7 @@ def compact_command(preset: str | None, **options: Any) -> None:
 @settings_options
 def export_command(out: Path | None, preset: str | None, **options: Any) -> None:
     """Every document's verdict as JSONL, in seq order (read-only)."""
-    from streamdedup.store import maintenance
+    from streamdedup.store.sqlite import maintenance
 
     settings = _settings(preset, options)
 

@@ -328,7 +328,7 @@ def test_a_store_after_eviction_verifies_clean(make_store: Callable[..., Store],
                                                tmp_path: Any) -> None:
     """``store verify`` checks the retention bookkeeping (child counts, tombstones, times);
     a store that evicted much of a stream, tombstones included, passes it."""
-    from streamdedup.store.maintenance import verify
+    from streamdedup.store.sqlite.maintenance import verify
 
     store = make_store("sqlite", tmp_path / "s")
     run(Detector(WORDS.replace(retention="10d"), store), windowed_stream(9, 400), batch=10)
@@ -359,7 +359,7 @@ def test_a_sigkill_during_eviction_leaves_a_sound_store_that_goes_on_the_same(
     import time
 
     from harness.generator import Generator, learn
-    from streamdedup.store.maintenance import verify
+    from streamdedup.store.sqlite.maintenance import verify
 
     ads = list(Generator(learn(kijiji_path), 21).ads(6000))
     dump = tmp_path / "ads.jsonl"

@@ -45,11 +45,11 @@ from streamdedup.store.base import (
     is_text,
     valid_payload,
 )
-from streamdedup.store.maintenance import export, verify
 from streamdedup.store.shingle_cache import ShingleCache
 from streamdedup.store.sqlite import SqliteStore
-from streamdedup.store.sqlite_file import DB_NAME, LOCK_NAME, read_verdict
-from tests.store.test_maintenance import built, damage
+from streamdedup.store.sqlite.file import DB_NAME, LOCK_NAME, read_verdict
+from streamdedup.store.sqlite.maintenance import export, verify
+from tests.store.sqlite.test_maintenance import built, damage
 
 PARAMS = Sketcher(Settings()).params()
 HIGH = np.array([0, 1, 2**63 - 1, 2**63, 2**63 + 1, 2**64 - 1], dtype=np.uint64)
@@ -714,7 +714,7 @@ def test_sqlite_an_upgrade_that_fails_leaves_the_store_as_it_was(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The steps and the version number go in one transaction: a step that fails (or a
     crash) must not leave schema 5's number on a changed table."""
-    from streamdedup.store import sqlite_file
+    from streamdedup.store.sqlite import file as sqlite_file
 
     d = sqlite_dir(tmp_path)
     built(d, 10)
@@ -990,7 +990,7 @@ def test_sqlite_keeps_texts_and_reads_the_same_hashes_back(tmp_path: Path) -> No
             assert np.array_equal(got[i], sh.shingles), i
     finally:
         store.close()
-    from streamdedup.store.maintenance import verify
+    from streamdedup.store.sqlite.maintenance import verify
 
     assert verify(d) == []
 

@@ -1,7 +1,7 @@
 """The SQLite store's file: schema, the writer's lock, opening and creating, and the one-line
 messages for what the file system refuses.
 
-Apart from ``sqlite.py`` (the ``Store`` on top of it) because these are the file's concerns (and
+Apart from ``store.py`` (the ``Store`` on top of it) because these are the file's concerns (and
 the encoding of its blobs: the bucket log's rows and their checksums, and reading the
 in-memory maps back from them at open: ``load_maps``), not
 the index's: one writer per directory (a ``flock`` on the directory itself, which no file
@@ -30,8 +30,8 @@ import numpy as np
 import xxhash
 
 from streamdedup.errors import StoreCorruptError, StoreError, StoreLockedError
-from streamdedup.store.bucket_index import BucketIndex, LogRow, SortedEntries, sort_entries
-from streamdedup.store.set_numbers import SetNumbers
+from streamdedup.store.sqlite.bucket_index import BucketIndex, LogRow, SortedEntries, sort_entries
+from streamdedup.store.sqlite.set_numbers import SetNumbers
 
 MAX_VARS = 900  # stay under SQLite's bound on host parameters per statement
 

@@ -10,7 +10,7 @@ batch is on disk. Retention: ``evict`` deletes rows (documents by their time, se
 newest time, both through partial indexes that grow at the end) and marks the sets' bucket
 entries dead in memory, deleting log rows left with no live set; after a rolled-back
 eviction the in-memory index is rebuilt from the tables. The file's own concerns (schema,
-the one-writer lock, opening, damage and file-system errors) are in ``sqlite_file.py``.
+the one-writer lock, opening, damage and file-system errors) are in ``file.py``.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 from sqlitedict import SqliteDict
 
+import streamdedup.store.sqlite.snapshot as snapshot
 from streamdedup.errors import StoreCorruptError, StoreError
-from streamdedup.store import snapshot
 from streamdedup.store.base import (
     DEFAULT_EDGE_CAP,
     DocRecord,
@@ -40,11 +40,10 @@ from streamdedup.store.base import (
     is_text,
     split_held,
 )
-from streamdedup.store.bucket_index import BucketIndex
-from streamdedup.store.edge_counts import EdgeCounts
-from streamdedup.store.set_numbers import SetNumbers
 from streamdedup.store.shingle_cache import ShingleCache
-from streamdedup.store.sqlite_file import (
+from streamdedup.store.sqlite.bucket_index import BucketIndex
+from streamdedup.store.sqlite.edge_counts import EdgeCounts
+from streamdedup.store.sqlite.file import (
     DB_NAME,
     acquire_lock,
     blob_checksum,
@@ -59,6 +58,7 @@ from streamdedup.store.sqlite_file import (
     store_errors,
     verdict_checksum,
 )
+from streamdedup.store.sqlite.set_numbers import SetNumbers
 
 _SET_CACHE_SIZE = 200_000
 _MEMBERS_CACHE_SIZE = 100_000
@@ -125,7 +125,7 @@ class SqliteStore(Store):
 
     def _load_maps(self, conn: sqlite3.Connection | None = None) -> None:
         """The in-memory maps: as saved at the last clean close if nothing changed since
-        (``store/snapshot.py``), else rebuilt from the tables (seconds per million ads).
+        (``store/sqlite/snapshot.py``), else rebuilt from the tables (seconds per million ads).
         ``conn``: the connection being opened (it becomes the store's)."""
         if conn is not None:
             self._conn = conn

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from streamdedup.errors import StoreCorruptError
-from streamdedup.store import sqlite_file
 from streamdedup.store.base import SetRecord
-from streamdedup.store.bucket_index import BucketIndex
 from streamdedup.store.sqlite import SqliteStore
-from streamdedup.store.sqlite_file import DB_NAME
+from streamdedup.store.sqlite import file as sqlite_file
+from streamdedup.store.sqlite.bucket_index import BucketIndex
+from streamdedup.store.sqlite.file import DB_NAME
 
 
 def model_probe(model: dict[int, set[int]], keys: list[int]) -> dict[int, int]:
@@ -158,7 +158,7 @@ def test_sqlite_damaged_bucket_log_is_refused(tmp_path: Path) -> None:
 
 
 def test_runs_stop_merging_at_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
-    from streamdedup.store import bucket_index
+    from streamdedup.store.sqlite import bucket_index
 
     monkeypatch.setattr(bucket_index, "MAX_RUN", 256)
     index = BucketIndex(run_size=64)
@@ -177,7 +177,7 @@ def test_runs_stop_merging_at_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_sqlite_log_row_whose_arrays_disagree_is_refused(tmp_path: Path) -> None:
     """A row can pass its checksum and still not fit together (written by a buggy build):
     counts that do not add up to the keys must stop the open, not misfile entries."""
-    from streamdedup.store.sqlite_file import blob_checksum
+    from streamdedup.store.sqlite.file import blob_checksum
 
     store = SqliteStore(tmp_path / "s")
     store.add_to_buckets([1, 2, 3], 5, 10)
@@ -222,7 +222,7 @@ def test_a_sliding_window_keeps_the_index_flat_and_its_probes_right() -> None:
 
 
 def test_the_fast_sort_and_counts_equal_numpy_s() -> None:
-    from streamdedup.store.bucket_index import _argsort, _counts
+    from streamdedup.store.sqlite.bucket_index import _argsort, _counts
 
     rng = np.random.default_rng(4)
     for n in (0, 1, 2, 3, 1000, 300_000):
@@ -239,7 +239,7 @@ def test_the_fast_sort_and_counts_equal_numpy_s() -> None:
 
 
 def test_sorted_keys_set_the_same_filter_bits_as_any_keys() -> None:
-    from streamdedup.store.bucket_index import _set_bits, _set_sorted_bits
+    from streamdedup.store.sqlite.bucket_index import _set_bits, _set_sorted_bits
 
     rng = np.random.default_rng(9)
     keys = np.sort(rng.integers(-(2**63), 2**63 - 1, size=50_000, dtype=np.int64))

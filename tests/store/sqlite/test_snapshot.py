@@ -1,5 +1,6 @@
-"""The SQLite store's maps saved at a clean close (store/snapshot.py): read back only while they
-describe the tables exactly, and then the store answers as one rebuilt from the tables."""
+"""The SQLite store's maps saved at a clean close (store/sqlite/snapshot.py): read back only
+while they describe the tables exactly, and then the store answers as one rebuilt from the
+tables."""
 
 from __future__ import annotations
 
@@ -12,10 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamdedup.store import bucket_index, snapshot
 from streamdedup.store.base import SetRecord
-from streamdedup.store.snapshot import SNAPSHOT_NAME
-from streamdedup.store.sqlite import SqliteStore
+from streamdedup.store.sqlite import SqliteStore, bucket_index, snapshot
+from streamdedup.store.sqlite.snapshot import SNAPSHOT_NAME
 
 BANDS = 25
 
@@ -121,7 +121,7 @@ def test_a_damaged_snapshot_is_ignored_with_a_warning(tmp_path: Path,
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x40
     path.write_bytes(bytes(data))
-    with caplog.at_level(logging.WARNING, logger="streamdedup.store.snapshot"):
+    with caplog.at_level(logging.WARNING, logger="streamdedup.store.sqlite.snapshot"):
         s = SqliteStore(d)
     assert s.opened_from == "tables"
     assert "fails its checksum" in caplog.text
@@ -172,7 +172,7 @@ def test_no_snapshot_after_an_uncommitted_eviction_or_for_a_small_store(
 
 
 def test_store_stats_say_whether_the_snapshot_is_current(tmp_path: Path) -> None:
-    from streamdedup.store.maintenance import stats
+    from streamdedup.store.sqlite.maintenance import stats
 
     d = tmp_path / "s"
     build(d)

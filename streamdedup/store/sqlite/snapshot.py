@@ -31,8 +31,8 @@ from typing import Any, BinaryIO
 import numpy as np
 import xxhash
 
-from streamdedup.store.bucket_index import BucketIndex
-from streamdedup.store.set_numbers import SetNumbers
+from streamdedup.store.sqlite.bucket_index import BucketIndex
+from streamdedup.store.sqlite.set_numbers import SetNumbers
 
 log = logging.getLogger(__name__)
 

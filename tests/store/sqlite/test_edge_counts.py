@@ -1,4 +1,4 @@
-"""The SQLite store's edge counts (store/edge_counts.py): read once, then added to, and
+"""The SQLite store's edge counts (store/sqlite/edge_counts.py): read once, then added to, and
 still exactly what counting the table would give when the cap is checked."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from streamdedup.store.base import SetRecord
-from streamdedup.store.edge_counts import EdgeCounts
 from streamdedup.store.sqlite import SqliteStore
+from streamdedup.store.sqlite.edge_counts import EdgeCounts
 
 
 def test_sqlite_edge_counts_kept_in_memory_crowd_a_set_as_counting_would(

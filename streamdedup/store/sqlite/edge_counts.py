@@ -15,7 +15,7 @@ import sqlite3
 from collections import Counter
 from collections.abc import Iterable
 
-from streamdedup.store.sqlite_file import chunks
+from streamdedup.store.sqlite.file import chunks
 
 MAX_SETS = 500_000  # counts kept (~40 MB); past it they are read again on demand
 

@@ -6,7 +6,7 @@ import random
 
 import numpy as np
 
-from streamdedup.store.set_numbers import SetNumbers
+from streamdedup.store.sqlite.set_numbers import SetNumbers
 
 
 def test_matches_a_dict_model_through_merges_and_rollbacks() -> None:

@@ -17,9 +17,9 @@ from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
 from streamdedup.errors import StoreCorruptError, StoreError, StoreLockedError
 from streamdedup.settings import build_settings
-from streamdedup.store.maintenance import compact, export, stats, verify
 from streamdedup.store.sqlite import SqliteStore
-from streamdedup.store.sqlite_file import DB_NAME
+from streamdedup.store.sqlite.file import DB_NAME
+from streamdedup.store.sqlite.maintenance import compact, export, stats, verify
 
 SETTINGS = build_settings("default", env={})
 
@@ -129,7 +129,7 @@ def test_reading_works_beside_the_writer_and_compacting_waits_for_it(tmp_path: P
 def test_a_reader_keeps_one_snapshot_while_the_writer_commits(tmp_path: Path) -> None:
     """verify reads many tables one after another: a consumer committing in between must not
     make them disagree (a seq past the counter, a set not there yet)."""
-    from streamdedup.store.maintenance import reading
+    from streamdedup.store.sqlite.maintenance import reading
 
     built(tmp_path / "s", 100)
     writer = SqliteStore(tmp_path / "s")

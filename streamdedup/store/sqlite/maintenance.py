@@ -26,10 +26,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+import streamdedup.store.sqlite.snapshot as snapshot
 from streamdedup.errors import StoreCorruptError, StoreError
-from streamdedup.store import snapshot
 from streamdedup.store.base import valid_payload, verdict_problems
-from streamdedup.store.sqlite_file import (
+from streamdedup.store.sqlite.file import (
     DB_NAME,
     SCHEMA_VERSION,
     UPGRADES,
