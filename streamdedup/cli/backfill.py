@@ -53,6 +53,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     """Backfill DUMP into the store (--store DIR, or --store-backend redis --redis-url URL):
     the verdicts `streamdedup check` would give, with the sketching done by Spark executors.
     `run` and `check` continue from the store afterwards; running it again changes nothing."""
+    from streamdedup.cli.output import checked_output
     from streamdedup.cli.progress import progress_bar
     from streamdedup.core.sketch import Sketcher
     from streamdedup.replay.backfill import BackfillConfig, backfill
@@ -63,6 +64,8 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
                             master=master, driver_memory=driver_memory, order_by=order_by,
                             timestamp_field=timestamp_field,
                             partitions=partitions, pairs=pairs, report_dir=report_dir)
+    checked_output(out, dump)
+    checked_output(config.errors_path, dump, out, option="--errors")
     bar = progress_bar(unit="doc", delay=0.5)
 
     def say(message: str) -> None:
@@ -77,6 +80,10 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
             store.close()
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
+    except OSError as exc:  # the output files: checked above, refused by the file system now
+        if exc.filename not in (str(out), str(config.errors_path)):
+            raise
+        raise click.ClickException(f"cannot write {exc.filename}: {exc.strerror}") from None
     finally:
         bar.close()
     rate = result.documents / result.seconds if result.seconds else 0.0

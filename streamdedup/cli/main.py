@@ -57,12 +57,13 @@ def run(preset: str | None, **options: Any) -> None:
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="input format [default: from the file name]")
-@click.option("--out", type=click.Path(path_type=Path), default=None,
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="write verdicts (JSONL) here [default: standard output]")
 @settings_options
 def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
           **options: Any) -> None:
     """Run a dump through the detector in file order; one verdict per line (JSONL)."""
+    from streamdedup.cli.output import checked_output, open_output
     from streamdedup.cli.progress import progress_bar
     from streamdedup.core.shared import detector_for
     from streamdedup.core.sketch import Sketcher
@@ -71,6 +72,8 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
     from streamdedup.store import open_configured
 
     settings = make_settings(preset, options)
+    if out is not None:
+        checked_output(out, path)
     ahead: ReadAhead | None = None
     try:
         rows = read_dump(path, fmt, settings.text_fields, max_bytes=settings.max_message_bytes,
@@ -86,7 +89,13 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
             ahead.close()
         raise click.ClickException(str(exc)) from None
     detector = detector_for(settings, store, sketcher)
-    sink: TextIO = out.open("w", encoding="utf-8") if out else sys.stdout
+    try:
+        sink: TextIO = open_output(out, path) if out else sys.stdout
+    except click.ClickException:
+        if ahead is not None:
+            ahead.close()
+        store.close()
+        raise
     docs = dups = errors = 0
     start = time.perf_counter()
     bar = progress_bar(unit="doc")

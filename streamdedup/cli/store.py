@@ -129,9 +129,12 @@ def compact_command(preset: str | None, **options: Any) -> None:
 @settings_options
 def export_command(out: Path | None, preset: str | None, **options: Any) -> None:
     """Every document's verdict as JSONL, in seq order (read-only)."""
+    from streamdedup.cli.output import checked_output, open_output
     from streamdedup.store.sqlite import maintenance
 
     settings = _settings(preset, options)
+    if out is not None:
+        checked_output(out)
 
     def write(fh: TextIO) -> int:
         if settings.store_backend == "redis":
@@ -147,7 +150,7 @@ def export_command(out: Path | None, preset: str | None, **options: Any) -> None
         if out is None:
             count = write(sys.stdout)
         else:
-            with out.open("w", encoding="utf-8") as fh:
+            with open_output(out) as fh:
                 count = write(fh)
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None

@@ -61,6 +61,10 @@ class BackfillConfig:
     pairs: bool = True  # the engine finds candidate pairs and verifies them (empty store)
     report_dir: Path | None = None  # the quality report against brute force, as replay's
 
+    @property
+    def errors_path(self) -> Path:
+        return self.errors or self.out.with_suffix(".errors.jsonl")
+
 
 @dataclass
 class BackfillResult:
@@ -107,7 +111,7 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
     if config.order_by not in ORDERS:
         raise ConfigError(f"--order-by must be one of {', '.join(ORDERS)}, not "
                           f"{config.order_by!r}")
-    errors_path = config.errors or config.out.with_suffix(".errors.jsonl")
+    errors_path = config.errors_path
     result = BackfillResult(errors_path=errors_path)
     start = time.perf_counter()
     good: list[tuple[int, Document]] = []

@@ -1,0 +1,72 @@
+"""Output files on the command line (``cli/output.py``): an ``--out`` that is the input, or that
+cannot be created, is refused in one line before anything is read or written."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import click
+import pytest
+from test_cli import ADS, run, write_tsv
+
+from streamdedup.cli.output import open_output
+
+
+@pytest.fixture
+def dump(tmp_path: Path) -> Path:
+    return write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020", f"l{i}"]
+                                            for i, (t, d) in enumerate(ADS)])
+
+
+@pytest.mark.parametrize("command", [["check"], ["backfill", "--engine", "local"]])
+def test_an_out_that_is_the_input_is_refused_and_the_input_kept(
+        dump: Path, tmp_path: Path, command: list[str]) -> None:
+    before = dump.read_bytes()
+    link = tmp_path / "link.tsv"
+    link.symlink_to(dump)
+    for out in (dump, tmp_path / "." / "ads.tsv", link):
+        code, _, err = run(*command, str(dump), "--out", str(out),
+                           "--store", str(tmp_path / "s"))
+        assert code == 2 and "is the input" in err and "Traceback" not in err, err
+        assert dump.read_bytes() == before
+    assert not (tmp_path / "s").exists()  # refused before the store was made
+
+
+def test_backfills_errors_file_may_not_be_the_input_either(dump: Path, tmp_path: Path) -> None:
+    before = dump.read_bytes()
+    code, _, err = run("backfill", str(dump), "--engine", "local", "--out",
+                       str(tmp_path / "v.jsonl"), "--errors", str(dump),
+                       "--store", str(tmp_path / "s"))
+    assert code == 2 and "--errors" in err and "is the input" in err, err
+    assert dump.read_bytes() == before
+
+
+@pytest.mark.parametrize("command", [["check", "DUMP"], ["backfill", "DUMP", "--engine", "local"],
+                                     ["store", "export"]])
+def test_an_out_in_a_missing_directory_is_one_line(
+        dump: Path, tmp_path: Path, command: list[str]) -> None:
+    if command[0] == "store":  # a store to export from
+        assert run("check", str(dump), "--store", str(tmp_path / "s"),
+                   "--out", str(tmp_path / "v.jsonl"))[0] == 0
+    args = [str(dump) if a == "DUMP" else a for a in command]
+    code, _, err = run(*args, "--out", str(tmp_path / "nodir" / "v.jsonl"),
+                       "--store", str(tmp_path / "s"))
+    assert code == 2 and "no directory" in err and str(tmp_path / "nodir") in err, err
+
+
+def test_an_out_the_file_system_refuses_is_one_line(dump: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name longer than the file system allows, and (a fake: root, as CI runs, writes
+    through permissions) a disk that refuses the file when it is opened."""
+    code, _, err = run("check", str(dump), "--out", str(tmp_path / ("v" * 300)),
+                       "--store", str(tmp_path / "s"))
+    assert code == 2 and "name too long" in err and "Traceback" not in err, err
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Path, "open", refuse)
+    with pytest.raises(click.ClickException, match=r"cannot write --out .*No space left"):
+        open_output(tmp_path / "v.jsonl")
