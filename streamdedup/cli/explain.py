@@ -19,6 +19,7 @@ import click
 
 from streamdedup.cli.options import make_settings, settings_options
 from streamdedup.errors import StreamdedupError
+from streamdedup.replay.dump import FORMATS
 from streamdedup.settings import Settings
 
 MARK, PLAIN = "\x1b[30;43m", "\x1b[0m"
@@ -30,30 +31,39 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 @click.argument("other_id", required=False)
 @click.option("--dump", type=click.Path(path_type=Path, dir_okay=False, exists=True),
               default=None, help="read the texts from this dump instead of the input topic")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="the dump's format [default: from its name]")
 @click.option("--use-store", is_flag=True,
               help="take OTHER_ID from the document's stored verdict (--store, or Redis)")
 @click.option("--color/--no-color", default=None, help="highlight [default: on a terminal]")
 @click.option("--json", "as_json", is_flag=True, help="print the explanation as JSON")
 @settings_options
-def explain_command(doc_id: str, other_id: str | None, dump: Path | None, use_store: bool,
-                    color: bool | None, as_json: bool, preset: str | None,
+def explain_command(doc_id: str, other_id: str | None, dump: Path | None, fmt: str | None,
+                    use_store: bool, color: bool | None, as_json: bool, preset: str | None,
                     **options: Any) -> None:
     """Two announcements side by side: shared passages highlighted, exact Jaccard, MinHash
     estimate, bands shared, and why they were or were not a candidate pair."""
     import json
 
+    from kafka.errors import KafkaError
+
     from streamdedup.core.explain import explain
     from streamdedup.core.sketch import Sketcher
 
     settings = make_settings(preset, options)
+    if other_id == doc_id:  # it would be "a duplicate" of itself, which no verdict says
+        raise click.UsageError(f"DOC_ID and OTHER_ID are both {doc_id!r}: give two ids")
     try:
         if other_id is None:
             other_id = _duplicate_of(settings, doc_id, use_store)
-        texts = _texts(settings, {doc_id, other_id}, dump)
+        texts = _texts(settings, {doc_id, other_id}, dump, fmt)
         sketcher = Sketcher(settings)
         result = explain(sketcher, doc_id, texts[doc_id], other_id, texts[other_id])
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
+    except KafkaError as exc:  # the topics were to be read, and the broker did not answer
+        raise click.ClickException(f"cannot read from {settings.bootstrap_servers}: "
+                                   f"{type(exc).__name__}: {exc}") from None
     if as_json:
         click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
         return
@@ -102,14 +112,15 @@ def _duplicate_of(settings: Settings, doc_id: str, use_store: bool) -> str:
     return str(verdict["duplicate_of"])
 
 
-def _texts(settings: Settings, ids: set[str], dump: Path | None) -> dict[str, dict[str, str]]:
+def _texts(settings: Settings, ids: set[str], dump: Path | None, fmt: str | None
+           ) -> dict[str, dict[str, str]]:
     from streamdedup.core.document import Document
     from streamdedup.errors import InputError
     from streamdedup.replay.dump import read_dump
 
     found: dict[str, dict[str, str]] = {}
     if dump is not None:
-        for _, item in read_dump(dump, None, settings.text_fields,
+        for _, item in read_dump(dump, fmt, settings.text_fields,
                                  max_bytes=settings.max_message_bytes):
             if isinstance(item, Document) and item.id in ids:
                 found[item.id] = dict(item.fields)

@@ -46,6 +46,9 @@ def monitor_command(start: str, no_texts: bool, preset: str | None, **options: A
         monitor = Monitor(settings, start, texts=not no_texts)
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
+    except Exception as exc:  # kafka-python: the broker cannot be reached
+        raise click.ClickException(f"cannot read from {settings.bootstrap_servers}: "
+                                   f"{type(exc).__name__}: {exc}") from None
     click.echo(f"monitor on http://{settings.monitor_host}:{settings.monitor_port}/ "
                f"(topics {settings.output_topic}, {settings.dlq_topic}"
                f"{'' if no_texts else ', ' + settings.input_topic} on "
@@ -54,15 +57,13 @@ def monitor_command(start: str, no_texts: bool, preset: str | None, **options: A
 
 
 @click.command(name="tail")
-@click.option("--only-duplicates", is_flag=True, help="print duplicates only")
 @click.option("--from", "start", default="latest", show_default=True, help=_FROM_HELP)
 @click.option("--count", type=click.IntRange(min=0), default=0,
               help="stop after this many lines (0 = follow until interrupted)")
 @settings_options
-def tail_command(only_duplicates: bool, start: str, count: int, preset: str | None,
-                 **options: Any) -> None:
+def tail_command(start: str, count: int, preset: str | None, **options: Any) -> None:
     """One readable line per verdict as it arrives: id, duplicate of, Jaccard, cluster size,
-    title (titles come from the input topic)."""
+    title (titles come from the input topic); duplicates only with --only-duplicates."""
     from streamdedup.monitor.observer import Observer, decode
     from streamdedup.monitor.state import MonitorState
     from streamdedup.monitor.tail import line
@@ -92,7 +93,7 @@ def tail_command(only_duplicates: bool, start: str, count: int, preset: str | No
                                        {k: v for k, v in body.items() if isinstance(v, str)})
                     continue
                 state.add_verdict(body, rec.timestamp / 1000)
-                if only_duplicates and not body.get("duplicate"):
+                if settings.only_duplicates and not body.get("duplicate"):
                     continue
                 click.echo(line(body, state))
                 printed += 1

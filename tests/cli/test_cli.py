@@ -254,3 +254,26 @@ def test_check_with_retention_names_an_unreadable_time(tmp_path: Path) -> None:
         [False, True, False]
     code, _, err = run("check", str(tsv), "--store", str(tmp_path / "s3"), "--retention", "2")
     assert code != 0 and "retention must be a duration" in err
+
+
+def test_no_command_declares_an_option_twice() -> None:
+    """A command's own flag and a Settings flag of the same name (tail's --only-duplicates)
+    made click warn on every run; each command's options are unique."""
+    import click
+
+    def commands(group: click.Group, path: list[str]) -> list[list[str]]:
+        out = []
+        for name, cmd in group.commands.items():
+            out.append([*path, name])
+            if isinstance(cmd, click.Group):
+                out += commands(cmd, [*path, name])
+        return out
+
+    for path in commands(main, []):
+        cmd: click.Command = main
+        for name in path:
+            assert isinstance(cmd, click.Group)
+            cmd = cmd.commands[name]
+        flags = [opt for p in cmd.params for opt in p.opts if opt.startswith("--")]
+        assert len(flags) == len(set(flags)), (path, sorted(f for f in flags
+                                                             if flags.count(f) > 1))

@@ -1,0 +1,36 @@
+"""`streamdedup explain` from a dump (the topics' path is tested with a real broker in
+tests/monitor/test_monitor.py): the side-by-side reading, and bad requests in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from test_cli import ADS, run, write_tsv
+
+
+def _dump(tmp_path: Path, name: str = "ads.tsv") -> Path:
+    return write_tsv(tmp_path / name, [[t, d, "Milano", "2020", f"l{i}"]
+                                       for i, (t, d) in enumerate(ADS)])
+
+
+def test_two_ads_of_a_dump_side_by_side(tmp_path: Path) -> None:
+    code, out, err = run("explain", "0", "1", "--dump", str(_dump(tmp_path)), "--json")
+    assert code == 0, err
+    found = json.loads(out)
+    assert found["jaccard"] == 1.0 and found["duplicate"] is True
+
+
+def test_a_document_is_not_explained_against_itself(tmp_path: Path) -> None:
+    """It would read as 'a duplicate' of itself, which no verdict ever says."""
+    code, _, err = run("explain", "0", "0", "--dump", str(_dump(tmp_path)))
+    assert code == 2 and "both '0': give two ids" in err, err
+
+
+def test_a_dump_whose_name_says_no_format_takes_format(tmp_path: Path) -> None:
+    """The error for an unknown suffix says to pass --format, so explain has it too."""
+    dump = _dump(tmp_path, "ads.txt")
+    code, _, err = run("explain", "0", "2", "--dump", str(dump))
+    assert code == 1 and "--format" in err, err
+    code, out, err = run("explain", "0", "2", "--dump", str(dump), "--format", "tsv", "--json")
+    assert code == 0 and json.loads(out)["duplicate"] is False, err
