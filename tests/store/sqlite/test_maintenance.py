@@ -221,3 +221,29 @@ def test_a_missing_store_is_a_clear_error(tmp_path: Path) -> None:
     for action in (stats, verify, compact):
         with pytest.raises(StoreError, match="no store at"):
             action(tmp_path / "none")  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("content", ["empty", "foreign", "truncated"])
+def test_compact_leaves_a_file_that_is_no_store_as_it_is(tmp_path: Path, content: str) -> None:
+    """``stats``/``verify`` refuse these; ``compact`` used to VACUUM them anyway (a 0-byte
+    file became a 4 KB one), rewriting what may be the evidence of what went wrong."""
+    directory = tmp_path / "s"
+    if content == "truncated":
+        built(directory, n=100)
+        data = (directory / DB_NAME).read_bytes()[:5000]
+        for side in directory.glob(f"{DB_NAME}-*"):
+            side.unlink()
+        (directory / DB_NAME).write_bytes(data)
+    else:
+        directory.mkdir()
+        if content == "foreign":
+            conn = sqlite3.connect(directory / DB_NAME)
+            conn.execute("CREATE TABLE other (x)")
+            conn.commit()
+            conn.close()
+        else:
+            (directory / DB_NAME).write_bytes(b"")
+    before = (directory / DB_NAME).read_bytes()
+    with pytest.raises(StoreCorruptError, match="compact leaves it as it is"):
+        compact(directory)
+    assert (directory / DB_NAME).read_bytes() == before
