@@ -120,6 +120,7 @@ def test_unknown_preset_and_unknown_override_are_config_errors() -> None:
         ({"shingle_kind": "byte"}, "shingle_kind"),
         ({"shingle_size": 0}, "shingle_size"),
         ({"num_perm": 0}, "num_perm"),
+        ({"num_perm": 100_000_000}, "num_perm must be <= 1024"),  # was a 24 GiB allocation
         ({"threshold": 0.0}, "threshold"),
         ({"threshold": 1.01}, "threshold"),
         ({"threshold": float("nan")}, "threshold"),

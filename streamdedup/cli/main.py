@@ -149,26 +149,34 @@ def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO
 @click.option("--num-perm", type=int, default=None, help="permutations (bands chosen for it)")
 @click.option("--bands", type=int, default=None)
 @click.option("--rows", type=int, default=None)
-@click.option("--out", type=click.Path(path_type=Path), default=Path("scurve.png"),
-              show_default=True)
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False),
+              default=Path("scurve.png"), show_default=True,
+              help="the plot (PNG unless the name says another format matplotlib writes)")
 def scurve(threshold: float | None, num_perm: int | None, bands: int | None,
            rows: int | None, out: Path) -> None:
     """Plot P(candidate | s) = 1 - (1 - s^r)^b, with the threshold marked."""
+    from dataclasses import replace
+
+    from streamdedup.cli.output import checked_output
     from streamdedup.core.lsh import choose_bands, p_candidate
+    from streamdedup.errors import ConfigError
     from streamdedup.replay.plots import plot_scurve
 
-    defaults = Settings()
-    threshold = defaults.threshold if threshold is None else threshold
-    if (bands is None) != (rows is None):
-        raise click.UsageError("give both --bands and --rows, or neither")
-    if bands is None or rows is None:
-        bands, rows = choose_bands(threshold, num_perm or defaults.num_perm)
-    try:
-        at = p_candidate(threshold, bands, rows)
-    except ValueError as exc:
+    given: dict[str, Any] = {k: v for k, v in {"threshold": threshold, "num_perm": num_perm,
+                                               "bands": bands, "rows": rows}.items()
+                             if v is not None}
+    try:  # the settings' own checks
+        settings = replace(Settings(), **given)
+        if settings.bands:
+            bands, rows = settings.bands, settings.rows
+        else:
+            bands, rows = choose_bands(settings.threshold, settings.num_perm)
+        at = p_candidate(settings.threshold, bands, rows)
+    except (ConfigError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
-    plot_scurve([(bands, rows)], threshold, out)
-    click.echo(f"{bands} bands x {rows} rows: P(candidate | s={threshold}) = {at:.6f}; "
+    out = checked_output(out if out.suffix else out.with_suffix(".png"))
+    plot_scurve([(bands, rows)], settings.threshold, out)
+    click.echo(f"{bands} bands x {rows} rows: P(candidate | s={settings.threshold}) = {at:.6f}; "
                f"plot written to {out}")
 
 

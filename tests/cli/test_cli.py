@@ -124,6 +124,28 @@ def test_scurve_writes_a_png_and_prints_the_value_at_the_threshold(tmp_path: Pat
     assert run("scurve", "--bands", "3", "--out", str(out))[0] != 0
 
 
+@pytest.mark.parametrize(("args", "says"), [
+    (["--threshold", "2"], "threshold must be in (0, 1]"),
+    (["--threshold", "0"], "threshold must be in (0, 1]"),
+    (["--num-perm", "-5"], "num_perm must be >= 1"),
+    (["--num-perm", "0"], "num_perm must be >= 1"),  # was ignored: the default's plot
+    (["--num-perm", "100000000"], "num_perm must be <= 1024"),
+    (["--bands", "30", "--rows", "5"], "exceeds num_perm"),
+])
+def test_scurve_refuses_what_the_settings_refuse(tmp_path: Path, args: list[str],
+                                                 says: str) -> None:
+    """These were tracebacks, or silently the default's curve."""
+    code, _, err = run("scurve", *args, "--out", str(tmp_path / "s.png"))
+    assert code == 2 and says in err and not (tmp_path / "s.png").exists(), err
+
+
+def test_scurve_names_the_file_it_wrote(tmp_path: Path) -> None:
+    """matplotlib adds .png to a name without a suffix; the message said the name given."""
+    code, stdout, _ = run("scurve", "--out", str(tmp_path / "plot"))
+    assert code == 0 and f"plot written to {tmp_path / 'plot.png'}" in stdout
+    assert (tmp_path / "plot.png").read_bytes()[:4] == b"\x89PNG"
+
+
 def test_run_stops_cleanly_on_sigterm_while_the_broker_is_unreachable(tmp_path: Path) -> None:
     import os
     import signal
