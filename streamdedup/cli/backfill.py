@@ -101,6 +101,9 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     if result.unordered:
         parts.append(f"{result.unordered} rows without a timestamp came last")
     click.echo("; ".join(parts), err=True)
+    if result.bad_rows and not result.documents:
+        raise click.ClickException(f"every row of {dump} was bad, none was judged (why: "
+                                   f"{result.errors_path})")
     if result.report is not None:
         from streamdedup.replay.report import summary
 

@@ -67,6 +67,7 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
     from streamdedup.cli.progress import progress_bar
     from streamdedup.core.shared import detector_for
     from streamdedup.core.sketch import Sketcher
+    from streamdedup.errors import MessageError
     from streamdedup.replay.dump import batched, read_dump
     from streamdedup.replay.read_ahead import BATCH, ReadAhead
     from streamdedup.store import open_configured
@@ -97,12 +98,16 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
         store.close()
         raise
     docs = dups = errors = 0
+    first_error = ""
     start = time.perf_counter()
     bar = progress_bar(unit="doc")
     try:
         for batch, sketches in batches:
             d, u, e = _check_batch(detector, batch, sketches, sink)
             docs, dups, errors = docs + d, dups + u, errors + e
+            first_error = first_error or next(
+                (f"{item.reason}: {item.detail}" for _, item in batch
+                 if isinstance(item, MessageError)), "")
             bar.update(len(batch))
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
@@ -123,6 +128,11 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
            f"and sets evicted" if settings.retention else ""),
         err=True,
     )
+    if errors and not docs:  # e.g. --retention on a dump whose times do not parse
+        hint = ("; --time-field '' takes arrival times instead"
+                if first_error.startswith("bad_time") else "")
+        raise click.ClickException(f"every row of {path} was bad, none was judged (the "
+                                   f"first: {first_error}){hint}")
 
 
 def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO

@@ -124,6 +124,19 @@ def test_scurve_writes_a_png_and_prints_the_value_at_the_threshold(tmp_path: Pat
     assert run("scurve", "--bands", "3", "--out", str(out))[0] != 0
 
 
+def test_a_backfill_of_which_no_row_can_be_judged_is_an_error(tmp_path: Path) -> None:
+    """As check (above): every row a bad_time record, and backfill exited 0 having judged
+    nothing."""
+    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "21 ottobre, 17:41", f"l{i}"]
+                                           for i, (t, d) in enumerate(ADS)])
+    args = ["backfill", str(tsv), "--engine", "local", "--out", str(tmp_path / "v.jsonl")]
+    code, _, err = run(*args, "--retention", "60d", "--store", str(tmp_path / "s"))
+    assert code == 1 and "none was judged" in err, err
+    assert len((tmp_path / "v.errors.jsonl").read_text().splitlines()) == 3
+    code, _, err = run(*args, "--store", str(tmp_path / "t"))
+    assert code == 0, err  # without retention the times are not read
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (["--threshold", "2"], "threshold must be in (0, 1]"),
     (["--threshold", "0"], "threshold must be in (0, 1]"),
@@ -265,7 +278,7 @@ def test_check_with_retention_names_an_unreadable_time(tmp_path: Path) -> None:
     out = tmp_path / "v.jsonl"
     code, _, err = run("check", str(tsv), "--store", str(tmp_path / "s"), "--out", str(out),
                        "--retention", "60d")
-    assert code == 0, err
+    assert code == 1 and "none was judged" in err and "--time-field ''" in err, err
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["error"] for r in rows] == ["bad_time"] * 3
     assert "neither ISO 8601" in rows[0]["detail"]
