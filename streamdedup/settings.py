@@ -8,6 +8,8 @@ its options from these fields, so a new setting needs one line here and nothing 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -16,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from streamdedup.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 ENV_PREFIX = "STREAMDEDUP_"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -314,6 +318,27 @@ def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
         ) from exc
 
 
+# Variables of the prefix that are no Settings field: read elsewhere (the preset above, the
+# cache beside it, and the development harness's), so not typos.
+OTHER_VARIABLES = frozenset({"PRESET", "CACHE", "KIJIJI", "SKIP_KAFKA_FETCH"})
+
+
+def unknown_variables(env: Mapping[str, str]) -> list[str]:
+    """A line for each ``STREAMDEDUP_*`` variable that nothing reads, with the setting it
+    was likely meant to be (``STREAMDEDUP_TRESHOLD`` was silently ignored)."""
+    names = [f.name.upper() for f in fields(Settings)]
+    found = []
+    for var in sorted(env):
+        name = var[len(ENV_PREFIX):]
+        if (not var.startswith(ENV_PREFIX) or name in names or name in OTHER_VARIABLES
+                or name.startswith("TEST_")):
+            continue
+        close = difflib.get_close_matches(name, names, n=1)
+        found.append(f"{var} is not a setting and is ignored"
+                     + (f" (did you mean {ENV_PREFIX}{close[0]}?)" if close else ""))
+    return found
+
+
 def build_settings(
     preset: str | None = None,
     env: Mapping[str, str] | None = None,
@@ -321,6 +346,8 @@ def build_settings(
 ) -> Settings:
     """Defaults, then the preset, then ``STREAMDEDUP_*`` variables, then explicit overrides."""
     env = os.environ if env is None else env
+    for line in unknown_variables(env):
+        log.warning(line)
     preset = preset or env.get(ENV_PREFIX + "PRESET") or "default"
     if preset not in PRESETS:
         raise ConfigError(f"unknown preset {preset!r}; known: {', '.join(sorted(PRESETS))}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import pytest
 
@@ -189,3 +190,18 @@ def test_a_group_instance_id_is_a_kafka_name_or_empty() -> None:
     for name in ("streamdedup-0", "host.example_1", "x" * 249):
         assert build_settings(env={"STREAMDEDUP_GROUP_INSTANCE_ID": name}) \
             .group_instance_id == name
+
+
+def test_a_misspelled_variable_is_named_with_the_setting_it_was_meant_to_be(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """STREAMDEDUP_TRESHOLD=0.5 used to be silently ignored: the default threshold ran."""
+    env = {"STREAMDEDUP_TRESHOLD": "0.5", "STREAMDEDUP_BATCH_SIZE": "5",
+           "STREAMDEDUP_NUM_PERM": "64", "STREAMDEDUP_PRESET": "default",
+           "STREAMDEDUP_CACHE": "/tmp/c", "STREAMDEDUP_TEST_BOOTSTRAP": "x:1", "HOME": "/root"}
+    with caplog.at_level(logging.WARNING, logger="streamdedup.settings"):
+        s = build_settings(env=env)
+    assert s.num_perm == 64 and s.threshold == Settings().threshold
+    assert caplog.messages == [
+        "STREAMDEDUP_BATCH_SIZE is not a setting and is ignored",
+        "STREAMDEDUP_TRESHOLD is not a setting and is ignored (did you mean "
+        "STREAMDEDUP_THRESHOLD?)"]
