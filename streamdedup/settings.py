@@ -244,8 +244,13 @@ class Settings:
                 "retention on Redis takes one server and one writer (its commits are one "
                 "MULTI/EXEC); a Redis Cluster serves consumer groups, whose shared protocol "
                 "does not evict yet: use one redis-server, or no --retention")
-        if self.commit_interval_s < 0 or self.log_every_s <= 0:
-            raise ConfigError("commit_interval_s must be >= 0 and log_every_s > 0")
+        if self.commit_interval_s < 0:
+            raise ConfigError(f"commit_interval_s must be >= 0, not {self.commit_interval_s}")
+        if self.log_every_s <= 0:
+            raise ConfigError(f"log_every_s must be > 0, not {self.log_every_s}")
+        if self.store_backend == "sqlite" and not self.store.strip():
+            raise ConfigError("store must name a directory (an empty one put the store's "
+                              "files in the current directory)")
 
     @property
     def retention_ms(self) -> int | None:

@@ -46,6 +46,9 @@ def _parse_int(text: str) -> int | Decimal:
 # One decoder for every message: ``json.loads`` with ``parse_int`` builds a decoder and its
 # scanner on each call (15 -> 10 us for a generated ad).
 _DECODER = json.JSONDecoder(parse_int=_parse_int)
+# JSON's names for what a message that is no object holds ("got JSON NoneType" said Python's)
+_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "true/false",
+               type(None): "null"}
 
 
 def auto_id(obj: dict[str, Any]) -> str:
@@ -62,7 +65,7 @@ def document_from_object(obj: Any, text_fields: tuple[str, ...], time_field: str
     """Validate a parsed announcement; keeps only string fields, and with ``time_field`` (given
     when retention is on) its announcement time, if it has one."""
     if not isinstance(obj, dict):
-        raise MessageError("not_an_object", f"got JSON {type(obj).__name__}")
+        raise MessageError("not_an_object", f"got JSON {_JSON_TYPES.get(type(obj), 'value')}")
     raw_id = obj.get("id")
     if raw_id is None:
         doc_id = auto_id(obj)

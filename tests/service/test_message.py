@@ -170,6 +170,16 @@ def test_document_from_object_without_json() -> None:
     assert err.value.reason == "not_an_object"
 
 
+@pytest.mark.parametrize(("payload", "named"), [(b"null", "null"), (b"[1]", "array"),
+                                                (b'"x"', "string"), (b"4.5", "number"),
+                                                (b"true", "true/false")])
+def test_a_message_that_is_no_object_says_what_it_holds_in_json_words(payload: bytes,
+                                                                       named: str) -> None:
+    with pytest.raises(MessageError) as err:
+        decode_message(payload, ("title",), 1 << 20)
+    assert err.value.detail == f"got JSON {named}"
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=200))
 def test_arbitrary_bytes_give_a_document_or_a_known_reason(payload: bytes) -> None:
