@@ -745,6 +745,36 @@ class LocalBroker:
             self._proc = None
 
 
+def create_topics(admin: Any, topics: Mapping[str, int],
+                  configs: Mapping[str, str] | None = None, timeout_s: float = 30.0) -> None:
+    """Create ``topics`` (name -> partitions, replication 1) through a ``KafkaAdminClient``
+    and return once every partition has a leader: a client that uses a topic straight after
+    its creation otherwise meets "unknown topic" or waits for a metadata refresh. The one way
+    the harness, the benchmarks and the tests make topics."""
+    from kafka.admin import NewTopic
+
+    admin.create_topics([NewTopic(name, num_partitions=n, replication_factor=1,
+                                  topic_configs=dict(configs or {}))
+                         for name, n in topics.items()])
+    deadline = time.monotonic() + timeout_s
+    for name, n in topics.items():
+        while not _leaders_ready(admin, name, n):
+            if time.monotonic() > deadline:
+                raise BrokerError(f"topic {name} has no leaders after {timeout_s:.0f} s")
+            time.sleep(0.1)
+
+
+def _leaders_ready(admin: Any, topic: str, partitions: int) -> bool:
+    # kafka-python 2.x and 3.x name the metadata fields differently.
+    for meta in admin.describe_topics([topic]):
+        if meta.get("error_code", 0) != 0:
+            return False
+        parts = meta.get("partitions") or []
+        leaders = [p.get("leader_id", p.get("leader", -1)) for p in parts]
+        return len(leaders) == partitions and all(x is not None and x >= 0 for x in leaders)
+    return False
+
+
 def _probe_metadata(host: str, port: int) -> None:
     """Check that a client can connect and the broker answers metadata listing itself.
 

@@ -55,10 +55,12 @@ from pathlib import Path
 from typing import Any
 
 from harness import child_env
+from harness.broker import create_topics
 from harness.edits import mutate
 from streamdedup.core.document import Document
 from streamdedup.replay.dump import read_dump
 from streamdedup.replay.process import ChildProcess
+from streamdedup.settings import Settings
 
 FAULTS = ("kill", "broker", "sigterm", "disk_full", "write_error", "corrupt", "second_writer",
           "rebalance")
@@ -104,7 +106,7 @@ class Announcement:
 def read_rows(path: str | os.PathLike[str]) -> list[dict[str, str]]:
     """The dump's usable rows as announcement fields (without the row-index ``id``)."""
     return [{k: v for k, v in doc.fields.items() if k != "id"}
-            for _, doc in read_dump(path, None, ("title", "description"))
+            for _, doc in read_dump(path, None, Settings.text_fields)
             if isinstance(doc, Document)]
 
 
@@ -377,15 +379,7 @@ class Cluster:
         return self._reader
 
     def create_topic(self, name: str, partitions: int) -> None:
-        from kafka.admin import NewTopic
-
-        self.admin.create_topics([NewTopic(name, num_partitions=partitions,
-                                           replication_factor=1)])
-        deadline = time.monotonic() + 30
-        while len(self.producer.partitions_for(name) or ()) < partitions:
-            if time.monotonic() > deadline:
-                raise ChaosError(f"topic {name} has no leaders after 30 s")
-            time.sleep(0.1)
+        create_topics(self.admin, {name: partitions})
 
     def delete_topics(self, names: Iterable[str]) -> None:
         with contextlib.suppress(Exception):

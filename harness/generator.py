@@ -38,6 +38,7 @@ from harness import edits
 from harness.edits import SCRAPER_EDITS
 from streamdedup.errors import MessageError
 from streamdedup.replay.dump import read_dump
+from streamdedup.settings import Settings
 
 EDIT_KINDS = tuple(SCRAPER_EDITS)
 
@@ -102,7 +103,7 @@ def learn(path: str | Path) -> AdModel:
     words_per_title: list[int] = []
     locations: list[str] = []
     rows = 0
-    for _, doc in read_dump(path, "tsv", ("title", "description")):
+    for _, doc in read_dump(path, "tsv", Settings.text_fields):
         if isinstance(doc, MessageError):
             continue
         rows += 1

@@ -66,13 +66,13 @@ from streamdedup.core.text import compose_text  # noqa: E402
 from streamdedup.errors import MessageError  # noqa: E402
 from streamdedup.replay.dump import read_dump  # noqa: E402
 from streamdedup.replay.process import ChildProcess, free_port  # noqa: E402
+from streamdedup.replay.read_ahead import BATCH  # noqa: E402  (as check and backfill batch)
 from streamdedup.settings import Settings, build_settings  # noqa: E402
 from streamdedup.store import Store, open_store  # noqa: E402
 
 DEFAULT_DUMP = ROOT.parent / "shared" / "data" / "kijiji_jobs.tsv"
 DEFAULT_OUT = ROOT / "out" / "bench"
 BENCHMARKS_MD = ROOT / "BENCHMARKS.md"
-BATCH = 500  # documents per detector call and store commit, as `streamdedup check` does
 
 
 # --------------------------------------------------------------------------- reporting
@@ -658,14 +658,14 @@ class Consumer(ChildProcess):
 
 def _create_topics(bootstrap: str, names: Sequence[str]) -> None:
     from kafka import KafkaAdminClient
-    from kafka.admin import NewTopic
+
+    from harness.broker import create_topics
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="sd-bench")
     try:
-        admin.create_topics([NewTopic(n, num_partitions=1, replication_factor=1) for n in names])
+        create_topics(admin, dict.fromkeys(names, 1))
     finally:
         admin.close()
-    time.sleep(1.0)  # let leaders settle
 
 
 def _verdict_reader(bootstrap: str, topic: str) -> Any:

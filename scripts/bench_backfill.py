@@ -25,7 +25,7 @@ from typing import Any
 
 from bench import fmt_rate, header, machine, md_table, save
 
-from harness.generator import Generator, learn
+from harness.generator import Generator, learn, write_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 _SUMMARY = re.compile(r"(\d+) documents, (\d+) duplicates.*?([\d.]+) s,")
@@ -45,8 +45,7 @@ NAMES = {"check": "check", "local": "backfill --engine local",
 def write_ads(dump: Path, n: int, seed: int, path: Path) -> None:
     gen = Generator(learn(dump), seed, dup_share=0.3)
     with path.open("w", encoding="utf-8") as fh:
-        for ad in gen.ads(n):
-            fh.write(json.dumps(ad, ensure_ascii=False) + "\n")
+        write_jsonl(gen.ads(n), fh)
 
 
 def timed(argv: list[str], out: Path) -> dict[str, Any]:

@@ -191,12 +191,13 @@ def hot_stream(dump: Path, messages: int, seed: int) -> list[Any]:
     from harness.chaos import build_stream, read_rows
     from streamdedup.errors import MessageError
     from streamdedup.service.message import decode_message
+    from streamdedup.settings import Settings
 
     docs = []
     for a in build_stream(read_rows(dump), messages, seed, variant_share=0.4,
                           repost_edit_share=0.8):
         try:
-            docs.append(decode_message(a.value, ("title", "description"), 1 << 20))
+            docs.append(decode_message(a.value, Settings.text_fields, Settings.max_message_bytes))
         except MessageError:
             continue
     return docs

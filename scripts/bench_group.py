@@ -43,7 +43,7 @@ from bench import (
     settings_for,
 )
 
-from harness.broker import LocalBroker
+from harness.broker import LocalBroker, create_topics
 from harness.generator import Generator, learn
 from harness.redis import RedisServer
 from streamdedup.core.detector import Detector
@@ -119,15 +119,12 @@ class Member(ChildProcess):
 
 def _topics(bootstrap: str, topic: str) -> None:
     from kafka import KafkaAdminClient
-    from kafka.admin import NewTopic
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="sd-bench-group")
     try:
-        admin.create_topics([NewTopic(topic, PARTITIONS, 1), NewTopic(f"{topic}-out", 1, 1),
-                             NewTopic(f"{topic}-dlq", 1, 1)])
+        create_topics(admin, {topic: PARTITIONS, f"{topic}-out": 1, f"{topic}-dlq": 1})
     finally:
         admin.close()
-    time.sleep(1.0)
 
 
 def _start_members(n: int, bootstrap: str, server: RedisServer | None, topic: str, preset: str,

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from harness.broker import BrokerError, LocalBroker
+from harness.broker import BrokerError, LocalBroker, create_topics
 from streamdedup.store.base import Store
 
 
@@ -156,17 +156,6 @@ def local_broker(kafka_bootstrap: str, _kafka_source: KafkaSource) -> LocalBroke
     return _kafka_source.local
 
 
-def _leaders_ready(admin: Any, topic: str, partitions: int) -> bool:
-    # kafka-python 2.x and 3.x name the metadata fields differently.
-    for meta in admin.describe_topics([topic]):
-        if meta.get("error_code", 0) != 0:
-            return False
-        parts = meta.get("partitions") or []
-        leaders = [p.get("leader_id", p.get("leader", -1)) for p in parts]
-        return len(leaders) == partitions and all(x is not None and x >= 0 for x in leaders)
-    return False
-
-
 @pytest.fixture
 def kafka_topic_factory(
     kafka_bootstrap: str, request: pytest.FixtureRequest
@@ -176,10 +165,7 @@ def kafka_topic_factory(
 
     Topics are deleted (best effort) when the test ends.
     """
-    import time
-
     from kafka import KafkaAdminClient
-    from kafka.admin import NewTopic
 
     admin: Any = None
     created: list[str] = []
@@ -195,14 +181,8 @@ def kafka_topic_factory(
                 request_timeout_ms=15000,
             )
         name = f"{prefix or 'sd-' + base}-{uuid.uuid4().hex[:10]}"
-        admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1,
-                                      topic_configs=configs or {})])
         created.append(name)
-        deadline = time.monotonic() + 30
-        while not _leaders_ready(admin, name, partitions):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"topic {name} has no leaders after 30s")
-            time.sleep(0.1)
+        create_topics(admin, {name: partitions}, configs)
         return name
 
     yield make

@@ -38,10 +38,10 @@ from streamdedup.core.verdict import Verdict
 from streamdedup.errors import ConfigError, MessageError
 from streamdedup.replay.dump import read_dump
 from streamdedup.replay.pairs import Plan, Row, local_plan, sketch_rows
+from streamdedup.replay.read_ahead import BATCH
 from streamdedup.settings import Settings
 from streamdedup.store.base import Store
 
-BATCH = 500  # documents per detector call and store commit, as `check` does
 ENGINES = ("spark", "local")
 ORDERS = ("file", "timestamp")
 

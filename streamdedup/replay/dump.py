@@ -28,9 +28,10 @@ from streamdedup.core.document import Document
 from streamdedup.errors import InputError, MessageError
 from streamdedup.extras import require
 from streamdedup.service.message import decode_message, document_from_object
+from streamdedup.settings import Settings
 
 Row = tuple[int, Document | MessageError]
-DEFAULT_MAX_BYTES = 1 << 20  # Settings.max_message_bytes' default
+DEFAULT_MAX_BYTES = Settings.max_message_bytes
 FORMATS = ("tsv", "jsonl", "parquet")
 
 

@@ -28,7 +28,7 @@ from streamdedup.errors import InputError, MessageError, StreamdedupError
 from streamdedup.replay.dump import Row, batched, read_dump
 from streamdedup.settings import Settings
 
-BATCH = 500
+BATCH = 500  # documents per detector call and store commit (check, backfill)
 _END = "end"
 
 Batch = tuple[list[Row], Sketches]

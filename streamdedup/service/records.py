@@ -24,6 +24,7 @@ from typing import Any
 
 from streamdedup.core.verdict import Verdict
 from streamdedup.errors import MessageError
+from streamdedup.settings import Settings
 
 REASON_HEADER = "streamdedup-reason"
 SOURCE_HEADER = "streamdedup-source"
@@ -57,7 +58,7 @@ def _now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
 
-DEFAULT_MAX_BYTES = 1_000_000  # Kafka's default max.message.bytes is 1,048,588
+DEFAULT_MAX_BYTES = Settings.max_output_bytes
 MAX_KEY_BYTES = 1024  # a dead letter's record key and key copy beyond this are shortened
 _HEADROOM = 512  # record framing and headers, on top of the JSON value
 

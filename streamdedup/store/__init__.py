@@ -20,7 +20,7 @@ def open_configured(settings: Settings, params: Mapping[str, Any]) -> Store:
 
 
 def open_store(backend: str, location: str, params: Mapping[str, Any],
-               namespace: str = "streamdedup", cluster: bool = False,
+               namespace: str = Settings.redis_namespace, cluster: bool = False,
                single_writer: bool = False) -> Store:
     """Open (or create) a store and make sure it was built with ``params``. ``location`` is
     a directory (sqlite) or a URL (redis, whose keys live under ``namespace``; ``cluster``:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from conftest import _in_ci
 
+from harness.broker import create_topics
 from streamdedup.core.document import Document
 from streamdedup.replay.dump import read_dump
 from streamdedup.replay.process import free_port
@@ -68,7 +69,6 @@ def stream(kafka_bootstrap: str, kijiji_path: Path, tmp_path_factory: pytest.Tem
            ) -> Iterator[Stream]:
     """300 Kijiji ads and 2 bad messages through `produce` and `run`, once for the module."""
     from kafka import KafkaAdminClient, KafkaProducer
-    from kafka.admin import NewTopic
 
     tmp = tmp_path_factory.mktemp("watch")
     settings = build_settings("reference", env={})
@@ -81,7 +81,7 @@ def stream(kafka_bootstrap: str, kijiji_path: Path, tmp_path_factory: pytest.Tem
     prefix = f"watch-{os.getpid()}-{int(time.time())}"
     topics = [f"{prefix}-in", f"{prefix}-out", f"{prefix}-dlq"]
     admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
-    admin.create_topics([NewTopic(t, 1, 1) for t in topics])
+    create_topics(admin, dict.fromkeys(topics, 1))
     admin.close()
     flags = ["--bootstrap-servers", kafka_bootstrap, "--input-topic", topics[0],
              "--output-topic", topics[1], "--dlq-topic", topics[2], "--preset", "reference"]

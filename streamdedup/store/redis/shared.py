@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from streamdedup.settings import Settings
 from streamdedup.store.base import encode_shingles
 from streamdedup.store.redis.client import call
 from streamdedup.store.redis.store import RedisStore
@@ -184,8 +185,8 @@ class SharedRedisStore(RedisStore, SharedStore):
     and single-writer operations of ``RedisStore``. The protocol's writes are in Redis when
     each call returns; ``commit()`` sends what is left, the input positions."""
 
-    def __init__(self, url: str, namespace: str = "streamdedup", cluster: bool = False
-                 ) -> None:
+    def __init__(self, url: str, namespace: str = Settings.redis_namespace,
+                 cluster: bool = False) -> None:
         super().__init__(url, namespace, cluster)
         self._claim_mode("shared")
         self._scripts = {name: self.r.register_script(src) for name, src in

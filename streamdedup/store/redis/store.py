@@ -44,6 +44,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from streamdedup.errors import ConfigError
+from streamdedup.settings import Settings
 from streamdedup.store.base import (
     DEFAULT_EDGE_CAP,
     DocRecord,
@@ -73,7 +74,7 @@ class RedisStore(Store):
     """``writer_lock``: take the namespace's writer lock (the product's single-writer mode,
     used with retention), so a second writer is refused instead of corrupting the index."""
 
-    def __init__(self, url: str, namespace: str = "streamdedup", cluster: bool = False,
+    def __init__(self, url: str, namespace: str = Settings.redis_namespace, cluster: bool = False,
                  writer_lock: bool = False) -> None:
         self.namespace = namespace
         self.k = Keys(namespace)
