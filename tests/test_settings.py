@@ -208,3 +208,19 @@ def test_a_misspelled_variable_is_named_with_the_setting_it_was_meant_to_be(
         "STREAMDEDUP_BATCH_SIZE is not a setting and is ignored",
         "STREAMDEDUP_TRESHOLD is not a setting and is ignored (did you mean "
         "STREAMDEDUP_THRESHOLD?)"]
+
+
+def test_every_setting_is_in_the_readmes_configuration_table() -> None:
+    """The table is written by hand: a new setting must get its row (``sasl_*`` names a
+    family)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    table = text[text.index("## Configuration"):text.index("## Accuracy")]
+    named = set(re.findall(r"`([a-z_]+\*?)`", "\n".join(
+        line.split("|")[1] for line in table.splitlines() if line.startswith("| `"))))
+    missing = [f.name for f in dataclasses.fields(Settings)
+               if f.name not in named and not any(n.endswith("*") and f.name.startswith(n[:-1])
+                                                  for n in named)]
+    assert missing == []
