@@ -54,7 +54,7 @@ def run(preset: str | None, **options: Any) -> None:
 
 
 @main.command()
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="input format [default: from the file name]")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None,

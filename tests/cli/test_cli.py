@@ -72,6 +72,7 @@ def test_check_bad_rows_become_error_records_and_the_rest_is_processed(tmp_path:
 
 @pytest.mark.parametrize(("args", "message"), [
     (["/no/such/file.tsv"], "no such file"),
+    (["{tmp}"], "is a directory"),  # was "no such file", as backfill and replay do not say
     (["{tmp}/x.csv"], "cannot tell the format"),
     (["{tmp}/x.csv", "--format", "tsv"], "header has none of the text fields"),
     (["{tmp}/x.csv", "--preset", "nope"], "Invalid value for '--preset'"),
