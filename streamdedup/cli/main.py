@@ -99,6 +99,7 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
         raise
     docs = dups = errors = 0
     first_error = ""
+    untimed = 0  # with retention: documents without a time, judged at their arrival
     start = time.perf_counter()
     bar = progress_bar(unit="doc")
     try:
@@ -108,6 +109,8 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
             first_error = first_error or next(
                 (f"{item.reason}: {item.detail}" for _, item in batch
                  if isinstance(item, MessageError)), "")
+            untimed += sum(1 for _, item in batch
+                           if not isinstance(item, MessageError) and item.time is None)
             bar.update(len(batch))
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
@@ -125,7 +128,9 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
         f"{sketcher.rows} rows, P(candidate | s={settings.threshold}) = "
         f"{sketcher.recall_at_threshold():.6f}"
         + (f"; retention {settings.retention}: {getattr(detector, 'evicted', 0)} documents "
-           f"and sets evicted" if settings.retention else ""),
+           f"and sets evicted" if settings.retention else "")
+        + (f"; {untimed} documents without a {settings.time_field!r} field took their "
+           f"arrival as their time" if settings.read_time_field and untimed else ""),
         err=True,
     )
     if errors and not docs:  # e.g. --retention on a dump whose times do not parse

@@ -125,6 +125,19 @@ def test_scurve_writes_a_png_and_prints_the_value_at_the_threshold(tmp_path: Pat
     assert run("scurve", "--bands", "3", "--out", str(out))[0] != 0
 
 
+def test_check_with_retention_says_how_many_documents_had_no_time(tmp_path: Path) -> None:
+    """A --time-field no row has (a typo) made every time an arrival, silently."""
+    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020-01-01T00:00:00Z", f"l{i}"]
+                                           for i, (t, d) in enumerate(ADS)])
+    common = [str(tsv), "--retention", "60d", "--out", str(tmp_path / "v.jsonl")]
+    code, _, err = run("check", *common, "--store", str(tmp_path / "s1"))
+    assert code == 0 and "without a" not in err, err
+    code, _, err = run("check", *common, "--store", str(tmp_path / "s2"), "--time-field", "nosuch")
+    assert code == 0 and "3 documents without a 'nosuch' field took their arrival" in err, err
+    code, _, err = run("check", *common, "--store", str(tmp_path / "s3"), "--time-field", "")
+    assert code == 0 and "without a" not in err, err  # arrival times asked for
+
+
 def test_a_backfill_of_which_no_row_can_be_judged_is_an_error(tmp_path: Path) -> None:
     """As check (above): every row a bad_time record, and backfill exited 0 having judged
     nothing."""
