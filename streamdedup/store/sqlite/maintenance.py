@@ -63,6 +63,10 @@ def reading(directory: Path) -> Iterator[sqlite3.Connection]:
     except sqlite3.OperationalError as exc:
         if "locked" in str(exc) or "busy" in str(exc):
             raise StoreError(f"{path} is busy ({exc}); try again") from exc
+        if "readonly" in str(exc):  # not damage: the WAL's index (-shm) must be writable
+            raise StoreError(f"{path} cannot be read by this user: SQLite reads a store through "
+                             f"its -shm file beside it, which must be writable; run as the "
+                             f"store's owner ({exc})") from exc
         raise StoreCorruptError(f"{path} cannot be read: {exc}") from exc
     except sqlite3.DatabaseError as exc:
         raise StoreCorruptError(f"{path} cannot be read: {exc}") from exc

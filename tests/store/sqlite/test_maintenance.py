@@ -247,3 +247,29 @@ def test_compact_leaves_a_file_that_is_no_store_as_it_is(tmp_path: Path, content
     with pytest.raises(StoreCorruptError, match="compact leaves it as it is"):
         compact(directory)
     assert (directory / DB_NAME).read_bytes() == before
+
+
+def test_a_store_this_user_cannot_write_beside_is_not_called_damaged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user without write access to the directory gets SQLite's "attempt to write a readonly
+    database" from a read-only open (the -shm file); that is no damage. A fake, as CI runs as
+    root, whom permissions do not stop."""
+    built(tmp_path / "s", n=20)
+    real = sqlite3.connect
+
+    class Refusing:
+        def __init__(self, conn: sqlite3.Connection) -> None:
+            self.conn = conn
+
+        def execute(self, sql: str) -> sqlite3.Cursor:
+            if sql.startswith("PRAGMA user_version"):
+                raise sqlite3.OperationalError("attempt to write a readonly database")
+            return self.conn.execute(sql)
+
+        def close(self) -> None:
+            self.conn.close()
+
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: Refusing(real(*a, **k)))
+    with pytest.raises(StoreError, match="cannot be read by this user") as found:
+        stats(tmp_path / "s")
+    assert not isinstance(found.value, StoreCorruptError)
