@@ -99,7 +99,8 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
                      f"{p['distinct_sets']} distinct sets, {p['verified_pairs']} verified, "
                      f"{p['over_cap']} sets over max_candidates, {result.plan_seconds:.1f} s")
     if result.unordered:
-        parts.append(f"{result.unordered} rows without a timestamp came last")
+        parts.append(f"{result.unordered} rows without a readable "
+                     f"{config.timestamp_field!r} came last")
     click.echo("; ".join(parts), err=True)
     if result.bad_rows and not result.documents:
         raise click.ClickException(f"every row of {dump} was bad, none was judged (why: "
