@@ -248,9 +248,6 @@ class Settings:
             raise ConfigError(f"commit_interval_s must be >= 0, not {self.commit_interval_s}")
         if self.log_every_s <= 0:
             raise ConfigError(f"log_every_s must be > 0, not {self.log_every_s}")
-        if self.store_backend == "sqlite" and not self.store.strip():
-            raise ConfigError("store must name a directory (an empty one put the store's "
-                              "files in the current directory)")
 
     @property
     def retention_ms(self) -> int | None:
@@ -326,6 +323,7 @@ def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
 # Variables of the prefix that are no Settings field: read elsewhere (the preset above, the
 # cache beside it, and the development harness's), so not typos.
 OTHER_VARIABLES = frozenset({"PRESET", "CACHE", "KIJIJI", "SKIP_KAFKA_FETCH"})
+_WARNED: set[str] = set()
 
 
 def unknown_variables(env: Mapping[str, str]) -> list[str]:
@@ -352,7 +350,9 @@ def build_settings(
     """Defaults, then the preset, then ``STREAMDEDUP_*`` variables, then explicit overrides."""
     env = os.environ if env is None else env
     for line in unknown_variables(env):
-        log.warning(line)
+        if line not in _WARNED:  # once a process (replay builds settings twice)
+            _WARNED.add(line)
+            log.warning(line)
     preset = preset or env.get(ENV_PREFIX + "PRESET") or "default"
     if preset not in PRESETS:
         raise ConfigError(f"unknown preset {preset!r}; known: {', '.join(sorted(PRESETS))}")

@@ -53,7 +53,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     """Backfill DUMP into the store (--store DIR, or --store-backend redis --redis-url URL):
     the verdicts `streamdedup check` would give, with the sketching done by Spark executors.
     `run` and `check` continue from the store afterwards; running it again changes nothing."""
-    from streamdedup.cli.output import checked_output
+    from streamdedup.cli.output import checked_output, store_directory
     from streamdedup.cli.progress import progress_bar
     from streamdedup.core.sketch import Sketcher
     from streamdedup.replay.backfill import BackfillConfig, backfill
@@ -64,8 +64,10 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
                             master=master, driver_memory=driver_memory, order_by=order_by,
                             timestamp_field=timestamp_field,
                             partitions=partitions, pairs=pairs, report_dir=report_dir)
-    checked_output(out, dump)
-    checked_output(config.errors_path, dump, out, option="--errors")
+    directory = store_directory(settings)
+    checked_output(out, dump, store=directory)
+    checked_output(config.errors_path, dump, option="--errors", store=directory,
+                   beside=("--out", out))
     bar = progress_bar(unit="doc", delay=0.5)
 
     def say(message: str) -> None:

@@ -62,8 +62,8 @@ def explain_command(doc_id: str, other_id: str | None, dump: Path | None, fmt: s
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
     except KafkaError as exc:  # the topics were to be read, and the broker did not answer
-        raise click.ClickException(f"cannot read from {settings.bootstrap_servers}: "
-                                   f"{type(exc).__name__}: {exc}") from None
+        raise click.ClickException(f"cannot read from {settings.bootstrap_servers}: {exc}"
+                                   ) from None
     if as_json:
         click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
         return

@@ -63,7 +63,7 @@ def run(preset: str | None, **options: Any) -> None:
 def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
           **options: Any) -> None:
     """Run a dump through the detector in file order; one verdict per line (JSONL)."""
-    from streamdedup.cli.output import checked_output, open_output
+    from streamdedup.cli.output import checked_output, open_output, store_directory
     from streamdedup.cli.progress import progress_bar
     from streamdedup.core.shared import detector_for
     from streamdedup.core.sketch import Sketcher
@@ -74,7 +74,7 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
 
     settings = make_settings(preset, options)
     if out is not None:
-        checked_output(out, path)
+        checked_output(out, path, store=store_directory(settings))
     ahead: ReadAhead | None = None
     try:
         rows = read_dump(path, fmt, settings.text_fields, max_bytes=settings.max_message_bytes,
@@ -91,7 +91,8 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
         raise click.ClickException(str(exc)) from None
     detector = detector_for(settings, store, sketcher)
     try:
-        sink: TextIO = open_output(out, path) if out else sys.stdout
+        sink: TextIO = (open_output(out, path, store=store_directory(settings)) if out
+                        else sys.stdout)
     except click.ClickException:
         if ahead is not None:
             ahead.close()
@@ -180,6 +181,8 @@ def scurve(threshold: float | None, num_perm: int | None, bands: int | None,
     given: dict[str, Any] = {k: v for k, v in {"threshold": threshold, "num_perm": num_perm,
                                                "bands": bands, "rows": rows}.items()
                              if v is not None}
+    if bands and rows and num_perm is None:  # a curve of its own: as many rows as it needs
+        given["num_perm"] = max(Settings.num_perm, bands * rows)
     try:  # the settings' own checks
         settings = replace(Settings(), **given)
         if settings.bands:

@@ -3,38 +3,51 @@
 Why: ``check dump.jsonl --out dump.jsonl`` truncated the dump it was reading and exited 0
 with 32 of 600 documents judged, and an ``--out`` in a directory that does not exist ended a
 run in a traceback after the store was opened. Both are now one line, before anything is
-read or written.
+read or written. Devices (``/dev/null``, ``/dev/stdout``) are outputs like any other.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import TextIO
 
 import click
 
+from streamdedup.settings import Settings
 
-def checked_output(out: Path, *inputs: Path | None, option: str = "--out") -> Path:
-    """``out`` if it can be created and is none of ``inputs``; else a UsageError (exit 2)."""
+
+def checked_output(out: Path, *inputs: Path | None, option: str = "--out",
+                   store: Path | None = None, beside: tuple[str, Path] | None = None) -> Path:
+    """``out`` if it can be created and overwrites nothing being read: none of ``inputs``,
+    nothing in the SQLite ``store`` directory, not the other output ``beside`` (its option
+    and path); else a UsageError (exit 2)."""
     for source in inputs:
-        if source is not None and _same_file(out, source):
+        if source is not None and _same_regular_file(out, source):
             raise click.UsageError(f"{option} {out} is the input {source}: writing it would "
                                    f"destroy what is being read; give another file")
+    if beside is not None and _same_regular_file(out, beside[1]):
+        raise click.UsageError(f"{option} {out} is also {beside[0]}; give another file")
     try:
+        if store is not None and out.parent.resolve() == store.resolve():
+            raise click.UsageError(f"{option} {out} is in the store's directory {store}; "
+                                   f"give a file elsewhere")
         if out.is_dir():
             raise click.UsageError(f"{option} {out} is a directory; give a file")
         if not out.parent.is_dir():
             raise click.UsageError(f"{option} {out}: no directory {out.parent} to write it in")
-    except OSError as exc:  # a name too long, a loop of links
-        raise click.UsageError(f"{option} {out}: {exc.strerror or exc}") from None
+    except (OSError, RuntimeError) as exc:  # a name too long; a loop of links (3.11)
+        raise click.UsageError(f"{option} {out}: {getattr(exc, 'strerror', None) or exc}"
+                               ) from None
     return out
 
 
-def open_output(out: Path, *inputs: Path | None, option: str = "--out") -> TextIO:
+def open_output(out: Path, *inputs: Path | None, option: str = "--out",
+                store: Path | None = None) -> TextIO:
     """``out`` checked (``checked_output``) and opened for writing; a refusal by the file
-    system (permissions, a full disk) is one line too."""
-    checked_output(out, *inputs, option=option)
+    system (permissions, a full disk, a loop of links) is one line too."""
+    checked_output(out, *inputs, option=option, store=store)
     try:
         return out.open("w", encoding="utf-8")
     except OSError as exc:
@@ -42,9 +55,15 @@ def open_output(out: Path, *inputs: Path | None, option: str = "--out") -> TextI
                                    f"{exc.strerror or exc}") from None
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    """The same file, also through another spelling of its path or a link."""
+def store_directory(settings: Settings) -> Path | None:
+    """The SQLite store's directory, where no output may go (its files are being written)."""
+    return Path(settings.store) if settings.store_backend == "sqlite" else None
+
+
+def _same_regular_file(a: Path, b: Path) -> bool:
+    """``a`` exists and is the regular file ``b`` is, also through another spelling of its
+    path or a link (two outputs may both be ``/dev/null``)."""
     try:
-        return os.path.samefile(a, b)
-    except OSError:  # one of them does not exist (yet): compare where they would be
-        return a.resolve() == b.resolve()
+        return os.path.samefile(a, b) and stat.S_ISREG(os.stat(a).st_mode)
+    except OSError:  # one of them does not exist (an output not written yet), or a loop
+        return False

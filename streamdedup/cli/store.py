@@ -1,6 +1,6 @@
 """`streamdedup store stats | verify | compact | export`: administering a store, SQLite
-(``store/maintenance.py``) or Redis (``store/redis/maintenance.py``). Stats, verify and export
-only read, beside running consumers; compact (SQLite) needs the writer's lock."""
+(``store/sqlite/maintenance.py``) or Redis (``store/redis/maintenance.py``). Stats, verify
+and export only read, beside running consumers; compact (SQLite) needs the writer's lock."""
 
 from __future__ import annotations
 
@@ -129,12 +129,12 @@ def compact_command(preset: str | None, **options: Any) -> None:
 @settings_options
 def export_command(out: Path | None, preset: str | None, **options: Any) -> None:
     """Every document's verdict as JSONL, in seq order (read-only)."""
-    from streamdedup.cli.output import checked_output, open_output
+    from streamdedup.cli.output import checked_output, open_output, store_directory
     from streamdedup.store.sqlite import maintenance
 
     settings = _settings(preset, options)
     if out is not None:
-        checked_output(out)
+        checked_output(out, store=store_directory(settings))
 
     def write(fh: TextIO) -> int:
         if settings.store_backend == "redis":
@@ -150,7 +150,7 @@ def export_command(out: Path | None, preset: str | None, **options: Any) -> None
         if out is None:
             count = write(sys.stdout)
         else:
-            with open_output(out) as fh:
+            with open_output(out, store=store_directory(settings)) as fh:
                 count = write(fh)
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None

@@ -47,8 +47,8 @@ def _parse_int(text: str) -> int | Decimal:
 # scanner on each call (15 -> 10 us for a generated ad).
 _DECODER = json.JSONDecoder(parse_int=_parse_int)
 # JSON's names for what a message that is no object holds ("got JSON NoneType" said Python's)
-_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "true/false",
-               type(None): "null"}
+_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", Decimal: "number",
+               bool: "true/false", type(None): "null"}
 
 
 def auto_id(obj: dict[str, Any]) -> str:

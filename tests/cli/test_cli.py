@@ -157,13 +157,19 @@ def test_a_backfill_of_which_no_row_can_be_judged_is_an_error(tmp_path: Path) ->
     (["--num-perm", "-5"], "num_perm must be >= 1"),
     (["--num-perm", "0"], "num_perm must be >= 1"),  # was ignored: the default's plot
     (["--num-perm", "100000000"], "num_perm must be <= 1024"),
-    (["--bands", "30", "--rows", "5"], "exceeds num_perm"),
+    (["--bands", "30", "--rows", "5", "--num-perm", "128"], "exceeds num_perm"),
 ])
 def test_scurve_refuses_what_the_settings_refuse(tmp_path: Path, args: list[str],
                                                  says: str) -> None:
     """These were tracebacks, or silently the default's curve."""
     code, _, err = run("scurve", *args, "--out", str(tmp_path / "s.png"))
     assert code == 2 and says in err and not (tmp_path / "s.png").exists(), err
+
+
+def test_scurve_of_bands_and_rows_alone_takes_the_rows_it_needs(tmp_path: Path) -> None:
+    code, stdout, err = run("scurve", "--bands", "32", "--rows", "8", "--out",
+                            str(tmp_path / "s.png"))
+    assert code == 0 and "32 bands x 8 rows" in stdout, err
 
 
 def test_scurve_names_the_file_it_wrote(tmp_path: Path) -> None:

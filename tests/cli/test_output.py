@@ -70,3 +70,38 @@ def test_an_out_the_file_system_refuses_is_one_line(dump: Path, tmp_path: Path,
     monkeypatch.setattr(Path, "open", refuse)
     with pytest.raises(click.ClickException, match=r"cannot write --out .*No space left"):
         open_output(tmp_path / "v.jsonl")
+
+
+def test_devices_are_outputs_like_any_other(dump: Path, tmp_path: Path) -> None:
+    """Two outputs may both be /dev/null (a device is no file being read)."""
+    code, _, err = run("backfill", str(dump), "--engine", "local", "--out", "/dev/null",
+                       "--errors", "/dev/null", "--store", str(tmp_path / "s"))
+    assert code == 0, err
+
+
+def test_errors_and_out_may_not_be_one_file(dump: Path, tmp_path: Path) -> None:
+    out = tmp_path / "v.jsonl"
+    out.write_text("")
+    code, _, err = run("backfill", str(dump), "--engine", "local", "--out", str(out),
+                       "--errors", str(out), "--store", str(tmp_path / "s"))
+    assert code == 2 and f"--errors {out} is also --out" in err, err
+
+
+@pytest.mark.parametrize("command", [["check", "DUMP"], ["store", "export"]])
+def test_an_out_in_the_stores_directory_is_refused(dump: Path, tmp_path: Path,
+                                                  command: list[str]) -> None:
+    """``store export --out STORE/index.sqlite`` emptied the store it was reading."""
+    store = tmp_path / "s"
+    assert run("check", str(dump), "--store", str(store), "--out", str(tmp_path / "v"))[0] == 0
+    before = (store / "index.sqlite").read_bytes()
+    args = [str(dump) if a == "DUMP" else a for a in command]
+    code, _, err = run(*args, "--store", str(store), "--out", str(store / "index.sqlite"))
+    assert code == 2 and "in the store's directory" in err, err
+    assert (store / "index.sqlite").read_bytes() == before
+
+
+def test_a_loop_of_links_is_one_line(dump: Path, tmp_path: Path) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to(tmp_path / "loop")
+    code, _, err = run("check", str(dump), "--out", str(loop), "--store", str(tmp_path / "s"))
+    assert code in (1, 2) and "Traceback" not in err and "symbolic links" in err, err

@@ -320,6 +320,18 @@ def test_open_store_records_params_then_refuses_others_naming_each(
     store.close()
 
 
+def test_an_empty_store_directory_is_refused_where_a_store_is_opened(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--store '' put the store's files in the current directory; commands that open no
+    store (tail, produce) still accept the setting."""
+    from streamdedup.store import open_configured
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="store must name a directory"):
+        open_configured(Settings(store=" "), PARAMS)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_open_store_unknown_backend_is_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="redis"):
         open_store("redis", str(tmp_path), PARAMS)
