@@ -43,7 +43,8 @@ from streamdedup.replay.dump import FORMATS
               "report.md, plots): precision and recall against exact Jaccard of every pair, "
               "the study's band table with this run's candidate pairs")
 @click.option("--errors", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="unusable rows with line number and reason [default: OUT.errors.jsonl]")
+              help="unusable rows with their row number (0-based, header not counted) and "
+              "reason [default: OUT.errors.jsonl]")
 @settings_options
 def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driver_memory: str,
                      partitions: int,

@@ -117,7 +117,8 @@ def tail_command(start: str, count: int, preset: str | None, **options: Any) -> 
 def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None,
                     **options: Any) -> None:
     """Send a dump (TSV or JSONL) to --input-topic, one announcement per message, key = id.
-    Rows that cannot be read are reported with their line number and not sent."""
+    Rows that cannot be read are reported with their row number (0-based, header not
+    counted) and not sent."""
     from kafka import KafkaProducer
 
     from streamdedup.errors import MessageError
