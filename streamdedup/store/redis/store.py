@@ -3,7 +3,7 @@
 Layout (keys in ``client.py``; values are explicit bytes or JSON, never pickle):
 
     meta        hash    params (JSON), store_id, clock (retention), writers ("single" with
-                        retention, "group" for the shared protocol: never both)
+                        retention, "shared" for the shared protocol: never both)
     writer      string  the single writer's lock (``lock.py``)
     seq         string  INCR: arrival numbers, never reused (a rolled-back number is skipped)
     docs        hash    doc id -> "seq set_id[ time]" + "\\n" + verdict JSON ("" while being judged)
