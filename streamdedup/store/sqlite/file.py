@@ -175,16 +175,9 @@ def open_db(directory: Path, read: Callable[[sqlite3.Connection], None] = lambda
         # One thread at a time, not always the same one: the consumer lends the store to
         # kafka-python's IO thread for the pre-rebalance commit (service/consumer.py).
         conn = sqlite3.connect(path, timeout=30, check_same_thread=False)
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
         tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        if tables and version != SCHEMA_VERSION and version not in UPGRADES:
-            hint = (" (an earlier streamdedup's layout: replay into a new store directory)"
-                    if 0 < version < SCHEMA_VERSION else "")
-            raise StoreCorruptError(
-                f"{path} is not a streamdedup store of schema {SCHEMA_VERSION} "
-                f"(user_version {version}){hint}"
-            )
         if tables:
+            version = check_schema(conn, path)
             with _StructureCheck(path):
                 read(conn)
             if version != SCHEMA_VERSION:  # only once the file is sound
@@ -206,6 +199,18 @@ def open_db(directory: Path, read: Callable[[sqlite3.Connection], None] = lambda
                 from exc
         raise StoreCorruptError(f"{path} cannot be read as a store: {exc}") from exc
     return conn
+
+
+def check_schema(conn: sqlite3.Connection, path: Path) -> int:
+    """The file's schema version if this release reads it (its own, or one an open upgrades
+    in place); else a ``StoreCorruptError``. Opening and the read-only commands both ask."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version != SCHEMA_VERSION and version not in UPGRADES:
+        hint = (" (an earlier streamdedup's layout: replay into a new store directory)"
+                if 0 < version < SCHEMA_VERSION else "")
+        raise StoreCorruptError(f"{path} is not a streamdedup store of schema "
+                                f"{SCHEMA_VERSION} (user_version {version}){hint}")
+    return version
 
 
 def _upgrade(conn: sqlite3.Connection, version: int) -> None:

@@ -31,10 +31,9 @@ from streamdedup.errors import StoreCorruptError, StoreError
 from streamdedup.store.base import valid_payload, verdict_problems
 from streamdedup.store.sqlite.file import (
     DB_NAME,
-    SCHEMA_VERSION,
-    UPGRADES,
     acquire_lock,
     blob_checksum,
+    check_schema,
     checked_verdict,
     checksum_column,
     decode_log_row,
@@ -58,7 +57,7 @@ def reading(directory: Path) -> Iterator[sqlite3.Connection]:
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, isolation_level=None)
     try:
         conn.execute("BEGIN")
-        _check_schema(conn, path)
+        check_schema(conn, path)  # an upgradable one is read as it is
         yield conn
     except sqlite3.OperationalError as exc:
         if "locked" in str(exc) or "busy" in str(exc):
@@ -72,14 +71,6 @@ def reading(directory: Path) -> Iterator[sqlite3.Connection]:
         raise StoreCorruptError(f"{path} cannot be read: {exc}") from exc
     finally:
         conn.close()
-
-
-def _check_schema(conn: sqlite3.Connection, path: Path) -> None:
-    """A store of this schema, or of one a writer upgrades (read as it is)."""
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version != SCHEMA_VERSION and version not in UPGRADES:
-        raise StoreCorruptError(f"{path} is not a streamdedup store of schema "
-                                f"{SCHEMA_VERSION} (user_version {version})")
 
 
 def stats(directory: Path) -> dict[str, Any]:
@@ -323,16 +314,14 @@ def compact(directory: Path) -> tuple[int, int]:
     try:
         before = file_bytes(directory)
         conn = sqlite3.connect(directory / DB_NAME, timeout=30)
-        try:  # a file that is no store of ours is left as it is: it may be evidence
-            _check_schema(conn, directory / DB_NAME)
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            raise StoreCorruptError(f"{directory / DB_NAME} cannot be read: {exc}; "
-                                    f"compact leaves it as it is") from exc
-        except StoreCorruptError as exc:
-            conn.close()
-            raise StoreCorruptError(f"{exc}; compact leaves it as it is") from None
         try:
+            try:  # a file that is no store of ours is left as it is: it may be evidence
+                check_schema(conn, directory / DB_NAME)
+            except sqlite3.DatabaseError as exc:
+                raise StoreCorruptError(f"{directory / DB_NAME} cannot be read: {exc}; "
+                                        f"compact leaves it as it is") from exc
+            except StoreCorruptError as exc:
+                raise StoreCorruptError(f"{exc}; compact leaves it as it is") from None
             conn.execute("VACUUM")  # in WAL mode: the new file goes through the WAL first
             for _ in range(_CHECKPOINT_TRIES):
                 busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
