@@ -13,6 +13,7 @@ import json
 import sys
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -67,7 +68,6 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
     from streamdedup.cli.progress import progress_bar
     from streamdedup.core.shared import detector_for
     from streamdedup.core.sketch import Sketcher
-    from streamdedup.errors import MessageError
     from streamdedup.replay.dump import batched, read_dump
     from streamdedup.replay.read_ahead import BATCH, ReadAhead
     from streamdedup.store import open_configured
@@ -91,27 +91,18 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
         raise click.ClickException(str(exc)) from None
     detector = detector_for(settings, store, sketcher)
     try:
-        sink: TextIO = (open_output(out, path, store=store_directory(settings)) if out
-                        else sys.stdout)
+        sink: TextIO = open_output(out) if out else sys.stdout
     except click.ClickException:
         if ahead is not None:
             ahead.close()
         store.close()
         raise
-    docs = dups = errors = 0
-    first_error = ""
-    untimed = 0  # with retention: documents without a time, judged at their arrival
+    tally = _Tally()
     start = time.perf_counter()
     bar = progress_bar(unit="doc")
     try:
         for batch, sketches in batches:
-            d, u, e = _check_batch(detector, batch, sketches, sink)
-            docs, dups, errors = docs + d, dups + u, errors + e
-            first_error = first_error or next(
-                (f"{item.reason}: {item.detail}" for _, item in batch
-                 if isinstance(item, MessageError)), "")
-            untimed += sum(1 for _, item in batch
-                           if not isinstance(item, MessageError) and item.time is None)
+            _check_batch(detector, batch, sketches, sink, tally)
             bar.update(len(batch))
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
@@ -123,8 +114,9 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
         if out:
             sink.close()
     elapsed = time.perf_counter() - start
+    docs, untimed, first_error = tally.docs, tally.untimed, tally.first_error
     click.echo(
-        f"{docs} documents, {dups} duplicates, {errors} bad rows, {elapsed:.2f} s, "
+        f"{docs} documents, {tally.dups} duplicates, {tally.errors} bad rows, {elapsed:.2f} s, "
         f"{docs / elapsed if elapsed else 0:.0f} documents/s; {sketcher.bands} bands x "
         f"{sketcher.rows} rows, P(candidate | s={settings.threshold}) = "
         f"{sketcher.recall_at_threshold():.6f}"
@@ -134,30 +126,42 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
            f"arrival as their time" if settings.read_time_field and untimed else ""),
         err=True,
     )
-    if errors and not docs:  # e.g. --retention on a dump whose times do not parse
+    if tally.errors and not docs:  # e.g. --retention on a dump whose times do not parse
         hint = ("; --time-field '' takes arrival times instead"
                 if first_error.startswith("bad_time") else "")
         raise click.ClickException(f"every row of {path} was bad, none was judged (the "
                                    f"first: {first_error}){hint}")
 
 
-def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO
-                 ) -> tuple[int, int, int]:
+@dataclass
+class _Tally:
+    """What `check` says at the end."""
+
+    docs: int = 0
+    dups: int = 0
+    errors: int = 0
+    first_error: str = ""  # "reason: detail" of the first bad row
+    untimed: int = 0  # documents without a time (with retention: judged at their arrival)
+
+
+def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO,
+                 tally: _Tally) -> None:
     from streamdedup.errors import MessageError
 
     docs = [item for _, item in batch if not isinstance(item, MessageError)]
     verdicts = iter(detector.process_many(docs, sketches))
     detector.store.commit()
-    dups = errors = 0
+    tally.docs += len(docs)
     for row, item in batch:
         if isinstance(item, MessageError):
-            errors += 1
+            tally.errors += 1
+            tally.first_error = tally.first_error or f"{item.reason}: {item.detail}"
             sink.write(json.dumps({"row": row, "error": item.reason, "detail": item.detail}) + "\n")
         else:
             verdict = next(verdicts)
-            dups += verdict.duplicate
+            tally.dups += verdict.duplicate
+            tally.untimed += item.time is None
             sink.write(verdict.to_json() + "\n")
-    return len(docs), dups, errors
 
 
 @main.command()

@@ -43,11 +43,9 @@ def checked_output(out: Path, *inputs: Path | None, option: str = "--out",
     return out
 
 
-def open_output(out: Path, *inputs: Path | None, option: str = "--out",
-                store: Path | None = None) -> TextIO:
-    """``out`` checked (``checked_output``) and opened for writing; a refusal by the file
-    system (permissions, a full disk, a loop of links) is one line too."""
-    checked_output(out, *inputs, option=option, store=store)
+def open_output(out: Path, option: str = "--out") -> TextIO:
+    """``out``, checked before any work (``checked_output``), opened for writing: a refusal
+    by the file system now (permissions, a full disk, a loop of links) is one line too."""
     try:
         return out.open("w", encoding="utf-8")
     except OSError as exc:

@@ -150,7 +150,7 @@ def export_command(out: Path | None, preset: str | None, **options: Any) -> None
         if out is None:
             count = write(sys.stdout)
         else:
-            with open_output(out, store=store_directory(settings)) as fh:
+            with open_output(out) as fh:
                 count = write(fh)
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
