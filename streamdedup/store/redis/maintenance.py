@@ -142,11 +142,12 @@ def _first_document_problems(r: Any, k: Keys, firsts: dict[int, tuple[int, str]]
         chunk = ids[start:start + _CHUNK]
         pairs = [f"{firsts[set_id][1]}\0{set_id}" for set_id in chunk]
         for set_id, verdict in zip(chunk, call(r.hmget, k("ver"), pairs), strict=True):
-            first_seq, first_id = firsts[set_id]
-            seq = None if verdict is None else _verdict_seq(verdict)
             if verdict is None:
                 missing.append(set_id)
-            elif seq is not None and seq != first_seq:
+                continue
+            first_seq, first_id = firsts[set_id]
+            seq = _verdict_seq(verdict)
+            if seq is not None and seq != first_seq:
                 problems.append(f"set {set_id}: its first document {first_id!r} has seq "
                                 f"{seq}, the set says {first_seq}")
     if missing:  # claimed, never finished: a crashed member's, redone later, is no damage
