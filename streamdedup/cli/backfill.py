@@ -12,28 +12,31 @@ import click
 from streamdedup import garbage
 from streamdedup.cli.options import make_settings, settings_options
 from streamdedup.errors import StreamdedupError
+from streamdedup.replay.config import ENGINES, ORDERS, BackfillConfig
 from streamdedup.replay.dump import FORMATS
+
+DEFAULT = BackfillConfig  # its fields' defaults are the flags'
 
 
 @click.command(name="backfill")
 @click.argument("dump", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="dump format [default: from the file name]")
-@click.option("--engine", type=click.Choice(["spark", "local"]), default="spark",
+@click.option("--engine", type=click.Choice(ENGINES), default=DEFAULT.engine,
               show_default=True, help="where the sketches are computed")
-@click.option("--master", default="local[*]", show_default=True,
+@click.option("--master", default=DEFAULT.master, show_default=True,
               help="Spark master (local[N], spark://host:7077, yarn, ...)")
-@click.option("--driver-memory", default="3g", show_default=True,
+@click.option("--driver-memory", default=DEFAULT.driver_memory, show_default=True,
               help="the Spark driver's JVM heap (in local mode the executors run in it too)")
-@click.option("--partitions", type=click.IntRange(min=0), default=0,
+@click.option("--partitions", type=click.IntRange(min=0), default=DEFAULT.partitions,
               help="Spark partitions of the dump [default: 4 per core]")
-@click.option("--order-by", type=click.Choice(["file", "timestamp"]), default="file",
+@click.option("--order-by", type=click.Choice(ORDERS), default=DEFAULT.order_by,
               show_default=True, help="arrival order of the rows")
-@click.option("--timestamp-field", default="timestamp", show_default=True,
+@click.option("--timestamp-field", default=DEFAULT.timestamp_field, show_default=True,
               help="the field --order-by timestamp sorts on (ISO 8601 or epoch seconds)")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), required=True,
               help="the verdicts, one JSON object per line, in arrival order")
-@click.option("--pairs/--probe", "pairs", default=True, show_default=True,
+@click.option("--pairs/--probe", "pairs", default=DEFAULT.pairs, show_default=True,
               help="--pairs: the engine finds every new set's candidate pairs and verifies "
               "them for the whole dump at once (into an empty store; a store that holds "
               "documents is always probed); --probe: the driver probes per document, as "
@@ -57,7 +60,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     from streamdedup.cli.output import checked_output, store_directory
     from streamdedup.cli.progress import progress_bar
     from streamdedup.core.sketch import Sketcher
-    from streamdedup.replay.backfill import BackfillConfig, backfill
+    from streamdedup.replay.backfill import backfill
     from streamdedup.store import open_configured
 
     settings = make_settings(preset, options)

@@ -15,6 +15,7 @@ import click
 
 from streamdedup.cli.options import make_settings, settings_options
 from streamdedup.errors import StreamdedupError
+from streamdedup.replay.config import ReplayConfig
 from streamdedup.replay.dump import FORMATS
 
 _REPLAY_FIXED = ("bootstrap_servers", "store")  # ReplayConfig fields, not consumer overrides
@@ -30,14 +31,15 @@ _REPLAY_FIXED = ("bootstrap_servers", "store")  # ReplayConfig fields, not consu
               help="dump format [default: from the file name]")
 @click.option("--no-consumer", is_flag=True,
               help="a consumer is already running on the settings' topics; do not start one")
-@click.option("--rate", type=float, default=0.0, show_default=True,
+@click.option("--rate", type=click.FloatRange(min=0), default=ReplayConfig.rate, show_default=True,
               help="produce at most this many messages per second (0 = no limit)")
-@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True,
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True),
+              default=ReplayConfig.timeout_s, show_default=True,
               help="give up when no verdict arrived for this many seconds")
 @click.option("--topic-prefix", default=None,
               help="prefix of the replay's topics and group [default: unique per replay]")
 @click.option("--no-band-table", is_flag=True, help="skip the study's LSH table and its plots")
-@click.option("--progress/--no-progress", default=True, show_default=True,
+@click.option("--progress/--no-progress", default=ReplayConfig.progress, show_default=True,
               help="progress bars (on a terminal)")
 @settings_options
 def replay_command(dump: Path, report_dir: Path, fmt: str | None, no_consumer: bool, rate: float,
@@ -51,7 +53,7 @@ def replay_command(dump: Path, report_dir: Path, fmt: str | None, no_consumer: b
     no verdict in time.
     """
     from streamdedup.replay.report import summary
-    from streamdedup.replay.runner import ReplayConfig, replay
+    from streamdedup.replay.runner import replay
 
     overrides = {k: v for k, v in options.items() if v is not None and k not in _REPLAY_FIXED}
     config = ReplayConfig(

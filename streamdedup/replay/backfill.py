@@ -36,34 +36,12 @@ from streamdedup.core.shared import detector_for
 from streamdedup.core.sketch import Shingled, Sketcher
 from streamdedup.core.verdict import Verdict
 from streamdedup.errors import ConfigError, MessageError
+from streamdedup.replay.config import ENGINES, ORDERS, BackfillConfig
 from streamdedup.replay.dump import read_dump
 from streamdedup.replay.pairs import Plan, Row, local_plan, sketch_rows
 from streamdedup.replay.read_ahead import BATCH
 from streamdedup.settings import Settings
 from streamdedup.store.base import Store
-
-ENGINES = ("spark", "local")
-ORDERS = ("file", "timestamp")
-
-
-@dataclass(frozen=True)
-class BackfillConfig:
-    dump: Path
-    out: Path
-    errors: Path | None = None  # default: <out>.errors.jsonl
-    fmt: str | None = None
-    engine: str = "spark"
-    master: str = "local[*]"
-    driver_memory: str = "3g"  # the Spark driver's JVM (in local mode, the executors' too)
-    order_by: str = "file"
-    timestamp_field: str = "timestamp"
-    partitions: int = 0  # 0: 4 per core, or ~2,000 ads each
-    pairs: bool = True  # the engine finds candidate pairs and verifies them (empty store)
-    report_dir: Path | None = None  # the quality report against brute force, as replay's
-
-    @property
-    def errors_path(self) -> Path:
-        return self.errors or self.out.with_suffix(".errors.jsonl")
 
 
 @dataclass

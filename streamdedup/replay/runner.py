@@ -36,6 +36,7 @@ from typing import Any
 from streamdedup.core.document import Document
 from streamdedup.core.verdict import Verdict
 from streamdedup.errors import InputError, MessageError, StreamdedupError
+from streamdedup.replay.config import ReplayConfig
 from streamdedup.replay.dump import read_dump
 from streamdedup.replay.process import ChildProcess, free_port
 from streamdedup.service.message import decode_message
@@ -46,26 +47,6 @@ from streamdedup.settings import ENV_PREFIX, Settings, build_settings
 ANNOUNCEMENT_FIELDS = ("title", "description", "location", "timestamp", "link")
 READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 30.0
-
-
-@dataclass(frozen=True)
-class ReplayConfig:
-    """What to replay and where; ``overrides`` are Settings fields given explicitly."""
-
-    dump: Path
-    report_dir: Path
-    bootstrap_servers: str  # a running broker: `scripts/kafka-local start` prints one
-    preset: str | None = None
-    overrides: Mapping[str, Any] = field(default_factory=dict)
-    fmt: str | None = None
-    store: Path | None = None  # None: a fresh temporary store, removed afterwards
-    run_consumer: bool = True
-    rate: float = 0.0  # messages per second; 0 = as fast as possible
-    timeout_s: float = 60.0  # give up after this long without a new verdict
-    topic_prefix: str | None = None  # None: unique per replay when the consumer is ours
-    progress: bool = True
-    band_table: bool = True
-    cache_dir: Path | None = None  # ground-truth cache; None: truth.default_cache_dir()
 
 
 @dataclass

@@ -332,3 +332,29 @@ def test_no_command_declares_an_option_twice() -> None:
         flags = [opt for p in cmd.params for opt in p.opts if opt.startswith("--")]
         assert len(flags) == len(set(flags)), (path, sorted(f for f in flags
                                                              if flags.count(f) > 1))
+
+
+@pytest.mark.parametrize("command", ["backfill", "replay"])
+def test_replay_and_backfill_flags_default_to_their_configs_fields(command: str) -> None:
+    """The defaults are written once, in ``replay/config.py``; a flag that repeats one by hand
+    drifts from the config the library's callers get."""
+    import dataclasses
+
+    from streamdedup.replay.config import BackfillConfig, ReplayConfig
+
+    config = {"backfill": BackfillConfig, "replay": ReplayConfig}[command]
+    defaults = {f.name: f.default for f in dataclasses.fields(config)
+                if f.default is not dataclasses.MISSING and f.default is not None}
+    params = {p.name: p.default for p in main.commands[command].params}
+    shared = sorted(set(defaults) & set(params))
+    assert len(shared) >= 3, shared  # the flags that carry a config field's name
+    assert {name: params[name] for name in shared} == {name: defaults[name] for name in shared}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--rate", "-1"], "--rate"), (["--timeout", "0"], "--timeout")])
+def test_replay_refuses_a_negative_rate_and_no_timeout(tmp_path: Path, args: list[str],
+                                                       message: str) -> None:
+    tsv = write_tsv(tmp_path / "ads.tsv", [["t", "d", "Milano", "2020", "l"]])
+    code, _, err = run("replay", "--dump", str(tsv), "--report-dir", str(tmp_path / "r"), *args)
+    assert code == 2 and message in err and "Traceback" not in err, err

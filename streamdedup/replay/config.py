@@ -1,0 +1,56 @@
+"""What `replay` and `backfill` are asked to do: ``ReplayConfig`` and ``BackfillConfig``.
+
+Kept apart from the work (``runner.py``, ``backfill.py``) so that the CLI can take its flags'
+defaults and choices from here: importing this costs nothing, where importing the work
+pulls numpy and the detector (~300 ms, which every command's start-up would pay).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ENGINES = ("spark", "local")
+ORDERS = ("file", "timestamp")
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """What to replay and where; ``overrides`` are Settings fields given explicitly."""
+
+    dump: Path
+    report_dir: Path
+    bootstrap_servers: str  # a running broker: `scripts/kafka-local start` prints one
+    preset: str | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    fmt: str | None = None
+    store: Path | None = None  # None: a fresh temporary store, removed afterwards
+    run_consumer: bool = True
+    rate: float = 0.0  # messages per second; 0 = as fast as possible
+    timeout_s: float = 60.0  # give up after this long without a new verdict
+    topic_prefix: str | None = None  # None: unique per replay when the consumer is ours
+    progress: bool = True
+    band_table: bool = True
+    cache_dir: Path | None = None  # ground-truth cache; None: truth.default_cache_dir()
+
+
+@dataclass(frozen=True)
+class BackfillConfig:
+    dump: Path
+    out: Path
+    errors: Path | None = None  # default: <out>.errors.jsonl
+    fmt: str | None = None
+    engine: str = "spark"  # one of ENGINES
+    master: str = "local[*]"
+    driver_memory: str = "3g"  # the Spark driver's JVM (in local mode, the executors' too)
+    order_by: str = "file"  # one of ORDERS
+    timestamp_field: str = "timestamp"
+    partitions: int = 0  # 0: 4 per core, or ~2,000 ads each
+    pairs: bool = True  # the engine finds candidate pairs and verifies them (empty store)
+    report_dir: Path | None = None  # the quality report against brute force, as replay's
+
+    @property
+    def errors_path(self) -> Path:
+        return self.errors or self.out.with_suffix(".errors.jsonl")
