@@ -35,6 +35,7 @@ from bench import (
     _pace,
     _read_verdicts,
     _stage_histograms,
+    _verdict_reader,
     fmt_rate,
     header,
     machine,
@@ -147,15 +148,10 @@ def _group(kind: str, bootstrap: str, server: RedisServer | None, n: int, preset
            work: Path
            ) -> tuple[str, list[Member], Any]:
     """A fresh topic, ``n`` members assigned on it, and a reader of its verdicts."""
-    from kafka import KafkaConsumer
-
     topic = f"{kind}-{uuid.uuid4().hex[:6]}"
     _topics(bootstrap, topic)
     members = _start_members(n, bootstrap, server, topic, preset, work)
-    reader = KafkaConsumer(f"{topic}-out", bootstrap_servers=bootstrap, group_id=None,
-                           auto_offset_reset="earliest", enable_auto_commit=False,
-                           fetch_max_wait_ms=20, max_poll_records=5000)
-    return topic, members, reader
+    return topic, members, _verdict_reader(bootstrap, f"{topic}-out")
 
 
 def burst(bootstrap: str, server: RedisServer | None, n: int, docs: list[Document], preset: str,
