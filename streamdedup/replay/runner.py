@@ -284,6 +284,7 @@ def replay(config: ReplayConfig, say: Callable[[str], None] = lambda _m: None) -
     from streamdedup.store import open_store
 
     started = time.monotonic()
+    created = not config.report_dir.exists()
     config.report_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="streamdedup-replay-"))
     consumer_exit: int | None = None
@@ -361,6 +362,10 @@ def replay(config: ReplayConfig, say: Callable[[str], None] = lambda _m: None) -
         paths = rp.write_report(report, config.report_dir)
         paths["verdicts"] = verdicts_path
         return ReplayResult(report, paths, got.missing, consumer_exit)
+    except BaseException:
+        if created and not any(config.report_dir.iterdir()):
+            config.report_dir.rmdir()  # a failure before anything was written leaves no trace
+        raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

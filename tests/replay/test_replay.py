@@ -176,12 +176,19 @@ def test_replay_timeout_reports_missing_ids(
 
 def test_replay_says_when_no_broker_answers(dump: Path, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    """The product starts no broker of its own: a dead address is one clear line, exit 1."""
-    code = main(["--dump", str(dump), "--report-dir", str(tmp_path), "--no-consumer",
-                 "--bootstrap-servers", "127.0.0.1:9", "--no-progress"])
+    """The product starts no broker of its own: a dead address is one clear line, exit 1,
+    and the report directory the replay made for nothing is gone again."""
+    code = main(["--dump", str(dump), "--report-dir", str(tmp_path / "r" / "new"),
+                 "--no-consumer", "--bootstrap-servers", "127.0.0.1:9", "--no-progress"])
     assert code == 1
     err = capsys.readouterr().err
     assert "no Kafka broker answers at 127.0.0.1:9" in err and "Traceback" not in err
+    assert not (tmp_path / "r" / "new").exists() and (tmp_path / "r").is_dir()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    assert main(["--dump", str(dump), "--report-dir", str(mine), "--no-consumer",
+                 "--bootstrap-servers", "127.0.0.1:9", "--no-progress"]) == 1
+    assert mine.is_dir()  # the user's own directory stays
 
 
 def test_documents_keep_their_fields(dump: Path) -> None:
