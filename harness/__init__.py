@@ -6,7 +6,7 @@ the product never imports it (tests/test_layout.py checks both).
 
     broker.py     a single-node KRaft broker from Maven Central jars (scripts/kafka-local)
     redis.py      a local redis-server from Debian's package (scripts/redis-local)
-    chaos.py      fault injection against real consumer processes (scripts/chaos.py)
+    chaos/        fault injection against real consumer processes (scripts/chaos.py)
     generator.py  seeded Italian job ads with a controlled share of reposts
     edits.py      the near-duplicate edits the generator and the chaos stream share
     soak.py       the retention soak: millions of generated ads through check --retention

@@ -2,7 +2,7 @@
 
 Written once for the whole development harness: the ad generator (``generator.py``) edits
 its reposts with the scraper-like kinds (a salary, phone or date line changed, lines
-reordered, boilerplate added, typos), the chaos stream (``chaos.py``) with the dump-text
+reordered, boilerplate added, typos), the chaos stream (``chaos/stream.py``) with the dump-text
 kinds (digits changed, sentences swapped, a line added). Every edit is ``(rng, text) -> text``
 and draws from ``rng`` only, so a seed gives the same stream on every machine.
 """

@@ -7,8 +7,8 @@ and members. While the stream runs: a member is SIGKILLed and restarted, ``redis
 leaves (a rebalance), and another member is SIGKILLed. At the end every member gets SIGTERM
 and must exit 0. Then every output record is read back and checked:
 
-- the chaos invariants (``chaos.check``): nothing lost, no self-duplicate, no conflicting
-  answers for an id;
+- the chaos invariants (``chaos.outcome.check``): nothing lost, no self-duplicate, no
+  conflicting answers for an id;
 - the shared store's definition (``replay.truth.check_seq_order``): seqs are unique
   integers, the duplicate flags equal exact Jaccard truth evaluated in seq order (precision
   and recall), and no verdict matches itself or a later seq.
@@ -24,15 +24,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from harness.chaos import (
-    Announcement,
-    ChaosConfig,
-    Harness,
-    _split,
-    check,
-    collect,
-    wait_assigned,
-)
+from harness.chaos.config import ChaosConfig
+from harness.chaos.harness import Harness, wait_assigned
+from harness.chaos.outcome import check, collect
+from harness.chaos.stream import Announcement, _split
 from harness.redis import RedisServer
 from streamdedup.core.document import Document
 from streamdedup.core.sketch import Sketcher

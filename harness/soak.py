@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from harness import child_env
-from harness.chaos import rss_mb
+from harness.chaos.resources import rss_mb
 from harness.generator import Generator, learn, write_jsonl
 from streamdedup.core.retention import parse_time
 from streamdedup.core.sketch import Sketcher

@@ -188,7 +188,7 @@ def hot_run(docs: list[Any], preset: str, batch: int = 500) -> dict[str, Any]:
 
 def hot_stream(dump: Path, messages: int, seed: int) -> list[Any]:
     """The chaos soak's worst-case stream as Documents (its 1 % bad messages left out)."""
-    from harness.chaos import build_stream, read_rows
+    from harness.chaos.stream import build_stream, read_rows
     from streamdedup.errors import MessageError
     from streamdedup.service.message import decode_message
     from streamdedup.settings import Settings

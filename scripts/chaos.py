@@ -8,7 +8,7 @@
 Without ``--bootstrap`` a LocalBroker is started in a temporary state dir (and can then be
 stopped and started as a fault). ``--group`` runs the consumer-group mode instead: three
 members sharing a Redis index (a redis-server, or a cluster of N masters, started here),
-``harness/group.py``. See ``harness/chaos.py`` for what is checked and
+``harness/group.py``. See ``harness/chaos/__init__.py`` for what is checked and
 RELIABILITY.md for the figures of a full run. Exit status 0 only if nothing was lost,
 duplicated onto itself, contradicted or different from the uninterrupted reference run, and
 every fault behaved as expected.
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _group(config: ChaosConfig, workdir: Path, cluster: int) -> tuple[dict[str, Any], str]:
     from harness import group
-    from harness.chaos import build_stream, read_rows
+    from harness.chaos.stream import build_stream, read_rows
     from harness.redis import RedisServer
 
     redis = RedisServer(workdir / "redis", cluster=cluster)

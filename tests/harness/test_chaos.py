@@ -121,7 +121,7 @@ def test_store_content_digest_covers_every_table_of_the_schema(tmp_path: Path) -
     schema's tables (a renamed table would make every survey trial an error)."""
     import sqlite3
 
-    from harness.chaos import _TABLES, _content
+    from harness.chaos.store import _TABLES, _content
     from streamdedup.core.sketch import Sketcher
     from streamdedup.store import open_store
     from streamdedup.store.base import DocRecord, SetRecord

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.chaos import ChaosConfig, build_stream, read_rows
+from harness.chaos.config import ChaosConfig
+from harness.chaos.stream import build_stream, read_rows
 from harness.group import GroupRun, ok
 from harness.redis import RedisError, RedisServer
 
