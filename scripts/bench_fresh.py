@@ -32,8 +32,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from bench import DatasketchRun, fmt_rate, header, machine, md_table, save, settings_for
+from bench import fmt_rate, header, machine, md_table, save, settings_for
 from bench_backfill import write_ads
+from bench_compare import DatasketchRun
 
 from streamdedup.core.document import Document
 from streamdedup.core.sketch import Sketcher

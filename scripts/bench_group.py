@@ -30,12 +30,6 @@ from typing import Any
 
 import numpy as np
 from bench import (
-    DatasketchRun,
-    _message,
-    _pace,
-    _read_verdicts,
-    _stage_histograms,
-    _verdict_reader,
     fmt_rate,
     header,
     machine,
@@ -43,6 +37,8 @@ from bench import (
     save,
     settings_for,
 )
+from bench_compare import DatasketchRun
+from bench_e2e import message, pace, read_verdicts, stage_histograms, verdict_reader
 
 from harness.broker import LocalBroker, create_topics
 from harness.generator import Generator, learn
@@ -151,7 +147,7 @@ def _group(kind: str, bootstrap: str, server: RedisServer | None, n: int, preset
     topic = f"{kind}-{uuid.uuid4().hex[:6]}"
     _topics(bootstrap, topic)
     members = _start_members(n, bootstrap, server, topic, preset, work)
-    return topic, members, _verdict_reader(bootstrap, f"{topic}-out")
+    return topic, members, verdict_reader(bootstrap, f"{topic}-out")
 
 
 def burst(bootstrap: str, server: RedisServer | None, n: int, docs: list[Document], preset: str,
@@ -163,11 +159,11 @@ def burst(bootstrap: str, server: RedisServer | None, n: int, docs: list[Documen
                              batch_size=1 << 18)
     start = time.time()  # the members are assigned and waiting: they start as this does
     for d in docs:
-        producer.send(topic, _message(d, d.id), key=d.id.encode())
+        producer.send(topic, message(d, d.id), key=d.id.encode())
     producer.flush()
     producer.close()
     stamps: list[float] = []
-    got = _read_verdicts(reader, len(docs), 600, lambda now, _v, _t: stamps.append(now))
+    got = read_verdicts(reader, len(docs), 600, lambda now, _v, _t: stamps.append(now))
     codes = [m.stop() for m in members]
     reader.close()
     return {"members": n, "verdicts": got, "exit_codes": codes,
@@ -178,14 +174,14 @@ def paced(bootstrap: str, server: RedisServer | None, n: int, docs: list[Documen
           work: Path, rate: float, seconds: float) -> dict[str, Any]:
     topic, members, reader = _group("lat", bootstrap, server, n, preset, work)
     count = int(rate * seconds)
-    payloads = [_message(docs[i % len(docs)], f"p{i}") for i in range(count)]
+    payloads = [message(docs[i % len(docs)], f"p{i}") for i in range(count)]
     lat: list[float] = []
     with multiprocessing.get_context("spawn").Pool(1) as pool:
-        pending = pool.apply_async(_pace, (bootstrap, topic, payloads, rate, time.time() + 1.0))
-        _read_verdicts(reader, count, seconds + 120,
+        pending = pool.apply_async(pace, (bootstrap, topic, payloads, rate, time.time() + 1.0))
+        read_verdicts(reader, count, seconds + 120,
                        lambda now, v, _t: lat.append(now * 1000 - v["source"]["timestamp_ms"]))
         t0, t1 = pending.get(timeout=60)
-    stages = [_stage_histograms(m.port) for m in members]
+    stages = [stage_histograms(m.port) for m in members]
     codes = [m.stop() for m in members]
     reader.close()
     arr = np.array(lat) if lat else np.array([float("nan")])
