@@ -63,6 +63,36 @@ def test_the_same_verdicts_as_sqlite(redis_url: str, kijiji_path: Path,
     assert sum('"duplicate":true' in v for v in out[0]) > 100
 
 
+def test_the_lock_renewal_never_aborts_its_own_writers_commit(redis_url: str) -> None:
+    """A renewal is a PEXPIRE of the key each commit WATCHes: run between WATCH and EXEC it
+    made the writer's own commit fail ("the Redis writer lock changed during a commit"),
+    once every few `check --retention` runs. Here renewals run back to back beside 200
+    commits."""
+    import threading
+
+    from streamdedup.store import open_store
+
+    store = open_store("redis", redis_url, {"p": 1}, f"t{uuid.uuid4().hex}", single_writer=True)
+    lock = store._lock  # type: ignore[attr-defined]
+    done = threading.Event()
+
+    def renew() -> None:
+        while not done.is_set():
+            lock.check()
+
+    renewer = threading.Thread(target=renew, daemon=True)
+    renewer.start()
+    try:
+        for i in range(200):
+            store.put_doc(DocRecord(f"d{i}", store.next_seq(), 5, '{"v":1}', 1000 + i))
+            store.commit()
+    finally:
+        done.set()
+        renewer.join()
+    assert store.get_doc("d199") is not None
+    store.close()
+
+
 def test_bad_urls_and_unreachable_servers_are_one_clear_line() -> None:
     with pytest.raises(ConfigError, match="redis_url must be"):
         RedisStore("http://127.0.0.1:1")
