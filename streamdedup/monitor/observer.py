@@ -92,10 +92,14 @@ class Observer:
 
 def decode(rec: Any) -> dict[str, Any] | None:
     """A record's JSON object, or None (logged) for anything else."""
-    try:
-        value = json.loads(rec.value)
+    try:  # NaN and Infinity are not JSON (Python reads them; the API could not answer them)
+        value = json.loads(rec.value, parse_constant=_not_json)
     except (TypeError, ValueError, UnicodeDecodeError):
         log.warning("skipping a record that is not JSON at %s/%s/%s", rec.topic, rec.partition,
                     rec.offset)
         return None
     return value if isinstance(value, dict) else None
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")

@@ -17,7 +17,7 @@ from streamdedup.errors import ConfigError
 from streamdedup.extras import require
 from streamdedup.monitor.app import NotFound, create_app
 from streamdedup.monitor.observer import Observer, decode
-from streamdedup.monitor.state import MonitorState
+from streamdedup.monitor.state import MonitorState, verdict_problem
 from streamdedup.service.metrics import is_loopback
 from streamdedup.settings import Settings
 
@@ -60,13 +60,20 @@ class Monitor:
                             self.state.add_text(str(body["id"]), {
                                 k: v for k, v in body.items() if isinstance(v, str)})
                         continue
-                    if body is None or (topic == s.output_topic and "id" not in body):
-                        self.state.add_bad(topic)
-                        continue
-                    if topic == s.output_topic:
-                        self.state.add_verdict(body, rec.timestamp / 1000)
-                    else:
-                        self.state.add_dead_letter(body)
+                    problem = "not a JSON object" if body is None else (
+                        verdict_problem(body) if topic == s.output_topic else None)
+                    if problem is None:
+                        try:
+                            if topic == s.output_topic:
+                                self.state.add_verdict(body, rec.timestamp / 1000)
+                            else:
+                                self.state.add_dead_letter(body)
+                            continue
+                        except Exception as exc:  # never the end of the reader thread
+                            problem = f"{type(exc).__name__}: {exc}"
+                    log.warning("skipping a record at %s/%s/%s: %s", topic, rec.partition,
+                                rec.offset, problem)
+                    self.state.add_bad(topic)
 
     def explain(self, doc_id: str, other: str) -> dict[str, Any]:
         with self.lock:

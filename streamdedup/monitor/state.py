@@ -4,8 +4,11 @@ duplicates, and the announcements' texts. Pure (no Kafka, no web), so it is test
 Everything is derived from verdict fields, so the topics alone are enough: a cluster's size
 is the number of verdicts naming it as ``cluster_id``, and a verdict whose ``merged`` names
 other clusters moves their counts into its own (so sizes stay exact when an ad bridges two
-clusters). Memory is bounded: the last ``keep`` verdicts and texts, per-second counts of the
-last ``window_s`` seconds, clusters without bound (one small record each).
+clusters). A verdict delivered again (the same id and ``seq``: Kafka delivers at least
+once, and a consumer re-sends the stored verdict of an announcement it sees again) is
+counted as ``repeated``, not again. Memory is bounded: the last ``keep`` verdicts and texts
+(so a repeat older than that counts twice), per-second counts of the last ``window_s``
+seconds, clusters without bound (one small record each).
 """
 
 from __future__ import annotations
@@ -17,6 +20,33 @@ from dataclasses import dataclass, field
 from typing import Any
 
 TITLE_FIELD = "title"
+
+
+def verdict_problem(v: Mapping[str, Any]) -> str | None:
+    """Why a record of the output topic is not a verdict the monitor can count, or None.
+    Checked before counting: one ``"merged": 5`` once stopped the monitor's reader."""
+
+    def is_id(x: Any) -> bool:
+        return isinstance(x, str | int) and not isinstance(x, bool)
+
+    if not is_id(v.get("id")):
+        return "no id"
+    if not isinstance(v.get("duplicate", False), bool):
+        return "duplicate is not true or false"
+    if v.get("cluster_id") is not None and not is_id(v["cluster_id"]):
+        return "cluster_id is not an id"
+    seq = v.get("seq")
+    if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)):
+        return "seq is not a number"
+    merged = v.get("merged")
+    if merged is not None and not (isinstance(merged, list) and all(map(is_id, merged))):
+        return "merged is not a list of ids"
+    matches = v.get("matches")
+    if matches is not None and not (isinstance(matches, list) and all(
+            isinstance(m, dict) and is_id(m.get("id"))
+            and isinstance(m.get("jaccard"), int | float) for m in matches)):
+        return "matches is not a list of {id, jaccard}"
+    return None
 
 
 @dataclass
@@ -42,6 +72,7 @@ class MonitorState:
         self.clock = clock
         self.started = clock()
         self.verdicts = 0
+        self.repeated = 0  # verdicts delivered again (same id and seq), not counted again
         self.duplicates = 0
         self.dead_letters = 0
         self.dead_by_reason: Counter[str] = Counter()
@@ -56,9 +87,15 @@ class MonitorState:
         self.index = 0
 
     # --- input
-    def add_verdict(self, verdict: Mapping[str, Any], at: float | None = None) -> None:
+    def add_verdict(self, verdict: Mapping[str, Any], at: float | None = None) -> bool:
+        """Count a verdict (``verdict_problem`` found nothing wrong with it); False for one
+        delivered again."""
         now = self.clock() if at is None else at
         v = dict(verdict)
+        before = self.by_id.get(str(v.get("id")))
+        if before is not None and v.get("seq") is not None and before.get("seq") == v["seq"]:
+            self.repeated += 1
+            return False
         self.index += 1
         self.verdicts += 1
         dup = bool(v.get("duplicate"))
@@ -73,6 +110,7 @@ class MonitorState:
         if dup:
             self.latest_duplicates.appendleft(v)
         self._cluster(v, now)
+        return True
 
     def _cluster(self, v: Mapping[str, Any], now: float) -> None:
         label = str(v.get("cluster_id") or v.get("id"))
@@ -107,6 +145,7 @@ class MonitorState:
     def summary(self) -> dict[str, Any]:
         return {
             "verdicts": self.verdicts,
+            "repeated": self.repeated,
             "duplicates": self.duplicates,
             "duplicate_rate": round(self.duplicates / self.verdicts, 6) if self.verdicts else 0.0,
             "dead_letters": self.dead_letters,

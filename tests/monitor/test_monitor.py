@@ -207,7 +207,8 @@ def _chromium() -> str:
 def test_the_page_updates_live_and_shows_a_duplicate_beside_its_match(
         stream: Stream, monitor: str, tmp_path: Path) -> None:
     """Runs last in this module: it produces 20 more ads (judged by the running consumer),
-    a record that is not JSON and a verdict with fields nobody knows, while the page is open.
+    a record that is not JSON, two that are no verdicts, a verdict delivered again and one with
+    fields nobody knows, while the page is open.
     The screenshot is kept in out/test-artifacts/monitor.png."""
     from kafka import KafkaProducer
     from playwright.sync_api import sync_playwright
@@ -225,6 +226,13 @@ def test_the_page_updates_live_and_shows_a_duplicate_beside_its_match(
             for d in stream.more:
                 producer.send(stream.flags[3], json.dumps({"id": d.id, **d.fields}).encode())
             producer.send(stream.flags[5], b"not json at all")
+            # Not verdicts the monitor can count: each once stopped its reader for good.
+            producer.send(stream.flags[5], b'{"id": "m1", "merged": 5}')
+            producer.send(stream.flags[5],
+                          b'{"id": "n1", "duplicate": true, "matches": [{"id": "x", '
+                          b'"jaccard": NaN}]}')
+            # A verdict delivered again (at least once): counted as repeated, not again.
+            producer.send(stream.flags[5], json.dumps(first_duplicate(stream)).encode())
             producer.send(stream.flags[5], json.dumps({
                 "id": "from-elsewhere", "duplicate": False, "cluster_id": "from-elsewhere",
                 "surprise": {"nested": [1, 2]}}).encode())
@@ -233,7 +241,9 @@ def test_the_page_updates_live_and_shows_a_duplicate_beside_its_match(
             want = ADS + len(stream.more) + 1
             page.wait_for_function(
                 f"document.getElementById('verdicts').textContent == '{want}'", timeout=60_000)
-            assert page.text_content("#bad") == "1"
+            page.wait_for_function("document.getElementById('bad').textContent == '3'",
+                                   timeout=10_000)
+            assert api(monitor, "/api/summary")["repeated"] == 1
             page.wait_for_selector("#biggest tbody tr", timeout=10_000)
             page.click("#latest tbody tr.dup >> nth=0")
             page.wait_for_selector("#explain:not([hidden]) #a-text mark", timeout=10_000)

@@ -59,3 +59,39 @@ def test_a_tail_line_says_what_happened() -> None:
     assert line(v("b", "a", jaccard=0.9234), st) == (
         "b  DUPLICATE of a  J=0.923  cluster a (2)  Magazziniere")
     assert line(v("a"), st) == "a  new  cluster a (2)"
+
+
+def test_records_that_are_no_verdicts_are_named_and_repeats_not_counted() -> None:
+    from streamdedup.monitor.state import verdict_problem
+
+    assert verdict_problem({"id": "a", "duplicate": False, "cluster_id": "a", "seq": 1,
+                            "merged": [], "matches": []}) is None
+    for bad, why in [({"merged": []}, "no id"), ({"id": "a", "merged": 5}, "merged"),
+                     ({"id": "a", "duplicate": "yes"}, "duplicate"),
+                     ({"id": "a", "cluster_id": [1]}, "cluster_id"),
+                     ({"id": "a", "seq": "x"}, "seq"),
+                     ({"id": "a", "matches": [{"id": "b"}]}, "matches"),
+                     ({"id": True}, "no id")]:
+        assert why in (verdict_problem(bad) or ""), bad
+    state = MonitorState(clock=lambda: 100.0)
+    first = {"id": "b", "seq": 2, "duplicate": True, "cluster_id": "a", "merged": []}
+    assert state.add_verdict({"id": "a", "seq": 1, "cluster_id": "a"})
+    assert state.add_verdict(first)
+    assert not state.add_verdict(dict(first))  # delivered again
+    assert state.add_verdict({**first, "seq": 3})  # the same id judged again: a new verdict
+    summary = state.summary()
+    assert (summary["verdicts"], summary["repeated"], summary["duplicates"]) == (3, 1, 2)
+    assert state.clusters["a"].size == 3
+
+
+def test_nan_is_not_json_to_the_monitor() -> None:
+    from types import SimpleNamespace
+
+    from streamdedup.monitor.observer import decode
+
+    def rec(value: bytes) -> object:
+        return SimpleNamespace(value=value, topic="t", partition=0, offset=1)
+
+    assert decode(rec(b'{"id": "a", "j": 0.5}')) == {"id": "a", "j": 0.5}
+    assert decode(rec(b'{"id": "a", "j": NaN}')) is None
+    assert decode(rec(b'{"id": "a", "j": -Infinity}')) is None
