@@ -62,7 +62,7 @@ class Monitor:
                         continue
                     problem = "not a JSON object" if body is None else (
                         verdict_problem(body) if topic == s.output_topic else None)
-                    if problem is None:
+                    if body is not None and problem is None:
                         try:
                             if topic == s.output_topic:
                                 self.state.add_verdict(body, rec.timestamp / 1000)
