@@ -224,6 +224,22 @@ class Settings:
             raise ConfigError(f"group_instance_id must be 1-249 letters, digits, '.', '_' or "
                               f"'-' (not '.' or '..'), as Kafka names are, not "
                               f"{self.group_instance_id!r}")
+        for name in ("input_topic", "output_topic", "dlq_topic"):
+            topic = getattr(self, name)
+            if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", topic) or topic in (".", ".."):
+                raise ConfigError(f"{name} must be 1-249 letters, digits, '.', '_' or '-', as "
+                                  f"Kafka topic names are, not {topic!r}")
+        if self.input_topic in (self.output_topic, self.dlq_topic):
+            # Each verdict or dead letter would be read again and dead-lettered: a loop that
+            # wrote ~25 MB/s until the disk was full.
+            raise ConfigError(f"input_topic {self.input_topic!r} must differ from output_topic "
+                              "and dlq_topic")
+        for address in self.bootstrap_servers.split(","):
+            _, colon, port = address.strip().rpartition(":")
+            if not address.strip() or (colon and not (port.isdigit()
+                                                      and 1 <= int(port) <= 65535)):
+                raise ConfigError(f"bootstrap_servers must be host:port[,host:port...] with "
+                                  f"ports in [1, 65535], not {self.bootstrap_servers!r}")
         if not 1 <= self.monitor_port <= 65535:
             raise ConfigError(f"monitor_port must be in [1, 65535], not {self.monitor_port}")
         if not 0 <= self.metrics_port <= 65535:

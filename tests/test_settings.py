@@ -148,6 +148,14 @@ def test_unknown_preset_and_unknown_override_are_config_errors() -> None:
         ({"group_instance_id": "pod 1"}, "group_instance_id must be"),
         ({"group_instance_id": ".."}, "group_instance_id must be"),
         ({"group_instance_id": "x" * 250}, "group_instance_id must be"),
+        # a dead letter read again and dead-lettered again: ~25 MB/s until the disk was full
+        ({"dlq_topic": "jobs"}, "input_topic 'jobs' must differ"),
+        ({"output_topic": "jobs"}, "input_topic 'jobs' must differ"),
+        ({"input_topic": "bad/topic"}, "input_topic must be 1-249"),
+        ({"output_topic": ""}, "output_topic must be 1-249"),
+        ({"bootstrap_servers": "127.0.0.1:99999"}, "bootstrap_servers must be host:port"),
+        ({"bootstrap_servers": ",,,"}, "bootstrap_servers must be host:port"),
+        ({"bootstrap_servers": "kafka:abc"}, "bootstrap_servers must be host:port"),
     ],
 )
 def test_invalid_combinations_are_config_errors(changes: dict, words: str) -> None:
@@ -223,3 +231,8 @@ def test_every_setting_is_in_the_readmes_configuration_table() -> None:
                if f.name not in named and not any(n.endswith("*") and f.name.startswith(n[:-1])
                                                   for n in named)]
     assert missing == []
+
+
+def test_kafka_addresses_kafka_python_takes_are_taken() -> None:
+    for servers in ("kafka:9092", "[::1]:9092,kafka", "a:1, b:65535"):
+        assert build_settings(env={}, overrides={"bootstrap_servers": servers})
