@@ -20,6 +20,7 @@ from streamdedup.cli.options import make_settings, settings_options
 from streamdedup.errors import StreamdedupError
 from streamdedup.replay.dump import FORMATS
 
+PRODUCE_FLUSH_S = 60.0  # produce's wait for the broker's acknowledgements at the end
 _FROM_HELP = ("where to start reading: 'beginning', 'latest', or an ISO 8601 time "
               "(2026-11-30T08:00:00Z)")
 
@@ -125,6 +126,7 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
     Rows that cannot be read are reported with their row number (0-based, header not
     counted) and not sent."""
     from kafka import KafkaProducer
+    from kafka.errors import KafkaError
 
     from streamdedup.errors import MessageError
     from streamdedup.replay.dump import read_dump
@@ -144,6 +146,7 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
         raise click.ClickException(f"cannot produce to {settings.bootstrap_servers}: "
                                    f"{type(exc).__name__}: {exc}") from None
     sent = bad = 0
+    refused: list[Exception] = []  # the broker's answers, counted by the sender thread
     start = time.monotonic()
     try:
         for row, item in rows:
@@ -153,15 +156,26 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
                 continue
             body = {"id": item.id, **{k: v for k, v in item.fields.items() if k != "id"}}
             producer.send(settings.input_topic, key=item.id.encode("utf-8"),
-                          value=json.dumps(body, ensure_ascii=False).encode("utf-8"))
+                          value=json.dumps(body, ensure_ascii=False).encode("utf-8")
+                          ).add_errback(refused.append)
             sent += 1
             if rate:
                 delay = start + sent / rate - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
-        producer.flush()
+        producer.flush(timeout=PRODUCE_FLUSH_S)
+    except KafkaError as exc:  # the broker went away: send() or flush() timed out
+        raise click.ClickException(
+            f"{sent} announcements handed to the producer, not all acknowledged by "
+            f"{settings.bootstrap_servers} ({type(exc).__name__}: {exc}); send the dump "
+            "again (the detector judges an id and text it has seen once)") from None
     finally:
-        producer.close()
+        producer.close(timeout=5)
+    if refused:  # e.g. a batch over the topic's max.message.bytes: the whole batch is lost
+        raise click.ClickException(
+            f"the broker refused {len(refused)} of {sent} announcements "
+            f"({type(refused[0]).__name__}: {refused[0]}); {sent - len(refused)} were "
+            f"written to {settings.input_topic}, {bad} rows not sent")
     click.echo(f"{sent} announcements sent to {settings.input_topic}, {bad} rows not sent",
                err=True)
     sys.exit(1 if bad and not sent else 0)

@@ -358,3 +358,32 @@ def test_replay_refuses_a_negative_rate_and_no_timeout(tmp_path: Path, args: lis
     tsv = write_tsv(tmp_path / "ads.tsv", [["t", "d", "Milano", "2020", "l"]])
     code, _, err = run("replay", "--dump", str(tsv), "--report-dir", str(tmp_path / "r"), *args)
     assert code == 2 and message in err and "Traceback" not in err, err
+
+
+@pytest.mark.broker
+def test_produce_says_when_the_broker_refused_announcements(tmp_path: Path,
+                                                            kafka_bootstrap: str) -> None:
+    """A batch over the topic's max.message.bytes is refused whole by the broker; produce
+    used to say every announcement was sent and exit 0 (50 of 101 were on the topic)."""
+    import uuid
+
+    from kafka import KafkaAdminClient
+
+    from harness.broker import create_topics
+
+    topic = f"produce-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    try:
+        create_topics(admin, {topic: 1}, {"max.message.bytes": "100000"})
+    finally:
+        admin.close()
+    rows = [{"id": str(i), "title": "t", "description": "word " * (40_000 if i == 60 else 5)}
+            for i in range(101)]
+    dump = tmp_path / "ads.jsonl"
+    dump.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    code, _, err = run("produce", str(dump), "--bootstrap-servers", kafka_bootstrap,
+                       "--input-topic", topic)
+    assert code == 1 and "the broker refused" in err and "of 101 announcements" in err, err
+    code, _, err = run("produce", str(tmp_path / "ads.jsonl"), "--bootstrap-servers",
+                       kafka_bootstrap, "--input-topic", topic, "--max-message-bytes", "1000")
+    assert code == 0 and "100 announcements sent" in err, err
