@@ -62,6 +62,7 @@ def connect(url: str, cluster: bool = False) -> Any:
                           f"{safe_url(url)!r}")
     if cluster and url.startswith("unix://"):
         raise ConfigError("a Redis Cluster is reached by redis://host:port, not a unix socket")
+    _check_url(url)
     options = {"socket_timeout": TIMEOUT_S, "socket_connect_timeout": CONNECT_TIMEOUT_S}
     try:
         if cluster:
@@ -70,6 +71,14 @@ def connect(url: str, cluster: bool = False) -> Any:
             client = redis.Redis.from_url(url, **options)
         client.ping()
         clustered = not cluster and client.info("cluster").get("cluster_enabled") == 1
+    except ValueError as exc:  # redis-py's own reading of the URL
+        raise ConfigError(f"redis_url {safe_url(url)!r} cannot be read: {exc}") from None
+    except redis.exceptions.RedisClusterException as exc:  # not a RedisError
+        if "Cluster mode is not enabled" in str(exc):
+            raise ConfigError(f"Redis at {safe_url(url)} is not a Redis Cluster: drop "
+                              "--redis-cluster") from None
+        raise StoreUnavailableError(f"Redis Cluster at {safe_url(url)} cannot be used: "
+                                    f"{exc}") from exc
     except redis.RedisError as exc:
         raise StoreUnavailableError(f"Redis at {safe_url(url)} cannot be used: "
                                     f"{type(exc).__name__}: {exc}") from exc
@@ -79,6 +88,24 @@ def connect(url: str, cluster: bool = False) -> Any:
                           "--redis-cluster (STREAMDEDUP_REDIS_CLUSTER=true)")
     _warn_if_not_durable(client, url)
     return client
+
+
+def _check_url(url: str) -> None:
+    """What redis-py would take silently or raise a ValueError for: a port out of range, a
+    database that is not a number (``/abc`` became database 0)."""
+    from urllib.parse import urlsplit
+
+    if url.startswith("unix://"):
+        return
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises for a port out of range or not a number)
+    except ValueError as exc:
+        raise ConfigError(f"redis_url {safe_url(url)!r} cannot be read: {exc}") from None
+    db = parts.path.strip("/")
+    if db and not db.isdigit():
+        raise ConfigError(f"redis_url's database must be a number (redis://host:port/0), not "
+                          f"{db!r}")
 
 
 def _warn_if_not_durable(client: Any, url: str) -> None:

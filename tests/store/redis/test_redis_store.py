@@ -101,6 +101,21 @@ def test_bad_urls_and_unreachable_servers_are_one_clear_line() -> None:
     assert "s3cret" not in str(info.value)
     with pytest.raises(ConfigError, match="not a unix socket"):
         RedisStore("unix:///tmp/r.sock", cluster=True)
+    # redis-py raised ValueError (a traceback) for these, and took /abc as database 0
+    for url, words in [("redis://127.0.0.1:99999/0", "Port out of range"),
+                       ("redis://127.0.0.1:abc/0", "cannot be read"),
+                       ("redis://[::1/0", "cannot be read"),
+                       ("redis://127.0.0.1:9/abc", "database must be a number")]:
+        with pytest.raises(ConfigError, match=words):
+            RedisStore(url)
+    # RedisClusterException is no RedisError: it was a traceback, and `run` did not wait
+    with pytest.raises(StoreUnavailableError, match=r"Redis Cluster at redis://127\.0\.0\.1:9"):
+        RedisStore("redis://127.0.0.1:9/0", cluster=True)
+
+
+def test_the_cluster_flag_on_a_single_server_is_one_clear_error(redis_url: str) -> None:
+    with pytest.raises(ConfigError, match="not a Redis Cluster: drop --redis-cluster"):
+        RedisStore(redis_url, "t-flag", cluster=True)
 
 
 def test_settings_need_a_url_for_the_redis_backend() -> None:
