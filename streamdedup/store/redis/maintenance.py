@@ -14,11 +14,22 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
+from streamdedup.errors import StoreError
 from streamdedup.store.base import sorted_hashes, verdict_problems
-from streamdedup.store.redis.client import Keys, call, connect
+from streamdedup.store.redis.client import Keys, call, connect, safe_url
 from streamdedup.store.redis.store import doc_record
 
 _CHUNK = 1_000  # keys per pipelined round trip
+
+
+def _open(url: str, namespace: str, cluster: bool) -> tuple[Any, Keys]:
+    """A client and the namespace's keys; StoreError when no store was ever opened there (a
+    mistyped --redis-namespace verified "ok" and exported 0 documents)."""
+    r, k = connect(url, cluster), Keys(namespace)
+    if not call(r.exists, k("meta")):
+        raise StoreError(f"no store in Redis namespace {namespace!r} at {safe_url(url)} "
+                         "(see --redis-namespace)")
+    return r, k
 
 
 def _docs(r: Any, k: Keys) -> Iterator[tuple[str, int, int, str]]:
@@ -29,8 +40,7 @@ def _docs(r: Any, k: Keys) -> Iterator[tuple[str, int, int, str]]:
 
 
 def stats(url: str, namespace: str, cluster: bool = False) -> dict[str, Any]:
-    r = connect(url, cluster)
-    k = Keys(namespace)
+    r, k = _open(url, namespace, cluster)
     pipe = r.pipeline(transaction=False)
     pipe.hgetall(k("meta"))
     pipe.hlen(k("docs"))
@@ -66,8 +76,7 @@ def verify(url: str, namespace: str, cluster: bool = False,
     """Every document's record well-formed and consistent with its verdict and the seq
     counter; every set it names present with its shingles (sorted 64-bit hashes), a
     cluster parent that is a set, and a first document its members agree with."""
-    r = connect(url, cluster)
-    k = Keys(namespace)
+    r, k = _open(url, namespace, cluster)
     problems: list[str] = []
     last_seq = int(call(r.get, k("seq")) or 0)
     progress("documents and their verdicts")
@@ -171,8 +180,8 @@ def _verdict_seq(verdict: bytes) -> int | None:
 def export(url: str, namespace: str, out: TextIO, cluster: bool = False) -> int:
     """Every judged document's verdict, one JSON object per line, in seq order (held in
     memory to sort: Redis keeps them by id)."""
-    rows = sorted((seq, verdict) for _, seq, _, verdict in _docs(connect(url, cluster),
-                                                                  Keys(namespace)) if verdict)
+    rows = sorted((seq, verdict) for _, seq, _, verdict in _docs(*_open(url, namespace, cluster))
+                  if verdict)
     for _, verdict in rows:
         out.write(verdict + "\n")
     return len(rows)

@@ -3,6 +3,7 @@ of the records and the export of a store a detector wrote, and damage made on pu
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -141,3 +142,22 @@ def test_the_command_line_on_redis(redis_url: str) -> None:
     assert len(run("export").stdout.splitlines()) == 50
     compact = run("compact")
     assert compact.returncode == 2 and "nothing to compact" in compact.stderr
+
+
+def test_a_namespace_no_store_was_opened_in_is_refused(redis_url: str) -> None:
+    """A mistyped --redis-namespace verified "ok" and exported 0 documents, exit 0; SQLite
+    says "no store at" for a mistyped --store."""
+    from streamdedup.errors import StoreError
+
+    built(redis_url, n=5)
+    for read in (lambda: maintenance.stats(redis_url, "typo"),
+                 lambda: maintenance.verify(redis_url, "typo"),
+                 lambda: maintenance.export(redis_url, "typo", io.StringIO())):
+        with pytest.raises(StoreError, match="no store in Redis namespace 'typo'"):
+            read()
+    out = subprocess.run(
+        [sys.executable, "-m", "streamdedup", "store", "verify", "--store-backend", "redis",
+         "--redis-url", redis_url, "--redis-namespace", "typo"],
+        capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "no store in Redis namespace 'typo'" in out.stderr
+    assert "Traceback" not in out.stderr
