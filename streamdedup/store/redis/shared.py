@@ -213,7 +213,9 @@ class SharedRedisStore(RedisStore, SharedStore):
 
     def publish(self, sets: Sequence[tuple[int, np.ndarray, Sequence[int]]]) -> None:
         """Shingles first (a probe may find the set as soon as a bucket holds it), then the
-        bucket entries, one Lua call per shard."""
+        bucket entries, one Lua call per shard, then their count for ``store stats``: the
+        entries ZADD added, so a set published again by a member redoing a crashed one's
+        work is not counted twice (a crash between the two leaves the count short)."""
         if not sets:
             return
         pipe = self.r.pipeline(transaction=False)
@@ -224,7 +226,9 @@ class SharedRedisStore(RedisStore, SharedStore):
         for set_id, shingles, keys in sets:
             for key in dict.fromkeys(int(k) for k in keys):
                 per_shard[self.k.shard(key)].append((key, int(shingles.size), set_id))
-        self._per_shard(_ADD, per_shard)
+        added = sum(int(n) for n in self._per_shard(_ADD, per_shard).values())
+        if added:
+            call(self.r.hincrby, self.k("counts"), "bucket_entries", added)
 
     def claim(self, docs: Sequence[tuple[str, int, bool]]) -> list[Claim]:
         if not docs:
