@@ -71,6 +71,10 @@ def replay_command(dump: Path, report_dir: Path, fmt: str | None, no_consumer: b
         result = replay(config, say)
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
+    except OSError as exc:  # the report directory: cannot be made, or the disk is full
+        if exc.filename is None:
+            raise
+        raise click.ClickException(f"cannot write {exc.filename}: {exc.strerror}") from None
     click.echo(summary(result.report))
     click.echo(f"report: {result.paths['md']}")
     if result.missing:

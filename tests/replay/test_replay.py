@@ -191,6 +191,16 @@ def test_replay_says_when_no_broker_answers(dump: Path, tmp_path: Path,
     assert mine.is_dir()  # the user's own directory stays
 
 
+def test_a_report_directory_that_cannot_be_made_is_one_line(
+        dump: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "afile").write_text("x")
+    code = main(["--dump", str(dump), "--report-dir", str(tmp_path / "afile" / "sub"),
+                 "--no-consumer", "--bootstrap-servers", "127.0.0.1:9", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 1 and f"cannot write {tmp_path / 'afile' / 'sub'}: Not a directory" in err
+    assert "Traceback" not in err
+
+
 def test_documents_keep_their_fields(dump: Path) -> None:
     settings = build_settings("reference", env={}, overrides=OVERRIDES)
     rows, _ = load_rows(dump, None, settings)
