@@ -34,6 +34,8 @@ def parse_start(start: str) -> str | int:
                           f"(2026-11-30T08:00:00Z), not {start!r}") from None
     if when.tzinfo is None:
         raise ConfigError(f"--from {start!r} needs a time zone (e.g. Z or +01:00)")
+    if when.timestamp() < 0:  # Kafka's record times start at 1970
+        raise ConfigError(f"--from {start!r} is before 1970-01-01T00:00:00Z")
     return int(when.timestamp() * 1000)
 
 
@@ -74,7 +76,7 @@ class Observer:
                     self.consumer.seek(tp, at.offset)
 
     def poll(self, timeout_ms: int = 500) -> Iterator[tuple[str, Any]]:
-        if len(self.assigned) < len(self.topics) or not self.assigned:
+        if {tp.topic for tp in self.assigned} != set(self.topics):  # some not there yet
             self._assign_new()
             if not self.assigned:
                 return
