@@ -134,6 +134,8 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
             if found is None or not found.get("duplicate_of"):
                 return _error(404, f"{doc_id!r} has no duplicate_of here: give ?other=ID")
             other = str(found["duplicate_of"])
+        if other == doc_id:
+            return _error(400, "?other= must name another document than the one explained")
         try:
             return JSONResponse(await asyncio.to_thread(explainer, doc_id, other))
         except NotFound as exc:

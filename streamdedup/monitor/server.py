@@ -85,7 +85,18 @@ class Monitor:
                            "--from beginning, or an earlier time)")
         a, b = texts[doc_id], texts[other]
         assert a is not None and b is not None
-        return explain(self.sketcher, doc_id, a, other, b).to_dict()
+        found = explain(self.sketcher, doc_id, a, other, b)
+        out = found.to_dict()
+        with self.lock:
+            verdict = self.state.verdict(doc_id) or {}
+        said = [m.get("jaccard") for m in verdict.get("matches") or () if m.get("id") == other]
+        if said and isinstance(said[0], int | float) and abs(said[0] - found.jaccard) > 1e-4:
+            # The monitor explains with its own settings: another preset than the detector's
+            # read 155 of 200 duplicates as "not a duplicate".
+            out["warning"] = (f"the detector measured Jaccard {said[0]:.3f} for this pair, "
+                              f"these settings {found.jaccard:.3f}: start the monitor with "
+                              "the detector's --preset and shingle settings")
+        return out
 
     def app(self) -> Any:
         return create_app(self.state, self.lock, self.explain,

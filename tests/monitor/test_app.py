@@ -89,6 +89,7 @@ def test_bad_requests_get_clear_errors(site: tuple[str, MonitorState]) -> None:
                                                              "monitor started"})
     assert "give ?other=ID" in get(base + "/api/explain/a")[1]["error"]
     assert get(base + "/api/explain/b?other=nobody") == (404, {"error": "no text for 'nobody'"})
+    assert get(base + "/api/explain/b?other=b")[0] == 400  # "a duplicate of itself"
     assert get(base + "/api/nothing")[0] == 404
     assert get(base + "/api/events?since=-1")[0] == 400  # refused before the stream starts
 
