@@ -12,7 +12,12 @@ API (documented in the README):
     GET /api/duplicates?limit=50     the latest duplicates
     GET /api/verdict/<id>            one document's verdict
     GET /api/explain/<id>?other=ID   the document beside its match (default: duplicate_of)
-    GET /api/events                  server-sent events: "summary" each second, "verdicts"
+    GET /api/events?since=N          server-sent events, a "tick" each second: the summary,
+                                     the series, and the verdicts since the last tick; a
+                                     client more than 200 behind skips to the newest 200
+                                     ("skipped": how many), as a live page wants (at 200 a
+                                     second, the page fell behind for good); /api/verdicts
+                                     pages through all of them
 
 With a token, every request but the page and its scripts (which hold no data) needs
 ``Authorization: Bearer <token>`` or ``?token=<token>`` (the page passes on the one in its
@@ -45,6 +50,7 @@ from streamdedup.monitor.state import MonitorState  # noqa: E402
 
 Explainer = Callable[[str, str], dict[str, Any]]  # (id, other id) -> explanation (or raises)
 STATIC = resources.files("streamdedup.monitor") / "static"
+EVENT_VERDICTS = 200  # verdicts a tick carries at most: the newest, for a client behind
 
 
 class NotFound(Exception):
@@ -148,9 +154,12 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
             sent = start
             while not await request.is_disconnected():
                 with lock:
+                    skipped = max(0, state.index - sent - EVENT_VERDICTS)
+                    sent += skipped
                     body: dict[str, Any] = {"summary": state.summary(),
                                             "series": state.series()[-120:],
-                                            "verdicts": state.since(sent, 200)}
+                                            "verdicts": state.since(sent, EVENT_VERDICTS),
+                                            "skipped": skipped}
                 if body["verdicts"]:
                     sent = body["verdicts"][-1]["index"]
                 yield f"event: tick\ndata: {json.dumps(body)}\n\n"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-from streamdedup.monitor.app import NotFound, create_app
+from streamdedup.monitor.app import EVENT_VERDICTS, NotFound, create_app
 from streamdedup.monitor.state import MonitorState
 from streamdedup.replay.process import free_port
 
@@ -105,6 +105,18 @@ def test_the_event_stream_sends_new_verdicts(site: tuple[str, MonitorState]) -> 
         while not later["verdicts"]:
             later = json.loads(_event(r))
         assert [v["id"] for v in later["verdicts"]] == ["c"]
+
+
+def test_a_client_far_behind_gets_the_newest_verdicts(site: tuple[str, MonitorState]) -> None:
+    """At 200 verdicts a tick from the oldest, a page behind a burst never caught up (45 s
+    behind after 10,000 ads): it skips to the newest and is told how many it skipped."""
+    base, state = site
+    for i in range(500):
+        state.add_verdict({"id": f"x{i}", "duplicate": False, "cluster_id": f"x{i}"})
+    with urllib.request.urlopen(base + "/api/events?since=0", timeout=10) as r:
+        first = json.loads(_event(r))
+    assert first["skipped"] == 502 - EVENT_VERDICTS
+    assert [v["id"] for v in first["verdicts"]] == [f"x{i}" for i in range(300, 500)]
 
 
 def _event(stream: Any) -> str:
