@@ -54,9 +54,10 @@ class Keys:
         return f"{self.index}sh:{set_id}"
 
 
-def connect(url: str, cluster: bool = False) -> Any:
+def connect(url: str, cluster: bool = False, writer: bool = True) -> Any:
     """A client that answered PING; ConfigError for a URL that cannot work, and
-    StoreUnavailableError (password hidden) when nothing answers."""
+    StoreUnavailableError (password hidden) when nothing answers. A ``writer`` is warned
+    when Redis does not fsync each write (a reader commits nothing it could lose)."""
     if not url.startswith(("redis://", "rediss://", "unix://")):
         raise ConfigError(f"redis_url must be redis://host:port/db (or rediss://), not "
                           f"{safe_url(url)!r}")
@@ -86,7 +87,8 @@ def connect(url: str, cluster: bool = False) -> Any:
         client.close()
         raise ConfigError(f"Redis at {safe_url(url)} is a node of a Redis Cluster: add "
                           "--redis-cluster (STREAMDEDUP_REDIS_CLUSTER=true)")
-    _warn_if_not_durable(client, url)
+    if writer:
+        _warn_if_not_durable(client, url)
     return client
 
 

@@ -25,7 +25,7 @@ _CHUNK = 1_000  # keys per pipelined round trip
 def _open(url: str, namespace: str, cluster: bool) -> tuple[Any, Keys]:
     """A client and the namespace's keys; StoreError when no store was ever opened there (a
     mistyped --redis-namespace verified "ok" and exported 0 documents)."""
-    r, k = connect(url, cluster), Keys(namespace)
+    r, k = connect(url, cluster, writer=False), Keys(namespace)
     if not call(r.exists, k("meta")):
         raise StoreError(f"no store in Redis namespace {namespace!r} at {safe_url(url)} "
                          "(see --redis-namespace)")

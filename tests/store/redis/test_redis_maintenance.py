@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 import redis
@@ -165,3 +167,24 @@ def test_a_namespace_no_store_was_opened_in_is_refused(redis_url: str) -> None:
         capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and "no store in Redis namespace 'typo'" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_only_writers_are_warned_of_a_redis_that_does_not_fsync(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """`store stats`, `verify` and `export` commit nothing, yet printed the writer's warning
+    (export twice)."""
+    from harness.redis import RedisServer
+
+    server = RedisServer(tmp_path / "redis", durable=False)
+    server.run()
+    try:
+        with caplog.at_level(logging.WARNING, logger="streamdedup.store.redis.client"):
+            open_store("redis", server.url, Sketcher(SETTINGS).params(), "w").close()
+            assert "appendfsync" in caplog.text
+            caplog.clear()
+            maintenance.stats(server.url, "w")
+            maintenance.verify(server.url, "w")
+            maintenance.export(server.url, "w", io.StringIO())
+            assert "appendfsync" not in caplog.text
+    finally:
+        server.stop()
