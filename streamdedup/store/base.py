@@ -319,7 +319,8 @@ def check_params(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> None:
     ]
     if diffs:
         raise StoreParamsError(
-            "the store was built with other parameters; use a new --store or the same "
+            "the store was built with other parameters; use a new store (--store, or "
+            "--redis-namespace on Redis) or the same "
             "settings.\n  " + "\n  ".join(diffs)
         )
 
