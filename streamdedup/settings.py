@@ -234,12 +234,11 @@ class Settings:
             # wrote ~25 MB/s until the disk was full.
             raise ConfigError(f"input_topic {self.input_topic!r} must differ from output_topic "
                               "and dlq_topic")
-        for address in self.bootstrap_servers.split(","):
-            _, colon, port = address.strip().rpartition(":")
-            if not address.strip() or (colon and not (port.isdigit()
-                                                      and 1 <= int(port) <= 65535)):
-                raise ConfigError(f"bootstrap_servers must be host:port[,host:port...] with "
-                                  f"ports in [1, 65535], not {self.bootstrap_servers!r}")
+        ports = [_port(a) for a in self.bootstrap_servers.split(",") if a.strip()]
+        if not ports or any(p is not None and not (p.isdigit() and 1 <= int(p) <= 65535)
+                            for p in ports):
+            raise ConfigError(f"bootstrap_servers must be host[:port][,host[:port]...] with "
+                              f"ports in [1, 65535], not {self.bootstrap_servers!r}")
         if not 1 <= self.monitor_port <= 65535:
             raise ConfigError(f"monitor_port must be in [1, 65535], not {self.monitor_port}")
         if not 0 <= self.metrics_port <= 65535:
@@ -334,6 +333,19 @@ def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
         raise ConfigError(
             f"{ENV_PREFIX}{f.name.upper()}: expected {kind.__name__}, got {raw!r}"
         ) from exc
+
+
+def _port(address: str) -> str | None:
+    """The port of one bootstrap address as kafka-python reads it (an optional scheme://,
+    [IPv6]:port, a bare IPv6 address, host:port), or None when none is given (9092)."""
+    address = re.sub(r"^[A-Za-z_]+://", "", address.strip())
+    if address.startswith("["):
+        _, _, rest = address.partition("]")
+        return rest[1:] if rest.startswith(":") else (rest or None)
+    if address.count(":") > 1:  # an IPv6 address without brackets takes no port
+        return None
+    _, colon, port = address.rpartition(":")
+    return port if colon else None
 
 
 # Variables of the prefix that are no Settings field: read elsewhere (the preset above, the

@@ -72,8 +72,8 @@ def connect(url: str, cluster: bool = False, writer: bool = True) -> Any:
             client = redis.Redis.from_url(url, **options)
         client.ping()
         clustered = not cluster and client.info("cluster").get("cluster_enabled") == 1
-    except ValueError as exc:  # redis-py's own reading of the URL
-        raise ConfigError(f"redis_url {safe_url(url)!r} cannot be read: {exc}") from None
+    except ValueError:  # redis-py's own reading of the URL (its words may quote a password)
+        raise ConfigError(f"redis_url {safe_url(url)!r} cannot be read") from None
     except redis.exceptions.RedisClusterException as exc:  # not a RedisError
         if "Cluster mode is not enabled" in str(exc):
             raise ConfigError(f"Redis at {safe_url(url)} is not a Redis Cluster: drop "
@@ -95,19 +95,23 @@ def connect(url: str, cluster: bool = False, writer: bool = True) -> Any:
 def _check_url(url: str) -> None:
     """What redis-py would take silently or raise a ValueError for: a port out of range, a
     database that is not a number (``/abc`` became database 0)."""
-    from urllib.parse import urlsplit
+    from urllib.parse import parse_qs, unquote, urlsplit
 
     if url.startswith("unix://"):
         return
+    # The messages quote nothing of the URL but what safe_url shows: a password with a '/'
+    # or a '?' in it would otherwise be read as the port or the path, and echoed.
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018  (raises for a port out of range or not a number)
-    except ValueError as exc:
-        raise ConfigError(f"redis_url {safe_url(url)!r} cannot be read: {exc}") from None
-    db = parts.path.strip("/")
-    if db and not db.isdigit():
-        raise ConfigError(f"redis_url's database must be a number (redis://host:port/0), not "
-                          f"{db!r}")
+    except ValueError:
+        raise ConfigError(f"redis_url {safe_url(url)!r} cannot be read: its port is not a "
+                          "number in [0, 65535], or its host is not one (a password with "
+                          "'/', '?' or '#' in it must be %-encoded)") from None
+    db = unquote(parts.path).strip("/")
+    if db and not db.isdigit() and "db" not in parse_qs(parts.query):
+        raise ConfigError(f"redis_url {safe_url(url)!r}: the database after the last '/' must "
+                          "be a number (redis://host:port/0)")
 
 
 def _warn_if_not_durable(client: Any, url: str) -> None:

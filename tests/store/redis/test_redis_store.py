@@ -102,12 +102,14 @@ def test_bad_urls_and_unreachable_servers_are_one_clear_line() -> None:
     with pytest.raises(ConfigError, match="not a unix socket"):
         RedisStore("unix:///tmp/r.sock", cluster=True)
     # redis-py raised ValueError (a traceback) for these, and took /abc as database 0
-    for url, words in [("redis://127.0.0.1:99999/0", "Port out of range"),
+    for url, words in [("redis://127.0.0.1:99999/0", "port is not a number in"),
                        ("redis://127.0.0.1:abc/0", "cannot be read"),
                        ("redis://[::1/0", "cannot be read"),
-                       ("redis://127.0.0.1:9/abc", "database must be a number")]:
-        with pytest.raises(ConfigError, match=words):
+                       ("redis://127.0.0.1:9/abc", "database after the last '/' must be"),
+                       ("redis://:pw9x/cret@h:6379/0", "must be %-encoded")]:
+        with pytest.raises(ConfigError, match=words) as refused:
             RedisStore(url)
+        assert "pw9x" not in str(refused.value)  # redis-py's words quoted the password
     # RedisClusterException is no RedisError: it was a traceback, and `run` did not wait
     with pytest.raises(StoreUnavailableError, match=r"Redis Cluster at redis://127\.0\.0\.1:9"):
         RedisStore("redis://127.0.0.1:9/0", cluster=True)
