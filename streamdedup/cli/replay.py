@@ -74,7 +74,7 @@ def replay_command(dump: Path, report_dir: Path, fmt: str | None, no_consumer: b
     except OSError as exc:  # the report directory: cannot be made, or the disk is full
         if exc.filename is None:
             raise
-        raise click.ClickException(f"cannot write {exc.filename}: {exc.strerror}") from None
+        raise click.ClickException(f"cannot use {exc.filename}: {exc.strerror}") from None
     click.echo(summary(result.report))
     click.echo(f"report: {result.paths['md']}")
     if result.missing:

@@ -100,7 +100,8 @@ def tail_command(start: str, count: int, preset: str | None, **options: Any) -> 
                     click.echo(f"skipped a record at {topic}/{rec.partition}/{rec.offset}: "
                                f"{problem}", err=True)
                     continue
-                state.add_verdict(body, rec.timestamp / 1000)
+                if not state.add_verdict(body, rec.timestamp / 1000):
+                    continue  # delivered again: said already
                 if settings.only_duplicates and not body.get("duplicate"):
                     continue
                 click.echo(line(body, state))

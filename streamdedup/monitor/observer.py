@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -21,6 +22,7 @@ from streamdedup.service.kafka import kafka_security
 from streamdedup.settings import Settings
 
 log = logging.getLogger(__name__)
+LOOK_EVERY_S = 2.0  # how often topics that do not exist yet are looked for
 
 
 def parse_start(start: str) -> str | int:
@@ -53,6 +55,7 @@ class Observer:
             max_partition_fetch_bytes=max(1 << 20, settings.max_output_bytes + 65536),
             **kafka_security(settings))
         self.assigned: set[TopicPartition] = set()
+        self._looked = float("-inf")  # monotonic time of the last look for missing topics
 
     def _assign_new(self) -> None:
         found = {TopicPartition(t, p) for t in self.topics
@@ -76,10 +79,13 @@ class Observer:
                     self.consumer.seek(tp, at.offset)
 
     def poll(self, timeout_ms: int = 500) -> Iterator[tuple[str, Any]]:
-        if {tp.topic for tp in self.assigned} != set(self.topics):  # some not there yet
+        if ({tp.topic for tp in self.assigned} != set(self.topics)  # some not there yet
+                and time.monotonic() - self._looked >= LOOK_EVERY_S):
+            self._looked = time.monotonic()  # a look is a blocking metadata request
             self._assign_new()
-            if not self.assigned:
-                return
+        if not self.assigned:  # no topic there yet: wait as a poll would, then look again
+            time.sleep(timeout_ms / 1000)
+            return
         for tp, records in self.consumer.poll(timeout_ms=timeout_ms).items():
             for rec in records:
                 yield tp.topic, rec

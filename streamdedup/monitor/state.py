@@ -6,8 +6,10 @@ is the number of verdicts naming it as ``cluster_id``, and a verdict whose ``mer
 other clusters moves their counts into its own (so sizes stay exact when an ad bridges two
 clusters). A verdict delivered again (the same id and ``seq``: Kafka delivers at least
 once, and a consumer re-sends the stored verdict of an announcement it sees again) is
-counted as ``repeated``, not again. Memory is bounded: the last ``keep`` verdicts and texts
-(so a repeat older than that counts twice), per-second counts of the last ``window_s``
+counted as ``repeated``, not again, also an old text's verdict re-sent after the id got a
+new one (a detector on a fresh store, fed the same dump, gives the same pairs: its verdicts
+count as repeated). Memory is bounded: the last ``keep`` verdicts, (id, seq) pairs and
+texts (so a repeat older than that counts twice), per-second counts of the last ``window_s``
 seconds, clusters without bound (one small record each).
 """
 
@@ -82,6 +84,7 @@ class MonitorState:
         self.per_second: OrderedDict[int, list[int]] = OrderedDict()  # second -> [n, dups]
         self.log: deque[tuple[int, dict[str, Any]]] = deque(maxlen=keep)  # (index, verdict)
         self.by_id: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.seen: OrderedDict[tuple[str, int], None] = OrderedDict()  # (id, seq) counted
         self.texts: OrderedDict[str, dict[str, str]] = OrderedDict()
         self.latest_duplicates: deque[dict[str, Any]] = deque(maxlen=200)
         self.index = 0
@@ -92,10 +95,12 @@ class MonitorState:
         delivered again."""
         now = self.clock() if at is None else at
         v = dict(verdict)
-        before = self.by_id.get(str(v.get("id")))
-        if before is not None and v.get("seq") is not None and before.get("seq") == v["seq"]:
-            self.repeated += 1
-            return False
+        if v.get("seq") is not None:
+            pair = (str(v.get("id")), int(v["seq"]))
+            if pair in self.seen:
+                self.repeated += 1
+                return False
+            _remember(self.seen, pair, None, self.keep)
         self.index += 1
         self.verdicts += 1
         dup = bool(v.get("duplicate"))
@@ -194,7 +199,7 @@ class MonitorState:
         return self.by_id.get(doc_id)
 
 
-def _remember(store: OrderedDict[str, Any], key: str, value: Any, keep: int) -> None:
+def _remember(store: OrderedDict[Any, Any], key: Any, value: Any, keep: int) -> None:
     store[key] = value
     store.move_to_end(key)
     while len(store) > keep:

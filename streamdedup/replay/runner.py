@@ -363,8 +363,9 @@ def replay(config: ReplayConfig, say: Callable[[str], None] = lambda _m: None) -
         paths["verdicts"] = verdicts_path
         return ReplayResult(report, paths, got.missing, consumer_exit)
     except BaseException:
-        if created and not any(config.report_dir.iterdir()):
-            config.report_dir.rmdir()  # a failure before anything was written leaves no trace
+        if created:  # a failure before anything was written leaves no empty directory
+            with contextlib.suppress(OSError):
+                config.report_dir.rmdir()  # only if empty
         raise
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -9,7 +9,7 @@ import pytest
 from kafka import TopicPartition
 
 from streamdedup.errors import ConfigError
-from streamdedup.monitor.observer import Observer, parse_start
+from streamdedup.monitor.observer import LOOK_EVERY_S, Observer, parse_start
 
 
 class FakeClient:
@@ -37,10 +37,15 @@ def test_a_topic_that_appears_later_is_read_even_when_another_has_many_partition
     observer = Observer.__new__(Observer)
     client = FakeClient({"in": 6})
     observer.topics, observer.start, observer.assigned = ["in", "out", "dlq"], "beginning", set()
-    observer.consumer = client
+    observer.consumer, observer._looked = client, float("-inf")
+    client.partitions.clear()
+    assert list(observer.poll(timeout_ms=1)) == [] and not client.assigned  # none there yet
+    client.partitions["in"] = 6
+    observer._looked -= LOOK_EVERY_S
     list(observer.poll())
     assert {tp.topic for tp in client.assigned} == {"in"}
     client.partitions.update(out=1, dlq=1)
+    observer._looked -= LOOK_EVERY_S  # the next look is due
     list(observer.poll())
     assert {tp.topic for tp in client.assigned} == {"in", "out", "dlq"}
     assert len(client.assigned) == 8

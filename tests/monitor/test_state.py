@@ -79,8 +79,9 @@ def test_records_that_are_no_verdicts_are_named_and_repeats_not_counted() -> Non
     assert state.add_verdict(first)
     assert not state.add_verdict(dict(first))  # delivered again
     assert state.add_verdict({**first, "seq": 3})  # the same id judged again: a new verdict
+    assert not state.add_verdict(dict(first))  # its old verdict re-sent: still a repeat
     summary = state.summary()
-    assert (summary["verdicts"], summary["repeated"], summary["duplicates"]) == (3, 1, 2)
+    assert (summary["verdicts"], summary["repeated"], summary["duplicates"]) == (3, 2, 2)
     assert state.clusters["a"].size == 3
 
 

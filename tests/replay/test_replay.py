@@ -177,7 +177,7 @@ def test_replay_timeout_reports_missing_ids(
 def test_replay_says_when_no_broker_answers(dump: Path, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     """The product starts no broker of its own: a dead address is one clear line, exit 1,
-    and the report directory the replay made for nothing is gone again."""
+    and the (empty) report directory the replay made for nothing is gone again."""
     code = main(["--dump", str(dump), "--report-dir", str(tmp_path / "r" / "new"),
                  "--no-consumer", "--bootstrap-servers", "127.0.0.1:9", "--no-progress"])
     assert code == 1
@@ -197,7 +197,7 @@ def test_a_report_directory_that_cannot_be_made_is_one_line(
     code = main(["--dump", str(dump), "--report-dir", str(tmp_path / "afile" / "sub"),
                  "--no-consumer", "--bootstrap-servers", "127.0.0.1:9", "--no-progress"])
     err = capsys.readouterr().err
-    assert code == 1 and f"cannot write {tmp_path / 'afile' / 'sub'}: Not a directory" in err
+    assert code == 1 and f"cannot use {tmp_path / 'afile' / 'sub'}: Not a directory" in err
     assert "Traceback" not in err
 
 

@@ -99,6 +99,9 @@ class WriterLock:
                 raise StoreError(f"Redis: {type(exc).__name__}: {exc}") from exc
 
     def release(self) -> None:
+        """Stop the renewal first: one still running after the DEL found the key gone and
+        raised in its thread (a traceback at every clean stop, now and then)."""
         self._stop.set()
-        with contextlib.suppress(StoreError):
+        self._thread.join(timeout=5)  # a renewal waiting on a Redis that is away: not longer
+        with self._turn, contextlib.suppress(StoreError):
             call(self.r.eval, _RELEASE, 1, self.key, self.token)
