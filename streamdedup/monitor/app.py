@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import re
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import resources
@@ -61,14 +62,18 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
+def _shown(text: str, limit: int = 80) -> str:
+    """A request's value in an answer, cut short (a 100,000-character id came back whole)."""
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
 def _int(request: Request, name: str, default: int, lo: int, hi: int) -> int:
     raw = request.query_params.get(name)
     if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be an integer, not {raw!r}") from None
+    if not re.fullmatch(r"-?[0-9]{1,19}", raw):  # int() also takes ' 5', '5_0', '٥'
+        raise ValueError(f"{name} must be an integer, not {_shown(raw)}")
+    value = int(raw)
     if not lo <= value <= hi:
         raise ValueError(f"{name} must be in [{lo}, {hi}], not {value}")
     return value
@@ -89,7 +94,7 @@ class _Token(BaseHTTPMiddleware):
             return await call_next(request)  # the page and its scripts hold no data
         given = request.query_params.get("token", "")
         auth = request.headers.get("authorization", "")
-        if auth.startswith("Bearer "):
+        if auth[:7].lower() == "bearer ":  # the scheme is case-insensitive (RFC 7235)
             given = auth[7:]
         if not hmac.compare_digest(given.encode(), self.token.encode()):
             return _error(401, "a token is needed: Authorization: Bearer <token> or ?token=")
@@ -129,7 +134,7 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
         doc_id = request.path_params["doc_id"]
         found = read(lambda: state.verdict(doc_id))
         if found is None:
-            return _error(404, f"no verdict for {doc_id!r} since the monitor started")
+            return _error(404, f"no verdict for {_shown(doc_id)} since the monitor started")
         return JSONResponse(found)
 
     async def explain(request: Request) -> Response:
@@ -138,7 +143,7 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
         if other is None:
             found = read(lambda: state.verdict(doc_id))
             if found is None or not found.get("duplicate_of"):
-                return _error(404, f"{doc_id!r} has no duplicate_of here: give ?other=ID")
+                return _error(404, f"{_shown(doc_id)} has no duplicate_of here: give ?other=ID")
             other = str(found["duplicate_of"])
         if other == doc_id:
             return _error(400, "?other= must name another document than the one explained")
@@ -172,7 +177,10 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
         return _error(400, str(exc))
 
     async def not_found(request: Request, exc: Exception) -> Response:
-        return _error(404, f"no such page: {request.url.path}")
+        return _error(404, f"no such page: {_shown(request.url.path)}")
+
+    async def not_allowed(request: Request, exc: Exception) -> Response:
+        return _error(405, f"{request.method} is not allowed: the monitor only answers GET")
 
     routes = [
         Route("/", index),
@@ -188,4 +196,5 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
     ]
     middleware = [Middleware(_Token, token=token)] if token else []
     return Starlette(routes=routes, middleware=middleware,
-                     exception_handlers={ValueError: bad_request, 404: not_found})
+                     exception_handlers={ValueError: bad_request, 404: not_found,
+                                         405: not_allowed})

@@ -90,6 +90,15 @@ def test_bad_requests_get_clear_errors(site: tuple[str, MonitorState]) -> None:
     assert "give ?other=ID" in get(base + "/api/explain/a")[1]["error"]
     assert get(base + "/api/explain/b?other=nobody") == (404, {"error": "no text for 'nobody'"})
     assert get(base + "/api/explain/b?other=b")[0] == 400  # "a duplicate of itself"
+    for odd in ("%205", "5_0", "%D9%A5"):  # int() took ' 5', '5_0' and an Arabic-Indic 5
+        assert get(base + f"/api/clusters?limit={odd}")[0] == 400, odd
+    status, body = get(base + "/api/verdict/" + "x" * 100_000)
+    assert status == 404 and len(body["error"]) < 200  # the id came back whole
+    request = urllib.request.Request(base + "/api/summary", method="POST", data=b"")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 405 and "only answers GET" in json.loads(
+        refused.value.read())["error"]
     assert get(base + "/api/nothing")[0] == 404
     assert get(base + "/api/events?since=-1")[0] == 400  # refused before the stream starts
 
@@ -145,6 +154,7 @@ def test_a_token_guards_the_api_only() -> None:
         assert get(base + "/api/summary?token=wrong")[0] == 401
         assert get(base + "/api/summary?token=s3cret")[0] == 200
         assert get(base + "/api/summary", {"Authorization": "Bearer s3cret"})[0] == 200
+        assert get(base + "/api/summary", {"Authorization": "bearer s3cret"})[0] == 200
         assert get(base + "/")[0] == 200
         assert get(base + "/static/monitor.js")[0] == 200
         assert get(base + "/anything-else")[0] == 401  # guarded unless page or script
