@@ -68,7 +68,7 @@ def tail_command(start: str, count: int, preset: str | None, **options: Any) -> 
     """One readable line per verdict as it arrives: id, duplicate of, Jaccard, cluster size,
     title (titles come from the input topic); duplicates only with --only-duplicates."""
     from streamdedup.monitor.observer import Observer, decode
-    from streamdedup.monitor.state import MonitorState, verdict_problem
+    from streamdedup.monitor.state import MonitorState
     from streamdedup.monitor.tail import line
 
     settings = make_settings(preset, options)
@@ -91,17 +91,15 @@ def tail_command(start: str, count: int, preset: str | None, **options: Any) -> 
                 if body is None:
                     continue
                 if topic == settings.input_topic:
-                    if "id" in body:
-                        state.add_text(str(body["id"]),
-                                       {k: v for k, v in body.items() if isinstance(v, str)})
+                    state.add_announcement(body)
                     continue
-                problem = verdict_problem(body)
-                if problem is not None:
+                try:
+                    if not state.add_verdict(body, rec.timestamp / 1000):
+                        continue  # delivered again: said already
+                except ValueError as exc:  # no verdict
                     click.echo(f"skipped a record at {topic}/{rec.partition}/{rec.offset}: "
-                               f"{problem}", err=True)
+                               f"{exc}", err=True)
                     continue
-                if not state.add_verdict(body, rec.timestamp / 1000):
-                    continue  # delivered again: said already
                 if settings.only_duplicates and not body.get("duplicate"):
                     continue
                 click.echo(line(body, state))

@@ -17,7 +17,7 @@ from streamdedup.errors import ConfigError
 from streamdedup.extras import require
 from streamdedup.monitor.app import NotFound, create_app
 from streamdedup.monitor.observer import Observer, decode
-from streamdedup.monitor.state import MonitorState, verdict_problem
+from streamdedup.monitor.state import MonitorState
 from streamdedup.service.metrics import is_loopback
 from streamdedup.settings import Settings
 
@@ -56,28 +56,26 @@ class Monitor:
                 for topic, rec in records:
                     body = decode(rec)
                     if topic == s.input_topic and topic not in (s.output_topic, s.dlq_topic):
-                        if body is not None and "id" in body:  # unusable input: the DLQ's
-                            self.state.add_text(str(body["id"]), {
-                                k: v for k, v in body.items() if isinstance(v, str)})
+                        if body is not None:
+                            self.state.add_announcement(body)
                         continue
-                    problem = "not a JSON object" if body is None else (
-                        verdict_problem(body) if topic == s.output_topic else None)
-                    if body is not None and problem is None:
-                        try:
-                            if topic == s.output_topic:
-                                self.state.add_verdict(body, rec.timestamp / 1000)
-                            else:
-                                self.state.add_dead_letter(body)
-                            continue
-                        except Exception as exc:  # never the end of the reader thread
-                            problem = f"{type(exc).__name__}: {exc}"
-                    log.warning("skipping a record at %s/%s/%s: %s", topic, rec.partition,
-                                rec.offset, problem)
-                    self.state.add_bad(topic)
+                    if body is None:  # decode logged why
+                        self.state.add_bad(topic)
+                        continue
+                    try:
+                        if topic == s.output_topic:
+                            self.state.add_verdict(body, rec.timestamp / 1000)  # or ValueError
+                        else:
+                            self.state.add_dead_letter(body)
+                    except Exception as exc:  # never the end of the reader thread
+                        log.warning("skipping a record at %s/%s/%s: %s", topic, rec.partition,
+                                    rec.offset, exc)
+                        self.state.add_bad(topic)
 
     def explain(self, doc_id: str, other: str) -> dict[str, Any]:
         with self.lock:
             texts = {i: self.state.texts.get(i) for i in (doc_id, other)}
+            verdict = self.state.verdict(doc_id) or {}
         missing = [i for i, t in texts.items() if t is None]
         if missing:
             raise NotFound(f"no text for {', '.join(map(repr, missing))}: the monitor has not "
@@ -87,8 +85,6 @@ class Monitor:
         assert a is not None and b is not None
         found = explain(self.sketcher, doc_id, a, other, b)
         out = found.to_dict()
-        with self.lock:
-            verdict = self.state.verdict(doc_id) or {}
         said = [m.get("jaccard") for m in verdict.get("matches") or () if m.get("id") == other]
         if said and isinstance(said[0], int | float) and abs(said[0] - found.jaccard) > 1e-4:
             # The monitor explains with its own settings: another preset than the detector's

@@ -91,8 +91,11 @@ class MonitorState:
 
     # --- input
     def add_verdict(self, verdict: Mapping[str, Any], at: float | None = None) -> bool:
-        """Count a verdict (``verdict_problem`` found nothing wrong with it); False for one
-        delivered again."""
+        """Count a verdict; False for one delivered again, ValueError (``verdict_problem``'s
+        words) for a record that is no verdict, before anything is counted."""
+        problem = verdict_problem(verdict)
+        if problem is not None:
+            raise ValueError(problem)
         now = self.clock() if at is None else at
         v = dict(verdict)
         if v.get("seq") is not None:
@@ -142,6 +145,12 @@ class MonitorState:
     def add_dead_letter(self, letter: Mapping[str, Any]) -> None:
         self.dead_letters += 1
         self.dead_by_reason[str(letter.get("reason", "unknown"))] += 1
+
+    def add_announcement(self, body: Mapping[str, Any]) -> None:
+        """An input record: its string fields, for titles and explanations (one without an
+        id is unusable input: the dead-letter topic says why)."""
+        if "id" in body:
+            self.add_text(str(body["id"]), {k: v for k, v in body.items() if isinstance(v, str)})
 
     def add_text(self, doc_id: str, fields: Mapping[str, str]) -> None:
         _remember(self.texts, doc_id, dict(fields), self.keep)

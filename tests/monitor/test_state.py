@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from streamdedup.monitor.state import MonitorState
 from streamdedup.monitor.tail import line
 
@@ -74,6 +76,9 @@ def test_records_that_are_no_verdicts_are_named_and_repeats_not_counted() -> Non
                      ({"id": True}, "no id")]:
         assert why in (verdict_problem(bad) or ""), bad
     state = MonitorState(clock=lambda: 100.0)
+    with pytest.raises(ValueError, match="merged is not a list"):
+        state.add_verdict({"id": "a", "merged": 5})  # refused before anything is counted
+    assert state.verdicts == 0
     first = {"id": "b", "seq": 2, "duplicate": True, "cluster_id": "a", "merged": []}
     assert state.add_verdict({"id": "a", "seq": 1, "cluster_id": "a"})
     assert state.add_verdict(first)
