@@ -218,17 +218,12 @@ class Settings:
                 f"session_timeout_ms must be in [{MIN_SESSION_TIMEOUT_MS}, "
                 f"{MAX_SESSION_TIMEOUT_MS}] (Kafka brokers refuse other values by default), "
                 f"not {self.session_timeout_ms}")
-        if self.group_instance_id and (
-                not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", self.group_instance_id)
-                or self.group_instance_id in (".", "..")):
-            raise ConfigError(f"group_instance_id must be 1-249 letters, digits, '.', '_' or "
-                              f"'-' (not '.' or '..'), as Kafka names are, not "
-                              f"{self.group_instance_id!r}")
-        for name in ("input_topic", "output_topic", "dlq_topic"):
-            topic = getattr(self, name)
-            if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", topic) or topic in (".", ".."):
-                raise ConfigError(f"{name} must be 1-249 letters, digits, '.', '_' or '-', as "
-                                  f"Kafka topic names are, not {topic!r}")
+        for name in ("input_topic", "output_topic", "dlq_topic", "group_instance_id"):
+            value = getattr(self, name)
+            off = name == "group_instance_id" and not value  # '' = a dynamic member
+            if not off and not _is_kafka_name(value):
+                raise ConfigError(f"{name} must be 1-249 letters, digits, '.', '_' or '-' (not "
+                                  f"'.' or '..'), as Kafka names are, not {value!r}")
         if self.input_topic in (self.output_topic, self.dlq_topic):
             # Each verdict or dead letter would be read again and dead-lettered: a loop that
             # wrote ~25 MB/s until the disk was full.
@@ -333,6 +328,12 @@ def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
         raise ConfigError(
             f"{ENV_PREFIX}{f.name.upper()}: expected {kind.__name__}, got {raw!r}"
         ) from exc
+
+
+def _is_kafka_name(name: str) -> bool:
+    """What Kafka takes as a topic or group instance name: 1-249 of [A-Za-z0-9._-], not '.'
+    or '..'."""
+    return re.fullmatch(r"[A-Za-z0-9._-]{1,249}", name) is not None and name not in (".", "..")
 
 
 def _port(address: str) -> str | None:
