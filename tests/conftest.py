@@ -10,6 +10,7 @@
 import contextlib
 import os
 import re
+import shutil
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -19,7 +20,13 @@ from typing import Any
 
 import pytest
 
-from harness.broker import BrokerError, LocalBroker, create_topics
+from harness.broker import (
+    KAFKA_VERSION,
+    BrokerError,
+    LocalBroker,
+    create_topics,
+    default_cache_dir,
+)
 from streamdedup.store.base import Store
 
 
@@ -331,3 +338,28 @@ def kijiji_path() -> Path:
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
     return path
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    """Debian's chromium, for Playwright (its own browser download needs the internet)."""
+    path = shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(path).exists():
+        reason = "no Debian chromium (scripts/setup installs it as root: apt-get install chromium)"
+        if _in_ci():
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    return path
+
+
+@pytest.fixture
+def local_broker_tools() -> None:
+    """For a test that starts a LocalBroker of its own: java, and mvn unless the jars are
+    cached."""
+    cached = (default_cache_dir() / f"kafka-{KAFKA_VERSION}" / ".complete").is_file()
+    missing = [t for t in ("java", *(() if cached else ("mvn",))) if shutil.which(t) is None]
+    if missing:
+        reason = f"LocalBroker needs {', '.join(missing)} on PATH"
+        if _in_ci():
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)

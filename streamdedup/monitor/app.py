@@ -5,7 +5,8 @@ observer thread fills; every handler reads it under ``lock``.
 API (documented in the README):
 
     GET /api/summary                 counts since --from: verdicts, duplicates, duplicate_rate,
-                                     dead_letters, dead_letters_by_reason, clusters
+                                     dead_letters, dead_letters_by_reason, clusters,
+                                     broker (the observer's health(): reachable, behind)
     GET /api/series                  per-second verdicts and duplicates (last 10 minutes)
     GET /api/clusters?limit=20       the biggest and the fastest-growing clusters
     GET /api/verdicts?since=N        verdicts after index N (each carries its index)

@@ -16,13 +16,15 @@ from datetime import datetime
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
 
 from streamdedup.errors import ConfigError
 from streamdedup.service.kafka import kafka_security
 from streamdedup.settings import Settings
 
 log = logging.getLogger(__name__)
-LOOK_EVERY_S = 2.0  # how often topics that do not exist yet are looked for
+LOOK_EVERY_S = 2.0  # how often missing topics are looked for and the broker is asked
+ASK_TIMEOUT_MS = 1000  # a broker that has not answered the ask in this time counts as away
 
 
 def parse_start(start: str) -> str | int:
@@ -56,6 +58,10 @@ class Observer:
             **kafka_security(settings))
         self.assigned: set[TopicPartition] = set()
         self._looked = float("-inf")  # monotonic time of the last look for missing topics
+        self._asked = float("-inf")  # monotonic time of the last ask (``_ask``)
+        self.answered: float | None = None  # wall time of the broker's last answer
+        self.away_since: float | None = None  # wall time of the first ask it did not answer
+        self.behind: int | None = None  # records on the broker the observer has not read
 
     def _assign_new(self) -> None:
         found = {TopicPartition(t, p) for t in self.topics
@@ -86,9 +92,44 @@ class Observer:
         if not self.assigned:  # no topic there yet: wait as a poll would, then look again
             time.sleep(timeout_ms / 1000)
             return
+        if time.monotonic() - self._asked >= LOOK_EVERY_S:
+            self._asked = time.monotonic()
+            self._ask()
         for tp, records in self.consumer.poll(timeout_ms=timeout_ms).items():
             for rec in records:
                 yield tp.topic, rec
+
+    def _ask(self) -> None:
+        """Ask the broker for the assigned partitions' end offsets. A poll returns nothing
+        both when the topics are quiet and when the broker is gone (the page said "live"
+        through a stopped broker); an answer tells them apart, and end - position is how
+        many records are still to read (a monitor started ``--from beginning`` on a long
+        topic is catching up, not live)."""
+        try:
+            ends = self.consumer.end_offsets(sorted(self.assigned), timeout_ms=ASK_TIMEOUT_MS)
+            behind = 0
+            for tp, end in ends.items():
+                at = self.consumer.position(tp, timeout_ms=ASK_TIMEOUT_MS)
+                behind += max(0, end - (end if at is None else at))
+        except KafkaError as exc:
+            if self.away_since is None:
+                self.away_since = time.time()
+                log.warning("the broker does not answer (%s); the monitor shows what it read "
+                            "until now and goes on asking", exc)
+            return
+        if self.away_since is not None:
+            log.warning("the broker answers again")
+        self.answered, self.away_since, self.behind = time.time(), None, behind
+
+    def health(self) -> dict[str, Any]:
+        """What the page's status says: the topics not there yet, whether the broker answered
+        the last ask (None before the first), since when it has not, and records to read."""
+        there = {tp.topic for tp in self.assigned}
+        return {"waiting_for": [t for t in self.topics if t not in there],
+                "reachable": None if self.answered is None and self.away_since is None
+                else self.away_since is None,
+                "answered": self.answered, "away_since": self.away_since,
+                "behind": self.behind}
 
     def refresh(self) -> None:
         """Pick up partitions added since (cheap: metadata the client already has)."""

@@ -52,7 +52,9 @@ class Monitor:
                 log.exception("reading the topics failed; retrying")
                 self.stopping.wait(1.0)
                 continue
+            health = self.observer.health()
             with self.lock:
+                self.state.broker = health
                 for topic, rec in records:
                     body = decode(rec)
                     if topic == s.input_topic and topic not in (s.output_topic, s.dlq_topic):

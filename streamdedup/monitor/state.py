@@ -88,6 +88,7 @@ class MonitorState:
         self.texts: OrderedDict[str, dict[str, str]] = OrderedDict()
         self.latest_duplicates: deque[dict[str, Any]] = deque(maxlen=200)
         self.index = 0
+        self.broker: dict[str, Any] = {}  # the observer's ``health()``, as of its last poll
 
     # --- input
     def add_verdict(self, verdict: Mapping[str, Any], at: float | None = None) -> bool:
@@ -168,6 +169,7 @@ class MonitorState:
             "bad_records": sum(self.bad_records.values()),
             "since": self.started,
             "index": self.index,
+            "broker": dict(self.broker),
         }
 
     def series(self) -> list[dict[str, int]]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 import time
@@ -12,22 +10,11 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from harness.broker import KAFKA_VERSION, LocalBroker, default_cache_dir
+from harness.broker import LocalBroker
 
 pytestmark = pytest.mark.broker
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _require_local_tools() -> None:
-    """LocalBroker needs java, and mvn unless the jars are already cached."""
-    cached = (default_cache_dir() / f"kafka-{KAFKA_VERSION}" / ".complete").is_file()
-    missing = [t for t in ("java", *(() if cached else ("mvn",))) if shutil.which(t) is None]
-    if missing:
-        reason = f"LocalBroker needs {', '.join(missing)} on PATH"
-        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
 
 
 def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
@@ -81,8 +68,7 @@ def test_produce_and_consume_through_fixture_broker(kafka_bootstrap, kafka_topic
     assert committed == len(values)
 
 
-def test_local_broker_keeps_data_across_stop_and_kill(tmp_path):
-    _require_local_tools()
+def test_local_broker_keeps_data_across_stop_and_kill(tmp_path, local_broker_tools):
     broker = LocalBroker(tmp_path / "broker", die_with_parent=True)
     try:
         bootstrap = broker.start()
@@ -105,8 +91,7 @@ def test_local_broker_keeps_data_across_stop_and_kill(tmp_path):
     assert not (tmp_path / "broker").exists()  # data is never left behind
 
 
-def test_kafka_local_script_start_is_idempotent(tmp_path):
-    _require_local_tools()
+def test_kafka_local_script_start_is_idempotent(tmp_path, local_broker_tools):
     state = tmp_path / "cli-broker"
     script = [str(ROOT / "scripts" / "kafka-local"), "--state-dir", str(state)]
 

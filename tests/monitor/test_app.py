@@ -158,3 +158,37 @@ def test_a_token_guards_the_api_only() -> None:
         assert get(base + "/")[0] == 200
         assert get(base + "/static/monitor.js")[0] == 200
         assert get(base + "/anything-else")[0] == 401  # guarded unless page or script
+
+
+def test_the_page_says_live_only_when_the_broker_answered_and_nothing_is_left_to_read(
+        site: tuple[str, MonitorState], chromium_path: str) -> None:
+    """The status line in a real Chromium, for each of the observer's words on the broker."""
+    from playwright.sync_api import sync_playwright
+
+    base, state = site
+    cases = [
+        ({}, "connecting…"),
+        ({"waiting_for": ["in", "out"], "reachable": None}, "waiting for topic in, out"),
+        ({"waiting_for": ["dlq"], "reachable": True, "behind": 0},
+         "live · waiting for topic dlq"),
+        ({"waiting_for": [], "reachable": True, "behind": 12_000},
+         "catching up: 12,000 records to read"),
+        ({"waiting_for": [], "reachable": False, "away_since": time.time(), "behind": 0},
+         "broker not answering since"),
+        ({"waiting_for": [], "reachable": True, "behind": 0}, "live"),
+    ]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(locale="en-US")
+            page.goto(base + "/")
+            for broker, said in cases:
+                state.broker = broker
+                page.wait_for_function(
+                    "said => document.getElementById('status').textContent.startsWith(said)",
+                    arg=said, timeout=10_000)
+                warn = page.eval_on_selector("#status", "e => e.classList.contains('warn')")
+                assert warn == (broker.get("reachable") is False), said
+            assert page.text_content("#status") == "live"
+        finally:
+            browser.close()

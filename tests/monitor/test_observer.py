@@ -1,21 +1,30 @@
-"""The observer's choice of partitions, with a fake client (the real broker runs in
-test_monitor.py): topics that appear after it started are picked up."""
+"""The observer's choice of partitions and its word on the broker, with a fake client
+(topics that appear after it started are picked up; an ask the broker does not answer), and
+with a real broker of its own that is killed and started again."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import TopicPartition
+from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
+from kafka.errors import KafkaTimeoutError
 
+from harness.broker import LocalBroker, create_topics
 from streamdedup.errors import ConfigError
 from streamdedup.monitor.observer import LOOK_EVERY_S, Observer, parse_start
+from streamdedup.settings import build_settings
 
 
 class FakeClient:
     def __init__(self, partitions: dict[str, int]) -> None:
         self.partitions = partitions
         self.assigned: list[TopicPartition] = []
+        self.away = False  # end_offsets times out, as with a broker that does not answer
+        self.ends: dict[TopicPartition, int] = {}
+        self.positions: dict[TopicPartition, int | None] = {}
 
     def partitions_for_topic(self, topic: str) -> set[int] | None:
         n = self.partitions.get(topic)
@@ -30,14 +39,34 @@ class FakeClient:
     def poll(self, timeout_ms: int) -> dict[Any, list[Any]]:
         return {}
 
+    def end_offsets(self, tps: list[TopicPartition], timeout_ms: int) -> dict[Any, int]:
+        if self.away:
+            raise KafkaTimeoutError("Failed to get offsets by timestamps in 1000 ms")
+        return {tp: self.ends.get(tp, 0) for tp in tps}
+
+    def position(self, tp: TopicPartition, timeout_ms: int) -> int | None:
+        return self.positions.get(tp, 0)
+
+
+def observer_on(client: FakeClient, topics: list[str]) -> Observer:
+    observer = Observer.__new__(Observer)
+    observer.topics, observer.start, observer.assigned = topics, "beginning", set()
+    observer.consumer, observer._looked = client, float("-inf")
+    observer._asked, observer.answered, observer.away_since, observer.behind = (
+        float("-inf"), None, None, None)
+    return observer
+
+
+def due(observer: Observer) -> None:
+    observer._looked -= LOOK_EVERY_S
+    observer._asked -= LOOK_EVERY_S
+
 
 def test_a_topic_that_appears_later_is_read_even_when_another_has_many_partitions() -> None:
     """An input topic of 6 partitions made the observer stop looking (6 partitions >= 3
     topics): the verdict topic the detector created later was never read."""
-    observer = Observer.__new__(Observer)
     client = FakeClient({"in": 6})
-    observer.topics, observer.start, observer.assigned = ["in", "out", "dlq"], "beginning", set()
-    observer.consumer, observer._looked = client, float("-inf")
+    observer = observer_on(client, ["in", "out", "dlq"])
     client.partitions.clear()
     assert list(observer.poll(timeout_ms=1)) == [] and not client.assigned  # none there yet
     client.partitions["in"] = 6
@@ -55,3 +84,80 @@ def test_a_start_before_1970_is_refused() -> None:
     with pytest.raises(ConfigError, match="before 1970"):
         parse_start("1960-01-01T00:00:00Z")
     assert parse_start("1970-01-01T00:00:01Z") == 1000
+
+
+def test_the_observer_tells_a_quiet_topic_from_a_broker_that_does_not_answer() -> None:
+    """A poll returns nothing both ways: the page said "live" through a stopped broker."""
+    client = FakeClient({"out": 2})
+    observer = observer_on(client, ["out", "dlq"])
+    assert observer.health()["reachable"] is None  # not asked yet
+    list(observer.poll())
+    out0, out1 = TopicPartition("out", 0), TopicPartition("out", 1)
+    assert observer.health() == {"waiting_for": ["dlq"], "reachable": True,
+                                 "answered": observer.answered, "away_since": None,
+                                 "behind": 0}
+    client.ends, client.positions = {out0: 10, out1: 5}, {out0: 4, out1: None}
+    due(observer)
+    list(observer.poll())
+    assert observer.health()["behind"] == 6  # a partition without a position counts none
+    client.away = True
+    due(observer)
+    list(observer.poll())
+    away = observer.health()
+    assert away["reachable"] is False and away["away_since"] >= away["answered"]
+    due(observer)
+    list(observer.poll())  # still away: since the first ask it did not answer
+    assert observer.health()["away_since"] == away["away_since"]
+    client.away = False
+    due(observer)
+    list(observer.poll())
+    back = observer.health()
+    assert back["reachable"] is True and back["away_since"] is None
+    assert back["answered"] >= away["away_since"]
+
+
+@pytest.mark.broker
+def test_a_killed_broker_shows_as_away_and_its_return_as_reachable(
+        tmp_path: Path, local_broker_tools: None) -> None:
+    """A broker of the test's own (the session's must stay up), killed and started again
+    on the same port, while the observer reads."""
+    broker = LocalBroker(tmp_path / "broker", die_with_parent=True)
+    observer = None
+    try:
+        bootstrap = broker.start()
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        create_topics(admin, {"out": 1})
+        admin.close()
+        send(bootstrap, [b"1", b"2", b"3"])
+        settings = build_settings("reference", env={}, overrides={"bootstrap_servers": bootstrap})
+        observer = Observer(settings, ["out"], "beginning")
+        got = read_until(observer, lambda h, n: h["reachable"] is True and n == 3
+                         and h["behind"] == 0)
+        assert got == 3
+        broker.kill()
+        read_until(observer, lambda h, _n: h["reachable"] is False)
+        assert broker.start() == bootstrap
+        send(bootstrap, [b"4"])
+        assert read_until(observer, lambda h, n: h["reachable"] is True and n == 1) == 1
+    finally:
+        if observer is not None:
+            observer.close()
+        broker.stop()
+
+
+def send(bootstrap: str, values: list[bytes]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for v in values:
+        producer.send("out", v)
+    producer.flush(timeout=30)
+    producer.close()
+
+
+def read_until(observer: Observer, done: Any, timeout_s: float = 60) -> int:
+    """Poll until ``done(health, records read)``; the records read."""
+    n = 0
+    deadline = time.monotonic() + timeout_s
+    while not done(observer.health(), n):
+        assert time.monotonic() < deadline, observer.health()
+        n += len(list(observer.poll(200)))
+    return n

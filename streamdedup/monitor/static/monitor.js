@@ -25,6 +25,26 @@
     $("reasons").replaceChildren(...reasons.map(([r, n]) => { const li = document.createElement("li"); li.textContent = r + ": " + n; return li; }));
   }
 
+  // What the page can vouch for: "live" only when the broker answered the monitor's last ask
+  // (every 2 s) and nothing is left to read; a quiet topic and a stopped broker look alike
+  // otherwise.
+  function showStatus(b) {
+    const waiting = b.waiting_for || [];
+    let text = "live", warn = false;
+    if (b.reachable === false) {
+      text = "broker not answering since " + new Date(b.away_since * 1000).toLocaleTimeString() +
+        " (showing what was read until then)";
+      warn = true;
+    } else if (b.behind > 0) {
+      text = "catching up: " + b.behind.toLocaleString() + " records to read";
+    } else if (b.reachable == null) {
+      text = waiting.length ? "" : "connecting…";
+    }
+    if (waiting.length) text += (text ? " · " : "") + "waiting for topic " + waiting.join(", ");
+    $("status").textContent = text;
+    $("status").classList.toggle("warn", warn);
+  }
+
   const latest = [];
   function addVerdicts(vs) {
     for (const v of vs) if (v.duplicate) latest.unshift(v);
@@ -113,7 +133,7 @@
     const es = new EventSource(q("api/events?since=0"));
     es.addEventListener("tick", (ev) => {
       const body = JSON.parse(ev.data);
-      $("status").textContent = "live";
+      showStatus(body.summary.broker || {});
       showSummary(body.summary); showSeries(body.series); addVerdicts(body.verdicts);
     });
     es.onerror = () => { $("status").textContent = "reconnecting…"; };
