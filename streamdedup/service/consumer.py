@@ -38,7 +38,7 @@ from streamdedup.core.sketch import Sketcher
 from streamdedup.core.verdict import Verdict
 from streamdedup.errors import MessageError, StoreError, StoreUnavailableError
 from streamdedup.service.checkpoint import Checkpoint, CheckpointFailed, offset_tag
-from streamdedup.service.kafka import ensure_topics, kafka_security
+from streamdedup.service.kafka import ensure_topics, kafka_security, missing_topics
 from streamdedup.service.message import decode_message
 from streamdedup.service.metrics import HealthServer, Metrics, is_loopback
 from streamdedup.service.records import (
@@ -287,6 +287,11 @@ class Service:
                 log.info("big batches are sketched ahead in a second process")
             if s.create_topics:
                 self._retry(lambda: ensure_topics(s), "topic creation")
+            elif missing := self._retry(lambda: missing_topics(s), "topic check"):
+                log.error("topic %s does not exist and --no-create-topics is given: create "
+                          "it, or leave the flag out to have it created with "
+                          "--topic-partitions partitions", ", ".join(missing))
+                return EXIT_REFUSED
             consumer, producer = self._retry(self._clients, "connect")
             return self._loop(consumer, producer)
         except StoppedWhileConnecting:

@@ -33,22 +33,36 @@ def kafka_security(settings: Settings) -> dict[str, Any]:
 
 
 def ensure_topics(settings: Settings) -> None:
-    admin = KafkaAdminClient(
-        bootstrap_servers=settings.bootstrap_servers, client_id="streamdedup-admin",
-        **kafka_security(settings),
-    )
+    """Create the input, output and dead-letter topics the broker does not have."""
+    missing = missing_topics(settings)
+    if not missing:
+        return
+    admin = _admin(settings)
     try:
-        existing = set(admin.list_topics())
-        wanted = [settings.input_topic, settings.output_topic, settings.dlq_topic]
-        missing = {
-            t: {"num_partitions": settings.topic_partitions, "replication_factor": 1}
-            for t in dict.fromkeys(wanted) if t not in existing
-        }
-        if missing:
-            try:
-                admin.create_topics(missing, raise_errors=True)
-                log.info("created topics %s", ", ".join(missing))
-            except TopicAlreadyExistsError:
-                pass  # another consumer of the group won the race
+        admin.create_topics({t: {"num_partitions": settings.topic_partitions,
+                                 "replication_factor": 1} for t in missing},
+                            raise_errors=True)
+        log.info("created topics %s", ", ".join(missing))
+    except TopicAlreadyExistsError:
+        pass  # another consumer of the group won the race
     finally:
         admin.close()
+
+
+def missing_topics(settings: Settings) -> list[str]:
+    """The input, output and dead-letter topics the broker does not have. With
+    ``--no-create-topics`` the consumer refuses to start on any: a broker that creates topics
+    on first use would otherwise make them with its own defaults when the first verdict is
+    sent (one partition, whatever the group needs)."""
+    admin = _admin(settings)
+    try:
+        existing = set(admin.list_topics())
+    finally:
+        admin.close()
+    wanted = [settings.input_topic, settings.output_topic, settings.dlq_topic]
+    return [t for t in dict.fromkeys(wanted) if t not in existing]
+
+
+def _admin(settings: Settings) -> KafkaAdminClient:
+    return KafkaAdminClient(bootstrap_servers=settings.bootstrap_servers,
+                            client_id="streamdedup-admin", **kafka_security(settings))

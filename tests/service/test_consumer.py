@@ -320,6 +320,28 @@ def test_a_session_timeout_the_broker_refuses_stops_with_exit_2(
     assert "InvalidSessionTimeoutError" in out and "Traceback" not in out
 
 
+@pytest.mark.broker
+def test_no_create_topics_refuses_to_start_on_a_missing_topic(
+        kafka_bootstrap: str, kafka_topic_factory: Any, consumer_process: Any, tmp_path: Path
+        ) -> None:
+    """The broker creates topics on first use: the first verdict made the output topic with
+    the broker's defaults, though the operator had said the topics are theirs to make."""
+    from kafka import KafkaAdminClient
+
+    present = kafka_topic_factory(1, "in")
+    absent = f"out-{uuid.uuid4().hex[:8]}"
+    proc = consumer_process("--input-topic", present, "--output-topic", absent)
+    proc.wait(timeout=120)
+    out = (tmp_path / "consumer-0.log").read_text(encoding="utf-8", errors="replace")
+    assert proc.returncode == 2, out[-2000:]
+    assert f"topic {absent} does not exist and --no-create-topics" in out
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    try:
+        assert absent not in admin.list_topics()
+    finally:
+        admin.close()
+
+
 # --- static group membership (--group-instance-id)
 
 SESSION_MS = 60_000  # far longer than a restart takes, so only a takeover can beat it
