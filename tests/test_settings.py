@@ -151,6 +151,7 @@ def test_unknown_preset_and_unknown_override_are_config_errors() -> None:
         # a dead letter read again and dead-lettered again: ~25 MB/s until the disk was full
         ({"dlq_topic": "jobs"}, "input_topic 'jobs' must differ"),
         ({"output_topic": "jobs"}, "input_topic 'jobs' must differ"),
+        ({"output_topic": "x", "dlq_topic": "x"}, "output_topic and dlq_topic must differ"),
         ({"input_topic": "bad/topic"}, "input_topic must be 1-249"),
         ({"output_topic": ""}, "output_topic must be 1-249"),
         ({"bootstrap_servers": "127.0.0.1:99999"}, "bootstrap_servers must be host"),
