@@ -54,8 +54,12 @@ def write_verdicts(path: str | Path, verdicts: Iterable[Verdict]) -> int:
 def _write_text(path: Path, text: str) -> None:
     """Atomic replace, so a report folder never holds a half-written file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)  # IsADirectoryError when a folder holds the name
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 # --------------------------------------------------------------------------------------------

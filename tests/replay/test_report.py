@@ -94,6 +94,14 @@ def test_write_verdicts_jsonl(tmp_path: Path,
     assert back == verdicts
 
 
+def test_a_name_held_by_a_folder_is_an_error_that_leaves_no_temporary_file(
+        tmp_path: Path, evaluated: tuple[dict[str, Any], list[Verdict]]) -> None:
+    (tmp_path / "verdicts.jsonl").mkdir()
+    with pytest.raises(IsADirectoryError):
+        rp.write_verdicts(tmp_path / "verdicts.jsonl", evaluated[1])
+    assert [p.name for p in tmp_path.iterdir()] == ["verdicts.jsonl"]
+
+
 def test_summary(evaluated: tuple[dict[str, Any], list[Verdict]]) -> None:
     report, _ = evaluated
     text = rp.summary(report)
