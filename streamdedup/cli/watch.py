@@ -43,6 +43,9 @@ def monitor_command(start: str, no_texts: bool, preset: str | None, **options: A
 
     settings = make_settings(preset, options)
     setup_logging(settings.log_level, settings.log_json)
+    # SIGTERM is a request to stop (exit 0, the reader closed), as SIGINT is: uvicorn stops
+    # the server on it and then raises it again for the handler it found, this one.
+    signal.signal(signal.SIGTERM, _exit_cleanly)
     try:
         from streamdedup.monitor.server import Monitor
 
@@ -57,6 +60,10 @@ def monitor_command(start: str, no_texts: bool, preset: str | None, **options: A
                f"{'' if no_texts else ', ' + settings.input_topic} on "
                f"{settings.bootstrap_servers})", err=True)
     monitor.serve()
+
+
+def _exit_cleanly(_sig: int, _frame: Any) -> None:
+    raise SystemExit(0)
 
 
 @click.command(name="tail")

@@ -118,7 +118,7 @@ class Monitor:
         self.observer.close()
 
     def serve(self) -> None:
-        """Until SIGINT/SIGTERM (uvicorn handles both and returns)."""
+        """Until SIGINT/SIGTERM (uvicorn stops on both; the command turns SIGTERM into exit 0)."""
         server = self.server()
         self.follow()
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -139,6 +140,32 @@ def test_explain_from_the_topics_and_from_the_dump(stream: Stream) -> None:
     assert json.loads(from_store.stdout)["b"]["id"] == dup["duplicate_of"], from_store.stderr
     missing = stream.cli("explain", "no-such-id", "x", "--dump", str(stream.dump))
     assert missing.returncode == 1 and "no announcement with id" in missing.stderr
+
+
+def test_the_monitor_command_stops_cleanly_on_sigterm(stream: Stream) -> None:
+    """As `run` does: exit 0 (it was 143, uvicorn raising the signal again after its stop)."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "streamdedup", "monitor", *stream.flags,
+                             "--monitor-port", str(port)], env=stream.env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if api(f"http://127.0.0.1:{port}", "/api/summary")["verdicts"] == ADS:
+                    break
+            except OSError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "no monitor"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=30)[0].decode(errors="replace")
+        assert proc.returncode == 0, out
+        assert "Traceback" not in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.fixture(scope="module")
