@@ -38,7 +38,12 @@ from streamdedup.core.sketch import Sketcher
 from streamdedup.core.verdict import Verdict
 from streamdedup.errors import MessageError, StoreError, StoreUnavailableError
 from streamdedup.service.checkpoint import Checkpoint, CheckpointFailed, offset_tag
-from streamdedup.service.kafka import ensure_topics, kafka_security, missing_topics
+from streamdedup.service.kafka import (
+    BOOTSTRAP_TIMEOUT_MS,
+    ensure_topics,
+    kafka_security,
+    missing_topics,
+)
 from streamdedup.service.message import decode_message
 from streamdedup.service.metrics import HealthServer, Metrics, is_loopback
 from streamdedup.service.records import (
@@ -117,7 +122,13 @@ class Service:
         delay = 0.5
         while True:
             try:
-                return open_configured(self.settings, self.sketcher.params())
+                store = open_configured(self.settings, self.sketcher.params())
+                if self.settings.store_backend == "memory":
+                    log.warning("--store-backend memory: the index lives in this process only; "
+                                "after a restart every ad is judged against nothing before it "
+                                "(offsets already committed are not read again). A dry run; "
+                                "use sqlite or redis to keep it")
+                return store
             except StoreUnavailableError as exc:
                 if self.stopping.is_set():
                     raise StoppedWhileConnecting from exc
@@ -152,6 +163,7 @@ class Service:
             max_partition_fetch_bytes=max(1 << 20, s.max_message_bytes + 4096),
             fetch_max_bytes=max(50 << 20, s.max_message_bytes + 4096),
             reconnect_backoff_max_ms=5000,
+            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
             # kafka-python 3 sleeps this long whenever a poll finds no fetch in flight, which
             # happens between one fetch's completion and the next request: with the default
             # 100 ms, about one message in a hundred waited an extra 100 ms (measured).
@@ -165,6 +177,7 @@ class Service:
         return KafkaProducer(
             bootstrap_servers=s.bootstrap_servers,
             client_id="streamdedup",
+            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
             acks="all",
             linger_ms=50,  # the checkpoint's flush() sends at once; until then, batch up
             batch_size=256 * 1024,

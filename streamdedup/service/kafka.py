@@ -17,6 +17,10 @@ from kafka.errors import TopicAlreadyExistsError
 from streamdedup.settings import Settings
 
 log = logging.getLogger(__name__)
+# How long one client waits for its first broker before it raises and the caller's retry loop
+# looks at its stop flag again: with kafka-python's 30 s, SIGTERM to a consumer that had no
+# broker took 28 s to end it.
+BOOTSTRAP_TIMEOUT_MS = 2000
 
 
 def kafka_security(settings: Settings) -> dict[str, Any]:
@@ -65,4 +69,5 @@ def missing_topics(settings: Settings) -> list[str]:
 
 def _admin(settings: Settings) -> KafkaAdminClient:
     return KafkaAdminClient(bootstrap_servers=settings.bootstrap_servers,
-                            client_id="streamdedup-admin", **kafka_security(settings))
+                            client_id="streamdedup-admin",
+                            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS, **kafka_security(settings))
