@@ -400,6 +400,19 @@ def test_a_second_consumer_with_the_same_instance_id_fences_the_first(
     assert newer.wait(timeout=60) == 0
 
 
+def test_a_memory_store_is_said_to_forget_at_exit(caplog: pytest.LogCaptureFixture,
+                                                  tmp_path: Path) -> None:
+    from streamdedup.service.consumer import Service
+    from streamdedup.settings import Settings
+
+    with caplog.at_level("WARNING", logger="streamdedup.service.consumer"):
+        Service(Settings(metrics_port=0, store_backend="memory")).store.close()
+        Service(Settings(metrics_port=0, store_backend="sqlite",
+                         store=str(tmp_path / "s"))).store.close()
+    said = [r.getMessage() for r in caplog.records if "--store-backend memory" in r.getMessage()]
+    assert len(said) == 1 and "after a restart" in said[0]
+
+
 def test_a_failed_final_commit_is_reported_with_a_non_zero_exit(tmp_path: Path) -> None:
     """Issue 17 item 3: a final offset commit that failed (the member had been expelled from
     the group) used to be retried on the rewound, now empty checkpoint, 'succeed', and exit 0."""
