@@ -86,21 +86,11 @@ def _duplicate_of(settings: Settings, doc_id: str, use_store: bool) -> str:
     from streamdedup.errors import InputError
 
     verdict: dict[str, Any] | None = None
-    if use_store and settings.store_backend == "sqlite":
-        from streamdedup.store.sqlite.file import read_verdict
+    if use_store:
+        from streamdedup.store import read_verdict
 
-        text = read_verdict(Path(settings.store), doc_id)  # read-only, beside the consumer
+        text = read_verdict(settings, doc_id)  # read-only, beside the consumers
         verdict = Verdict.from_json(text).to_dict() if text else None
-    elif use_store:
-        from streamdedup.core.sketch import Sketcher
-        from streamdedup.store import open_configured
-
-        store = open_configured(settings, Sketcher(settings).params())
-        try:
-            rec = store.get_doc(doc_id)
-            verdict = Verdict.from_json(rec.verdict).to_dict() if rec and rec.verdict else None
-        finally:
-            store.close()
     else:
         found = _scan(settings, settings.output_topic, {doc_id})
         verdict = found.get(doc_id)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from streamdedup.errors import ConfigError
 from streamdedup.settings import Settings
 from streamdedup.store.base import DocRecord, SetRecord, Store, check_params
 
-__all__ = ["DocRecord", "SetRecord", "Store", "open_configured", "open_store"]
+__all__ = ["DocRecord", "SetRecord", "Store", "open_configured", "open_store", "read_verdict"]
 
 
 def open_configured(settings: Settings, params: Mapping[str, Any]) -> Store:
@@ -60,3 +61,21 @@ def open_store(backend: str, location: str, params: Mapping[str, Any],
         store.close()
         raise
     return store
+
+
+def read_verdict(settings: Settings, doc_id: str) -> str | None:
+    """A document's stored verdict JSON (None when it has none: unknown, or still being
+    judged), read beside running consumers: nothing is written
+    and no writer lock taken (opening the store would wait for the consumer's, or write a
+    new store's parameters where there was none)."""
+    if settings.store_backend == "sqlite":
+        from streamdedup.store.sqlite.file import read_verdict as from_file
+
+        return from_file(Path(settings.store), doc_id) or None  # '' while being judged
+    if settings.store_backend == "redis":
+        from streamdedup.store.redis.maintenance import read_verdict as from_redis
+
+        return from_redis(settings.redis_url, settings.redis_namespace, doc_id,
+                          settings.redis_cluster)
+    raise ConfigError(f"a {settings.store_backend} store keeps nothing between processes: "
+                      "there is no stored verdict to read (give --store or --redis-url)")

@@ -1058,3 +1058,32 @@ def test_a_store_keeps_one_identity_for_its_life(make_store: Callable[..., Store
     assert again.store_id() == ident
     assert make_store("sqlite", tmp_path / "b").store_id() != ident
     assert make_store("memory").store_id() != make_store("memory").store_id()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_a_stored_verdict_is_read_beside_the_writer(backend: str, tmp_path: Path,
+                                                    request: pytest.FixtureRequest) -> None:
+    """`explain --use-store` reads while the consumer holds the store (SQLite's file lock,
+    Redis's writer lock under retention), writing nothing."""
+    from streamdedup.store import read_verdict
+
+    namespace = f"t{uuid.uuid4().hex}"
+    url = request.getfixturevalue("redis_url") if backend == "redis" else ""
+    settings = Settings(store_backend=backend, store=str(tmp_path / "s"), redis_url=url,
+                        redis_namespace=namespace)
+    writer = open_store(backend, url or settings.store, PARAMS, namespace, single_writer=True)
+    try:
+        writer.put_doc(DocRecord("a", writer.next_seq(), 1, '{"id":"a","duplicate":false}'))
+        writer.put_doc(DocRecord("b", writer.next_seq(), 1, ""))  # being judged: no verdict
+        writer.commit()
+        assert read_verdict(settings, "a") == '{"id":"a","duplicate":false}'
+        assert read_verdict(settings, "b") is None and read_verdict(settings, "c") is None
+    finally:
+        writer.close()
+    elsewhere = Settings(store_backend=backend, store=str(tmp_path / "none"), redis_url=url,
+                         redis_namespace=namespace + "x")
+    with pytest.raises(StoreError, match="no store"):
+        read_verdict(elsewhere, "a")
+    assert not (tmp_path / "none").exists()  # nothing made where nothing was
+    with pytest.raises(ConfigError, match="keeps nothing between processes"):
+        read_verdict(Settings(store_backend="memory"), "a")

@@ -1,8 +1,9 @@
 """Administering a Redis store (one namespace), for ``streamdedup store``: stats, a check of
-its records, and an export. Read-only: nothing here writes, so it runs beside the consumers
-of a group. Not one snapshot: a group that is writing meanwhile can make a document appear
-whose set record arrives in the next step of its judgement; run ``verify`` on a quiet store
-(or read its findings as "at that moment").
+its records, an export, and one document's verdict (``explain --use-store``). Read-only:
+nothing here writes, so it runs beside the consumers of a group. Not one snapshot: a group
+that is writing meanwhile can make a document appear whose set record arrives in the next
+step of its judgement; run ``verify`` on a quiet store (or read its findings as "at that
+moment").
 
 Compaction has no Redis equivalent here: the server frees memory as keys go, and rewriting
 its append-only file (``BGREWRITEAOF``) is the server operator's call, not one namespace's.
@@ -185,3 +186,10 @@ def export(url: str, namespace: str, out: TextIO, cluster: bool = False) -> int:
     for _, verdict in rows:
         out.write(verdict + "\n")
     return len(rows)
+
+
+def read_verdict(url: str, namespace: str, doc_id: str, cluster: bool = False) -> str | None:
+    """A document's verdict JSON; None when it has none (unknown, or still being judged)."""
+    r, k = _open(url, namespace, cluster)
+    raw = call(r.hget, k("docs"), doc_id)
+    return None if raw is None else doc_record(doc_id, raw).verdict or None
