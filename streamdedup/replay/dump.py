@@ -17,6 +17,7 @@ from that column, as a message's is (``service/message.py``).
 from __future__ import annotations
 
 import csv
+import logging
 import os
 import sys
 from collections.abc import Iterable, Iterator
@@ -30,6 +31,7 @@ from streamdedup.extras import require
 from streamdedup.service.message import decode_message, document_from_object
 from streamdedup.settings import Settings
 
+log = logging.getLogger(__name__)
 Row = tuple[int, Document | MessageError]
 DEFAULT_MAX_BYTES = Settings.max_message_bytes
 FORMATS = ("tsv", "jsonl", "parquet")
@@ -59,39 +61,61 @@ def detect_format(path: Path) -> str:
 
 
 def read_dump(path: str | os.PathLike[str], fmt: str | None, text_fields: tuple[str, ...],
-              *, max_bytes: int = DEFAULT_MAX_BYTES, time_field: str = "") -> Iterator[Row]:
+              *, max_bytes: int = DEFAULT_MAX_BYTES, time_field: str = "",
+              optional: tuple[str, ...] = ()) -> Iterator[Row]:
+    """The dump's rows. A TSV's header is read and checked here, before the caller opens its
+    store or outputs (an error found at the first row had emptied an existing ``--out``): a
+    header without any of the text fields is an error, one without some of them a warning (a
+    misspelt ``--text-fields`` name was silently read as "no such text"). ``optional``: more
+    fields to keep when a row has them (replay's location, link)."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"no such file: {path}")
     fmt = fmt or detect_format(path)
+    fields = tuple(dict.fromkeys((*text_fields, *optional)))
     if fmt == "tsv":
-        return _read_tsv(path, text_fields, max_bytes, time_field)
+        return _read_tsv(path, text_fields, fields, max_bytes, time_field)
     if fmt == "jsonl":
-        return _read_jsonl(path, text_fields, max_bytes, time_field)
+        return _read_jsonl(path, fields, max_bytes, time_field)
     if fmt == "parquet":
-        return _read_parquet(path, text_fields, max_bytes, time_field)
+        return _read_parquet(path, fields, max_bytes, time_field)
     raise InputError(f"unknown format {fmt!r}; use tsv, jsonl or parquet")
 
 
-def _read_tsv(path: Path, text_fields: tuple[str, ...], max_bytes: int, time_field: str
-              ) -> Iterator[Row]:
-    # A field over the limit makes the csv module raise (a malformed row, below) before the
-    # field is built; a row of several smaller fields is measured once read.
-    csv.field_size_limit(min(sys.maxsize, max_bytes))
-    with path.open(encoding="utf-8", errors="surrogateescape", newline="") as fh:
-        reader = csv.reader(fh, delimiter="\t")
+def tsv_header(path: Path) -> list[str]:
+    """A TSV's column names (an Excel export's byte order mark is not part of the first)."""
+    with path.open(encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
         try:
-            header = next(reader)
+            return next(csv.reader(fh, delimiter="\t"))
         except StopIteration:
             raise InputError(f"{path} is empty") from None
         except csv.Error as exc:
             raise InputError(f"{path} is not a TSV file: {exc}") from None
-        missing = [f for f in text_fields if f not in header]
-        if missing == list(text_fields):
-            raise InputError(
-                f"{path}: header has none of the text fields {', '.join(text_fields)} "
-                f"(header: {', '.join(header[:10])})"
-            )
+
+
+def _read_tsv(path: Path, text_fields: tuple[str, ...], fields: tuple[str, ...],
+              max_bytes: int, time_field: str) -> Iterator[Row]:
+    header = tsv_header(path)
+    missing = [f for f in text_fields if f not in header]
+    if missing == list(text_fields):
+        raise InputError(
+            f"{path}: header has none of the text fields {', '.join(text_fields)} "
+            f"(header: {', '.join(header[:10])})")
+    if missing:  # a dump may lack one (descriptions only); a misspelt name looks the same
+        log.warning("%s has no column %s: the text is %s alone (header: %s)", path,
+                    " or ".join(map(repr, missing)),
+                    ", ".join(f for f in text_fields if f not in missing), ", ".join(header[:10]))
+    return _tsv_rows(path, header, fields, max_bytes, time_field)
+
+
+def _tsv_rows(path: Path, header: list[str], fields: tuple[str, ...], max_bytes: int,
+              time_field: str) -> Iterator[Row]:
+    # A field over the limit makes the csv module raise (a malformed row, below) before the
+    # field is built; a row of several smaller fields is measured once read.
+    csv.field_size_limit(min(sys.maxsize, max_bytes))
+    with path.open(encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
+        reader = csv.reader(fh, delimiter="\t")
+        next(reader)  # the header, read above
         index = 0
         while True:
             try:
@@ -104,11 +128,13 @@ def _read_tsv(path: Path, text_fields: tuple[str, ...], max_bytes: int, time_fie
                 yield index, MessageError(reason, str(exc))
                 index += 1
                 continue
-            size = sum(len(v) for v in values)  # characters: at most the UTF-8 bytes
+            size = sum(len(v) for v in values)  # characters: 1 to 4 UTF-8 bytes each
+            if size * 4 > max_bytes:  # bytes, as a message's (the file's bytes, as read)
+                size = sum(len(v.encode("utf-8", "surrogateescape")) for v in values)
             if size > max_bytes:
-                yield index, MessageError("oversized", f"{size} characters > limit {max_bytes}")
+                yield index, MessageError("oversized", f"{size} bytes > limit {max_bytes}")
             else:
-                yield index, _tsv_row(index, header, values, text_fields, time_field)
+                yield index, _tsv_row(index, header, values, fields, time_field)
             index += 1
 
 

@@ -74,11 +74,11 @@ class _Row:
 
 def load_rows(path: Path, fmt: str | None, settings: Settings) -> tuple[list[_Row], int]:
     """Announcements to produce, in file order, and the number of unreadable rows."""
-    wanted = tuple(dict.fromkeys((*settings.text_fields, *ANNOUNCEMENT_FIELDS)))
     rows: list[_Row] = []
     unreadable = 0
     seen: set[str] = set()
-    for _, item in read_dump(path, fmt, wanted, max_bytes=settings.max_message_bytes):
+    for _, item in read_dump(path, fmt, settings.text_fields, optional=ANNOUNCEMENT_FIELDS,
+                             max_bytes=settings.max_message_bytes):
         if isinstance(item, MessageError):
             unreadable += 1
             continue

@@ -388,3 +388,17 @@ def test_produce_says_when_the_broker_refused_announcements(tmp_path: Path,
     code, _, err = run("produce", str(tmp_path / "ads.jsonl"), "--bootstrap-servers",
                        kafka_bootstrap, "--input-topic", topic, "--max-message-bytes", "1000")
     assert code == 0 and "100 announcements sent" in err, err
+
+
+def test_a_dump_refused_at_its_header_leaves_out_and_store_untouched(tmp_path: Path) -> None:
+    """The header used to be read after --out was opened (emptied) and the store made (pinned
+    to these settings, with nothing in it)."""
+    dump = tmp_path / "ads.jsonl"
+    dump.write_text('{"id": "x", "title": "t"}\n', encoding="utf-8")
+    out = tmp_path / "keep.jsonl"
+    out.write_text("earlier verdicts\n", encoding="utf-8")
+    code, _, err = run("check", str(dump), "--format", "tsv", "--out", str(out),
+                       "--store", str(tmp_path / "s"))
+    assert code == 1 and "header has none of the text fields" in err
+    assert out.read_text(encoding="utf-8") == "earlier verdicts\n"
+    assert not (tmp_path / "s").exists()

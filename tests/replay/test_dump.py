@@ -217,3 +217,37 @@ def test_a_parquet_file_that_is_not_one_or_lacks_the_text_columns_is_an_input_er
     with pytest.raises(InputError, match="no column is one of the text fields title, "
                                          "description"):
         list(read_dump(other, None, FIELDS))
+
+
+def test_a_text_field_the_header_lacks_is_said(tmp_path: Path,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    """`--text-fields title,descripton` read titles alone and said nothing."""
+    path = tmp_path / "d.tsv"
+    path.write_text("id\ttitle\tdescription\na\tDev\tJava\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="streamdedup.replay.dump"):
+        assert [outcome(i) for _, i in read_dump(path, None, ("title", "descripton"))] == [
+            "doc:a"]
+    assert "no column 'descripton': the text is title alone" in caplog.text
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_column(tmp_path: Path) -> None:
+    """An Excel export: the ids became row numbers ('\\ufeffid' was no id column)."""
+    path = tmp_path / "d.tsv"
+    path.write_bytes("id\ttitle\tdescription\nA1\tDev\tJava\n".encode("utf-8-sig"))
+    assert [outcome(item) for _, item in rows(path)] == ["doc:A1"]
+
+
+def test_header_errors_come_before_the_first_row_is_asked_for(tmp_path: Path) -> None:
+    """`check` opens its store and --out after read_dump: an error at the first row had
+    emptied an existing --out and pinned an empty store."""
+    path = tmp_path / "d.tsv"
+    path.write_text("name\tbody\nx\ty\n", encoding="utf-8")
+    with pytest.raises(InputError, match="none of the text fields"):
+        read_dump(path, None, FIELDS)  # not iterated
+
+
+def test_a_tsv_row_is_measured_in_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "d.tsv"
+    path.write_text("id\tdescription\na\t" + "è" * 600 + "\n", encoding="utf-8")
+    got = [outcome(i) for _, i in read_dump(path, None, FIELDS, max_bytes=1000)]
+    assert got == ["oversized"]  # 601 characters, 1,201 bytes
