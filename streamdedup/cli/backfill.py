@@ -70,6 +70,9 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
                             partitions=partitions, pairs=pairs, report_dir=report_dir)
     directory = store_directory(settings)
     checked_output(out, dump, store=directory)
+    if errors is None and out.exists() and not out.is_file():  # /dev/stdout, a pipe
+        raise click.UsageError(f"--out {out} is no regular file: give --errors FILE too (the "
+                               f"default, {config.errors_path}, would be made beside it)")
     checked_output(config.errors_path, dump, option="--errors", store=directory,
                    beside=("--out", out))
     bar = progress_bar(unit="doc", delay=0.5)

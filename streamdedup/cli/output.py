@@ -27,7 +27,8 @@ def checked_output(out: Path, *inputs: Path | None, option: str = "--out",
         if source is not None and _same_regular_file(out, source):
             raise click.UsageError(f"{option} {out} is the input {source}: writing it would "
                                    f"destroy what is being read; give another file")
-    if beside is not None and _same_regular_file(out, beside[1]):
+    if beside is not None and (_same_regular_file(out, beside[1])
+                               or _one_new_file(out, beside[1])):
         raise click.UsageError(f"{option} {out} is also {beside[0]}; give another file")
     try:
         if store is not None and out.parent.resolve() == store.resolve():
@@ -64,4 +65,13 @@ def _same_regular_file(a: Path, b: Path) -> bool:
     try:
         return os.path.samefile(a, b) and stat.S_ISREG(os.stat(a).st_mode)
     except OSError:  # one of them does not exist (an output not written yet), or a loop
+        return False
+
+
+def _one_new_file(a: Path, b: Path) -> bool:
+    """``a`` and ``b`` spell one file that does not exist yet (``--out y --errors y``: both
+    opened for writing, the verdicts overwrote the error rows)."""
+    try:
+        return not a.exists() and a.resolve() == b.resolve()
+    except (OSError, RuntimeError):
         return False

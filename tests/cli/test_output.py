@@ -79,12 +79,16 @@ def test_devices_are_outputs_like_any_other(dump: Path, tmp_path: Path) -> None:
     assert code == 0, err
 
 
-def test_errors_and_out_may_not_be_one_file(dump: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("exists", [True, False])
+def test_errors_and_out_may_not_be_one_file(dump: Path, tmp_path: Path, exists: bool) -> None:
+    """Also a file not made yet, spelt twice: the verdicts overwrote the error rows."""
     out = tmp_path / "v.jsonl"
-    out.write_text("")
+    if exists:
+        out.write_text("")
     code, _, err = run("backfill", str(dump), "--engine", "local", "--out", str(out),
-                       "--errors", str(out), "--store", str(tmp_path / "s"))
-    assert code == 2 and f"--errors {out} is also --out" in err, err
+                       "--errors", str(tmp_path / "." / "v.jsonl"),
+                       "--store", str(tmp_path / "s"))
+    assert code == 2 and "is also --out" in err, err
 
 
 @pytest.mark.parametrize("command", [["check", "DUMP"], ["store", "export"]])
@@ -105,3 +109,11 @@ def test_a_loop_of_links_is_one_line(dump: Path, tmp_path: Path) -> None:
     loop.symlink_to(tmp_path / "loop")
     code, _, err = run("check", str(dump), "--out", str(loop), "--store", str(tmp_path / "s"))
     assert code in (1, 2) and "Traceback" not in err and "symbolic links" in err, err
+
+
+def test_an_out_that_is_a_device_needs_errors_named(dump: Path, tmp_path: Path) -> None:
+    """--out /dev/stdout made /dev/stdout.errors.jsonl, a regular file in /dev."""
+    code, _, err = run("backfill", str(dump), "--engine", "local", "--out", "/dev/null",
+                       "--store", str(tmp_path / "s"))
+    assert code == 2 and "give --errors FILE too" in err, err
+    assert not Path("/dev/null.errors.jsonl").exists()
