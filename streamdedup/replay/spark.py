@@ -64,14 +64,35 @@ def with_retries(master: str) -> str:
 
 
 _MEMORY = re.compile(r"^\d+[kmgt]?$", re.I)
+_MASTER = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?|yarn|(spark|k8s|mesos)://\S+)$")
+
+
+def check_spark_flags(driver_memory: str, master: str = "local") -> None:
+    """Before the dump is read (a bad --driver-memory was refused once the whole dump had
+    been; a master of no known form started a JVM that printed its stack)."""
+    if not _MEMORY.match(driver_memory):
+        raise ConfigError(f"--driver-memory must be like 3g or 512m, not {driver_memory!r}")
+    if not _MASTER.match(master):
+        raise ConfigError(f"--master must be local, local[N], local[*], local[N,F], yarn or "
+                          f"spark://, k8s://, mesos:// and an address, not {master!r}")
+
+
+def _java_reason(exc: Exception) -> str:
+    """The JVM's own message (Py4JJavaError's text is the whole Java stack), else the first
+    line of the error."""
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        with suppress(Exception):
+            return str(java.getMessage())
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 @contextmanager
 def session(master: str, say: Callable[[str], None], driver_memory: str = "3g"
             ) -> Iterator[tuple[Any, Path | None]]:
     """A Spark session, and in local mode a directory to stage the dump's texts in."""
-    if not _MEMORY.match(driver_memory):
-        raise ConfigError(f"--driver-memory must be like 3g or 512m, not {driver_memory!r}")
+    check_spark_flags(driver_memory, master)
     require("pyspark", "the Spark backfill")
     from pyspark.sql import SparkSession
 
@@ -88,7 +109,11 @@ def session(master: str, say: Callable[[str], None], driver_memory: str = "3g"
         # streamdedup's dependencies installed (see the README).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     say(f"starting Spark ({master})")
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # a master Spark refuses: py4j's or pyspark's error, a traceback
+        raise ConfigError(f"Spark did not start with --master {master!r}: "
+                          f"{_java_reason(exc)}") from None
     work = Path(tempfile.mkdtemp(prefix="streamdedup-backfill-"))
     try:
         spark.sparkContext.setLogLevel("ERROR")  # task retries are reported by us, not logged

@@ -53,3 +53,22 @@ def test_spark_reads_the_texts_from_the_driver_or_from_a_staged_file_alike_and_p
         assert plan == local_plan(got, SETTINGS.threshold, cap, keep_pairs=True)
     assert plans[2].over_cap > 0 and plans[2000].over_cap == 0
     assert plans[2000].verified_pairs > 0
+
+
+def test_a_master_spark_refuses_is_one_line(tmp_path: Path) -> None:
+    """`--master bogus` and `local[0]` ended in py4j tracebacks; a bad --driver-memory was
+    refused only after the whole dump was read."""
+    import subprocess
+    import sys
+
+    dump = tmp_path / "d.jsonl"
+    dump.write_text('{"id": "a", "title": "Dev", "description": "Java"}\n', encoding="utf-8")
+    for flags, said in ((["--master", "local[0]"], "Spark did not start with --master"),
+                        (["--master", "bogus"], "--master must be local, local[N]"),
+                        (["--driver-memory", "lots"], "--driver-memory must be like 3g")):
+        done = subprocess.run(
+            [sys.executable, "-m", "streamdedup", "backfill", str(dump), "--engine", "spark",
+             "--out", str(tmp_path / "v.jsonl"), "--store", str(tmp_path / "s"), *flags],
+            capture_output=True, text=True, timeout=300)
+        assert done.returncode == 1 and said in done.stderr, done.stderr[-3000:]
+        assert "Traceback" not in done.stderr
