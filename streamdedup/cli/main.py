@@ -68,7 +68,7 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
     from streamdedup.cli.progress import progress_bar
     from streamdedup.core.shared import detector_for
     from streamdedup.core.sketch import Sketcher
-    from streamdedup.replay.dump import batched, read_dump
+    from streamdedup.replay.dump import batched, read_dump, row_number_warning
     from streamdedup.replay.read_ahead import BATCH, ReadAhead
     from streamdedup.store import open_configured
 
@@ -89,6 +89,9 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
         if ahead is not None:
             ahead.close()
         raise click.ClickException(str(exc)) from None
+    warning = row_number_warning(path, fmt, store.stats()["documents"])
+    if warning:
+        click.echo(warning, err=True)
     detector = detector_for(settings, store, sketcher)
     try:
         sink: TextIO = open_output(out) if out else sys.stdout

@@ -37,7 +37,7 @@ from streamdedup.core.sketch import Shingled, Sketcher
 from streamdedup.core.verdict import Verdict
 from streamdedup.errors import ConfigError, MessageError
 from streamdedup.replay.config import ENGINES, ORDERS, BackfillConfig
-from streamdedup.replay.dump import read_dump
+from streamdedup.replay.dump import read_dump, row_number_warning
 from streamdedup.replay.pairs import Plan, Row, local_plan, sketch_rows
 from streamdedup.replay.read_ahead import BATCH
 from streamdedup.settings import Settings
@@ -118,6 +118,9 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
     # holds documents is probed as the stream would. With retention, too: a pair plan knows
     # nothing of the window (the sketches still come from the engine).
     held = store.stats()
+    warning = row_number_warning(config.dump, config.fmt, held["documents"])
+    if warning:
+        say(warning)
     use_plan = (config.pairs and isinstance(detector, Detector)
                 and held["documents"] == 0 and held["sets"] == 0
                 and settings.retention_ms is None)

@@ -82,6 +82,19 @@ def read_dump(path: str | os.PathLike[str], fmt: str | None, text_fields: tuple[
     raise InputError(f"unknown format {fmt!r}; use tsv, jsonl or parquet")
 
 
+def row_number_warning(path: Path, fmt: str | None, held_documents: int) -> str | None:
+    """What to say when a TSV without an ``id`` column goes into a store that holds
+    documents: its rows' ids are their numbers, which any other such dump repeats, so its
+    row 0 replaced the earlier dump's document "0" (two days' dumps kept one day's ads)."""
+    if not held_documents or (fmt or detect_format(path)) != "tsv" \
+            or "id" in tsv_header(path):
+        return None
+    return (f"warning: {path} has no id column, so its rows' ids are their numbers (0, 1, "
+            f"...), and the store already holds {held_documents:,} documents: a row replaces "
+            f"the one its number names, if another dump put it there. Give the dump an id "
+            f"column to keep both")
+
+
 def tsv_header(path: Path) -> list[str]:
     """A TSV's column names (an Excel export's byte order mark is not part of the first)."""
     with path.open(encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:

@@ -402,3 +402,29 @@ def test_a_dump_refused_at_its_header_leaves_out_and_store_untouched(tmp_path: P
     assert code == 1 and "header has none of the text fields" in err
     assert out.read_text(encoding="utf-8") == "earlier verdicts\n"
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("command", [["check"], ["backfill", "--engine", "local"]])
+def test_a_tsv_of_row_numbers_into_a_store_with_documents_is_warned_of(
+        tmp_path: Path, command: list[str]) -> None:
+    """Two days' dumps without an id column: day 2's row 0 replaced day 1's document "0"."""
+    store = ["--store", str(tmp_path / "s")]
+
+    def tsv(name: str, text: str) -> Path:
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        return tmp_path / name
+
+    day1 = tsv("day1.tsv", "title\tdescription\nJava developer\tMilano\nPizzaiolo\tNapoli\n")
+    day2 = tsv("day2.tsv", "title\tdescription\nData analyst\tTorino, part time\n")
+
+    def judge(dump: Path, n: int) -> str:
+        out = ["--out", str(tmp_path / f"v{n}.jsonl")]
+        code, _, err = run(*command[:1], str(dump), *command[1:], *out, *store)
+        assert code == 0, err
+        return err
+
+    assert "no id column" not in judge(day1, 1)  # an empty store: nothing to replace
+    said = judge(day2, 2)
+    assert "day2.tsv has no id column" in said and "already holds 2 documents" in said
+    with_ids = tsv("day3.tsv", "id\ttitle\tdescription\nd3-0\tCuoco\tRoma\n")
+    assert "no id column" not in judge(with_ids, 3)
