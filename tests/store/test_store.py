@@ -1087,3 +1087,18 @@ def test_a_stored_verdict_is_read_beside_the_writer(backend: str, tmp_path: Path
     assert not (tmp_path / "none").exists()  # nothing made where nothing was
     with pytest.raises(ConfigError, match="keeps nothing between processes"):
         read_verdict(Settings(store_backend="memory"), "a")
+
+
+def test_eviction_sees_the_checkpoints_own_writes(store: Store) -> None:
+    """Contract (every backend): ads that came and left the window within one batch leave
+    at its eviction. Redis read only what it had committed: they stayed, and a dump gave
+    another cluster id than on SQLite."""
+    store.add_set(SetRecord(1, store.next_seq(), "a", 1, last_time=10), HIGH)
+    store.put_doc(DocRecord("a", store.next_seq(), 1, "{}", time=10))
+    store.add_set(SetRecord(2, store.next_seq(), "b", 2, last_time=500), HIGH[:2])
+    store.put_doc(DocRecord("b", store.next_seq(), 2, "{}", time=500))
+    assert store.evict(cutoff_ms=100, limit=10) == 2  # document a and set 1, not committed
+    assert store.get_doc("a") is None and store.get_doc("b") is not None
+    assert 1 not in {i for i, r in store.get_sets([1, 2]).items() if not r.evicted}
+    store.commit()
+    assert store.get_doc("a") is None and store.stats()["documents"] == 1

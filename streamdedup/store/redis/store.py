@@ -318,18 +318,26 @@ class RedisStore(Store):
 
     # --- retention
     def evict(self, cutoff_ms: int, limit: int) -> int:
-        docs = self._call(self.r.zrangebyscore, self.k("dtime"), "-inf", f"({cutoff_ms}", 0,
-                          limit)
+        """What left the window, from the server and from this checkpoint's own writes (the
+        server has not seen those: ads that came and left within one batch stayed, and the
+        same dump clustered apart from SQLite's)."""
+        docs = [raw.decode() for raw in self._call(
+            self.r.zrangebyscore, self.k("dtime"), "-inf", f"({cutoff_ms}", 0, limit)]
+        docs += [d for _, d in sorted((doc.time, doc.doc_id) for doc in self._docs.values()
+                                      if doc is not None and doc.time is not None
+                                      and doc.time < cutoff_ms)[:limit]]
         gone = 0
-        for raw in docs:
-            doc = self.get_doc(raw.decode())
+        for doc_id in dict.fromkeys(docs):
+            doc = self.get_doc(doc_id)
             if doc is not None and doc.time is not None and doc.time < cutoff_ms:
                 self.forget_doc(doc.doc_id)
                 gone += 1
-        sets = self._call(self.r.zrangebyscore, self.k("stime"), "-inf", f"({cutoff_ms}", 0,
-                          limit)
-        for raw in sets:
-            set_id = int(raw)
+        sets = [int(raw) for raw in self._call(
+            self.r.zrangebyscore, self.k("stime"), "-inf", f"({cutoff_ms}", 0, limit)]
+        sets += [i for _, i in sorted((rec.last_time, rec.set_id) for rec in self._sets.values()
+                                      if not rec.evicted and rec.last_time is not None
+                                      and rec.last_time < cutoff_ms)[:limit]]
+        for set_id in dict.fromkeys(sets):
             rec = self.get_sets([set_id]).get(set_id)
             if rec is not None and not rec.evicted and rec.last_time is not None \
                     and rec.last_time < cutoff_ms:
