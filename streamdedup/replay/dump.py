@@ -131,6 +131,7 @@ def _tsv_rows(path: Path, header: list[str], fields: tuple[str, ...], max_bytes:
         next(reader)  # the header, read above
         index = 0
         while True:
+            first = reader.line_num + 1
             try:
                 values = next(reader)
             except StopIteration:
@@ -138,7 +139,13 @@ def _tsv_rows(path: Path, header: list[str], fields: tuple[str, ...], max_bytes:
             except csv.Error as exc:
                 reason = "oversized" if "field larger than field limit" in str(exc) \
                     else "malformed_row"
-                yield index, MessageError(reason, str(exc))
+                yield index, MessageError(reason, f"{exc}{_lines(first, reader.line_num)}")
+                index += 1
+                continue
+            if len(values) != len(header):
+                yield index, MessageError("malformed_row", f"{len(values)} fields where the "
+                                          f"header has {len(header)}"
+                                          f"{_lines(first, reader.line_num)}")
                 index += 1
                 continue
             size = sum(len(v) for v in values)  # characters: 1 to 4 UTF-8 bytes each
@@ -149,6 +156,15 @@ def _tsv_rows(path: Path, header: list[str], fields: tuple[str, ...], max_bytes:
             else:
                 yield index, _tsv_row(index, header, values, fields, time_field)
             index += 1
+
+
+def _lines(first: int, last: int) -> str:
+    """Where a bad row was in the file: a quote left open makes one "row" of the lines up to
+    the next quote (four good rows were lost inside one malformed row, unnamed)."""
+    if last <= first:
+        return f" (line {first})"
+    return (f" (lines {first}-{last} of the file: if a quote was left open at line "
+            f"{first}, the lines up to the next quote were read as this one row)")
 
 
 def _tsv_row(

@@ -251,3 +251,13 @@ def test_a_tsv_row_is_measured_in_bytes(tmp_path: Path) -> None:
     path.write_text("id\tdescription\na\t" + "è" * 600 + "\n", encoding="utf-8")
     got = [outcome(i) for _, i in read_dump(path, None, FIELDS, max_bytes=1000)]
     assert got == ["oversized"]  # 601 characters, 1,201 bytes
+
+
+def test_a_quote_left_open_names_the_lines_it_swallowed(tmp_path: Path) -> None:
+    """Four good rows after an unclosed quote were lost inside one malformed row, unnamed."""
+    path = tmp_path / "d.tsv"
+    path.write_text('id\ttitle\tdescription\na\t"Unterminated title\tx\n'
+                    + "".join(f"r{i}\tDev {i}\tJava\n" for i in range(4)), encoding="utf-8")
+    got = rows(path)
+    assert [outcome(item) for _, item in got] == ["malformed_row"]
+    assert "lines 2-6 of the file: if a quote was left open at line 2" in got[0][1].detail
