@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
+from streamdedup.core.retention import format_time
 from streamdedup.errors import StoreError
 from streamdedup.store.base import sorted_hashes, verdict_problems
 from streamdedup.store.redis.client import Keys, call, connect, safe_url
@@ -49,7 +50,8 @@ def stats(url: str, namespace: str, cluster: bool = False) -> dict[str, Any]:
     pipe.hgetall(k("counts"))
     pipe.get(k("seq"))
     pipe.hlen(k("pos"))
-    meta, docs, versions, counts, seq, positions = call(pipe.execute)
+    pipe.zrange(k("dtime"), 0, 0, withscores=True)
+    meta, docs, versions, counts, seq, positions, oldest = call(pipe.execute)
     counted = {key.decode(): int(v) for key, v in counts.items()}
     memory = call(r.info, "memory")
     if memory and all(isinstance(v, dict) for v in memory.values()):  # a cluster: per node
@@ -64,6 +66,9 @@ def stats(url: str, namespace: str, cluster: bool = False) -> dict[str, Any]:
         "versions": int(versions),
         "distinct_sets": counted.get("sets", 0),
         "bucket_entries": counted.get("bucket_entries", 0),
+        # Retention (the single writer's namespace; RETENTION.md "What to watch").
+        "clock": format_time(int(meta[b"clock"]) if b"clock" in meta else None),
+        "oldest_document": format_time(int(oldest[0][1]) if oldest else None),
         "last_seq": int(seq or 0),
         "input_partitions": int(positions),
         "bytes": {"server_used_memory": used,

@@ -22,11 +22,11 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 import streamdedup.store.sqlite.snapshot as snapshot
+from streamdedup.core.retention import format_time
 from streamdedup.errors import StoreCorruptError, StoreError
 from streamdedup.store.base import valid_payload, verdict_problems
 from streamdedup.store.sqlite.file import (
@@ -104,8 +104,8 @@ def stats(directory: Path) -> dict[str, Any]:
             "distinct_sets": one("SELECT count(*) FROM sets WHERE first_seq IS NOT NULL "
                                  "AND evicted = 0"),
             "tombstones": one("SELECT count(*) FROM sets WHERE evicted = 1"),
-            "clock": _iso(maybe("SELECT value FROM counters WHERE name = 'clock'")),
-            "oldest_document": _iso(maybe("SELECT min(time) FROM docs")),
+            "clock": format_time(maybe("SELECT value FROM counters WHERE name = 'clock'")),
+            "oldest_document": format_time(maybe("SELECT min(time) FROM docs")),
             "edges": one("SELECT count(*) FROM edges"),
             "crowded_sets": one("SELECT count(*) FROM crowded"),
             "bucket_log_rows": one("SELECT count(*) FROM bucket_log"),
@@ -260,12 +260,6 @@ def _retention_problems(conn: sqlite3.Connection) -> list[str]:
         problems.append(f"document {doc_id!r}: newer than its set {set_id}'s newest time, or "
                         f"in an evicted set")
     return problems
-
-
-def _iso(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
 
 
 def _cycles(sets: dict[int, tuple[Any, Any, Any]]) -> list[str]:

@@ -188,3 +188,24 @@ def test_only_writers_are_warned_of_a_redis_that_does_not_fsync(
             assert "appendfsync" not in caplog.text
     finally:
         server.stop()
+
+
+def test_stats_show_the_retention_clock_and_the_oldest_document(redis_url: str) -> None:
+    """As SQLite's do (RETENTION.md, "What to watch"); Redis's said nothing of them."""
+    from streamdedup.store.base import DocRecord
+
+    namespace, _ = built(redis_url, n=3)
+    assert {k: maintenance.stats(redis_url, namespace)[k]
+            for k in ("clock", "oldest_document")} == {"clock": None, "oldest_document": None}
+    store = open_store("redis", redis_url, Sketcher(SETTINGS).params(), f"{namespace}r",
+                       single_writer=True)
+    try:
+        store.put_doc(DocRecord("a", store.next_seq(), 1, "{}", time=1_700_000_000_000))
+        store.put_doc(DocRecord("b", store.next_seq(), 1, "{}", time=1_700_086_400_000))
+        store.put_clock(1_700_086_400_000)
+        store.commit()
+    finally:
+        store.close()
+    found = maintenance.stats(redis_url, f"{namespace}r")
+    assert (found["clock"], found["oldest_document"]) == ("2023-11-15T22:13:20+00:00",
+                                                         "2023-11-14T22:13:20+00:00")
