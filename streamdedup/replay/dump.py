@@ -70,6 +70,9 @@ def read_dump(path: str | os.PathLike[str], fmt: str | None, text_fields: tuple[
     fields to keep when a row has them (replay's location, link)."""
     path = Path(path)
     if not path.is_file():
+        if str(path) == "-" or path.exists():  # standard input, a pipe, a device, a folder
+            raise InputError(f"{path} is not a regular file: a dump is read from a file "
+                             f"(twice: its header first), not from a stream")
         raise InputError(f"no such file: {path}")
     fmt = fmt or detect_format(path)
     fields = tuple(dict.fromkeys((*text_fields, *optional)))

@@ -110,8 +110,9 @@ def test_jsonl_good_and_bad_lines(tmp_path: Path) -> None:
 def test_missing_file_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no such file"):
         read_dump(tmp_path / "nope.tsv", None, FIELDS)
-    with pytest.raises(InputError, match="no such file"):
-        read_dump(tmp_path, "tsv", FIELDS)  # a directory is not a dump
+    for stream in (tmp_path, Path("/dev/stdin"), Path("-")):  # a folder, a stream: no dump
+        with pytest.raises(InputError, match="is not a regular file"):
+            read_dump(stream, "tsv", FIELDS)
 
 
 def test_unknown_format_is_an_input_error(tmp_path: Path) -> None:

@@ -244,3 +244,9 @@ def test_an_explicit_automatic_id_must_be_the_messages_own() -> None:
     with pytest.raises(MessageError) as info:
         decode_message(thief, FIELDS, 1 << 20)
     assert info.value.reason == "reserved_id" and "reserved_id" in REASONS
+
+
+def test_an_empty_id_is_called_empty() -> None:
+    """It said "got str", of a string."""
+    with pytest.raises(MessageError, match="got an empty string"):
+        decode_message(b'{"id": " ", "title": "x"}', ("title",), 1 << 20)
