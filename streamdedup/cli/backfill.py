@@ -70,6 +70,10 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
                             partitions=partitions, pairs=pairs, report_dir=report_dir)
     directory = store_directory(settings)
     checked_output(out, dump, store=directory)
+    if report_dir is not None and directory is not None \
+            and report_dir.resolve() == directory.resolve():
+        raise click.UsageError(f"--report {report_dir} is the store's directory; give "
+                               "another (the report's files would sit among the store's)")
     if errors is None and out.exists() and not out.is_file():  # /dev/stdout, a pipe
         raise click.UsageError(f"--out {out} is no regular file: give --errors FILE too (the "
                                f"default, {config.errors_path}, would be made beside it)")

@@ -117,3 +117,11 @@ def test_an_out_that_is_a_device_needs_errors_named(dump: Path, tmp_path: Path) 
                        "--store", str(tmp_path / "s"))
     assert code == 2 and "give --errors FILE too" in err, err
     assert not Path("/dev/null.errors.jsonl").exists()
+
+
+def test_a_report_in_the_stores_directory_is_refused(dump: Path, tmp_path: Path) -> None:
+    code, _, err = run("backfill", str(dump), "--engine", "local", "--out",
+                       str(tmp_path / "v.jsonl"), "--store", str(tmp_path / "s"),
+                       "--report", str(tmp_path / "s"))
+    assert code == 2 and "is the store's directory" in err, err
+    assert not (tmp_path / "s").exists()
