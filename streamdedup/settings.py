@@ -124,7 +124,8 @@ class Settings:
         "time seen (e.g. 60d, 12h, 1d12h); '' = forever", group="retention")
     time_field: str = _opt(
         "timestamp", "message field holding the announcement time (ISO 8601 or epoch seconds;"
-        " else the Kafka record time, else arrival); read only with --retention",
+        " else the Kafka record time, else the newest time seen, else the wall clock); read"
+        " only with --retention",
         group="retention")
     # --- Kafka service
     bootstrap_servers: str = _opt("127.0.0.1:9092", "Kafka bootstrap servers", group="kafka")

@@ -125,12 +125,12 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
         f"{sketcher.recall_at_threshold():.6f}"
         + (f"; retention {settings.retention}: {getattr(detector, 'evicted', 0)} documents "
            f"and sets evicted" if settings.retention else "")
-        + (f"; {untimed} documents without a {settings.time_field!r} field took their "
-           f"arrival as their time" if settings.read_time_field and untimed else ""),
+        + (f"; {untimed} documents without a {settings.time_field!r} field took "
+           f"the clock's time (the newest seen)" if settings.read_time_field and untimed else ""),
         err=True,
     )
     if tally.errors and not docs:  # e.g. --retention on a dump whose times do not parse
-        hint = ("; --time-field '' takes arrival times instead"
+        hint = ("; --time-field '' judges them without their times instead"
                 if first_error.startswith("bad_time") else "")
         raise click.ClickException(f"every row of {path} was bad, none was judged (the "
                                    f"first: {first_error}){hint}")
@@ -144,7 +144,7 @@ class _Tally:
     dups: int = 0
     errors: int = 0
     first_error: str = ""  # "reason: detail" of the first bad row
-    untimed: int = 0  # documents without a time (with retention: judged at their arrival)
+    untimed: int = 0  # documents without a time (with retention: at the clock's)
 
 
 def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO,

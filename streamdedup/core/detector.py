@@ -135,8 +135,12 @@ class Detector:
         store = self.store
         window = self.window
         time: int | None = None
-        if window.length_ms is not None:  # its time, else its arrival (documented fallback)
-            time = doc.time if doc.time is not None else self._arrival
+        if window.length_ms is not None:
+            # Its time; else the clock's (as new as the newest ad seen), else its arrival:
+            # the wall clock for one untimed row of a 2024 dump moved the clock to today and
+            # emptied the window.
+            time = doc.time if doc.time is not None else (
+                window.clock_ms if window.clock_ms is not None else self._arrival)
             assert time is not None
             window.see(time)
         if self._prior is None or doc.id in self._judged:

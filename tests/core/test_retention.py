@@ -278,6 +278,20 @@ def test_documents_without_a_time_arrive_now(store: Store) -> None:
     assert abs(store.get_clock() - parse_time("2026-01-01")) < 10 * 365 * DAY  # type: ignore
 
 
+def test_a_document_without_a_time_takes_the_clocks_not_todays(store: Store) -> None:
+    """One untimed row in a 2024 dump took today's time: the clock jumped and every ad
+    before it left the window (its repost was 'new')."""
+    det = Detector(RETAIN, store)
+    start = parse_time("2024-03-01") / DAY
+    words = " ".join(f"w{i}" for i in range(30))
+    v = run(det, [ad("old", words, start), ad("other", "x1 x2 x3 x4", start + 1),
+                  Document("untimed", {"description": "y1 y2 y3 y4"}),
+                  ad("repost", words, start + 2)])
+    assert store.get_clock() == round((start + 2) * DAY)
+    assert v[3].duplicate and v[3].duplicate_of == "old"
+    assert store.get_doc("untimed").time == round((start + 1) * DAY)  # type: ignore[union-attr]
+
+
 def test_eviction_leaves_nothing_behind(make_store: Callable[..., Store]) -> None:
     """Once the window has passed a stream, the store holds its last window only: no
     document, set, bucket entry, version, edge or log row of what went before."""
