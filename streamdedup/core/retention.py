@@ -64,13 +64,6 @@ def _epoch_ms(number: float) -> int:
     return ms
 
 
-def format_time(ms: int | None) -> str | None:
-    """Milliseconds since the epoch as ISO 8601 UTC to the second (``store stats``)."""
-    if ms is None:
-        return None
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
-
-
 def now_ms() -> int:
     return round(datetime.now(UTC).timestamp() * 1000)
 

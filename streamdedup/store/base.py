@@ -28,6 +28,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import numpy as np
@@ -391,3 +392,10 @@ def verdict_problems(doc_id: str, seq: int, verdict: str
         problems.append(f"document {doc_id!r}: seq {seq} but its verdict says "
                         f"{parsed.get('seq')}")
     return problems, parsed
+
+
+def format_time(ms: int | None) -> str | None:
+    """Milliseconds since the epoch as ISO 8601 UTC to the second (``store stats``)."""
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")

@@ -15,9 +15,8 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from streamdedup.core.retention import format_time
 from streamdedup.errors import StoreError
-from streamdedup.store.base import sorted_hashes, verdict_problems
+from streamdedup.store.base import format_time, sorted_hashes, verdict_problems
 from streamdedup.store.redis.client import Keys, call, connect, safe_url
 from streamdedup.store.redis.store import doc_record
 

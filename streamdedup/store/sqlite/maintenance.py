@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import streamdedup.store.sqlite.snapshot as snapshot
-from streamdedup.core.retention import format_time
 from streamdedup.errors import StoreCorruptError, StoreError
-from streamdedup.store.base import valid_payload, verdict_problems
+from streamdedup.store.base import format_time, valid_payload, verdict_problems
 from streamdedup.store.sqlite.file import (
     DB_NAME,
     acquire_lock,
