@@ -136,11 +136,13 @@ class Detector:
         window = self.window
         time: int | None = None
         if window.length_ms is not None:
-            # Its time; else the clock's (as new as the newest ad seen), else its arrival:
-            # the wall clock for one untimed row of a 2024 dump moved the clock to today and
-            # emptied the window.
+            # Its time; else, when times are read (a time field), the clock's: as new as the
+            # newest ad seen (the wall clock for one untimed row of a 2024 dump moved the
+            # clock to today and emptied the window); else its arrival (no time field: the
+            # wall clock, per batch, moves the clock).
+            late = self.settings.read_time_field and window.clock_ms is not None
             time = doc.time if doc.time is not None else (
-                window.clock_ms if window.clock_ms is not None else self._arrival)
+                window.clock_ms if late else self._arrival)
             assert time is not None
             window.see(time)
         if self._prior is None or doc.id in self._judged:

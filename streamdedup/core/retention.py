@@ -10,8 +10,9 @@ Times are integer milliseconds since the Unix epoch (exact in a Redis score, a d
 Out of order: an ad older than the newest one does not move the clock back; an ad that is
 already older than the window when it arrives is judged against the window and then leaves
 it at once. Missing: the caller falls back to the Kafka record time; the detector then to
-the clock (as new as the newest ad seen: one untimed row of last year's dump must not move
-the clock to today and empty the window), and before any time to the wall clock.
+the clock when a time field is read (as new as the newest ad seen: one untimed row of last
+year's dump must not move the clock to today and empty the window), else, and before any
+time, to the wall clock.
 
 Logical and physical expiry are apart on purpose: the detector never matches an expired
 document (``Window.live``), whether or not the store has removed it yet, so a verdict does

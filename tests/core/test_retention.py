@@ -421,3 +421,16 @@ def test_a_store_that_evicted_can_be_used_without_retention(store: Store) -> Non
         {"description": " ".join(words)}).set_id]).popitem()[1].evicted
     again = run(Detector(WORDS, store), [ad("a2", " ".join(words), 200)])[0]
     assert again.duplicate_of == "b" and again.cluster_id == "a"
+
+
+def test_without_a_time_field_the_wall_clock_moves_the_clock(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`check --time-field ''` run day after day: each batch at its arrival, so the window
+    moves (taking the clock's time instead froze it at the first run's)."""
+    det = Detector(RETAIN.replace(time_field=""), store)
+    day = 1_800_000_000_000
+    monkeypatch.setattr(detector_module, "now_ms", lambda: day)
+    run(det, [Document("a", {"description": "w1 w2 w3 w4"})])
+    monkeypatch.setattr(detector_module, "now_ms", lambda: day + 90 * DAY)
+    v = run(det, [Document("b", {"description": "w1 w2 w3 w4"})])
+    assert store.get_clock() == day + 90 * DAY and not v[0].duplicate
