@@ -74,7 +74,9 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
             and report_dir.resolve() == directory.resolve():
         raise click.UsageError(f"--report {report_dir} is the store's directory; give "
                                "another (the report's files would sit among the store's)")
-    if errors is None and out.exists() and not out.is_file():  # /dev/stdout, a pipe
+    if errors is None and ((out.exists() and not out.is_file())  # a pipe, a device
+                           or out.absolute().parts[1:2] in (("dev",), ("proc",))):
+        # /dev/stdout is a regular file when the shell redirects it to one
         raise click.UsageError(f"--out {out} is no regular file: give --errors FILE too (the "
                                f"default, {config.errors_path}, would be made beside it)")
     checked_output(config.errors_path, dump, option="--errors", store=directory,
@@ -86,6 +88,10 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
 
     garbage.settle()  # start-up is over (50,000 ads, local engine: 7.1 -> 2.2 s of GC)
     try:
+        if engine == "spark":  # before the store is made (and pinned) for nothing
+            from streamdedup.replay.spark import check_spark_flags
+
+            check_spark_flags(driver_memory, master)
         store = open_configured(settings, Sketcher(settings).params())
         try:
             result = backfill(settings, store, config, progress=bar.update, say=say)

@@ -64,7 +64,8 @@ def with_retries(master: str) -> str:
 
 
 _MEMORY = re.compile(r"^\d+[kmgt]?$", re.I)
-_MASTER = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?|yarn|(spark|k8s|mesos)://\S+)$")
+_MASTER = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]|yarn"
+                     r"|(spark|k8s|mesos)://\S+)$")
 
 
 def check_spark_flags(driver_memory: str, master: str = "local") -> None:
@@ -96,7 +97,7 @@ def session(master: str, say: Callable[[str], None], driver_memory: str = "3g"
     require("pyspark", "the Spark backfill")
     from pyspark.sql import SparkSession
 
-    master = with_retries(master)
+    given, master = master, with_retries(master)
     # The driver's JVM is started by this process, so its memory can still be set here.
     # Local mode runs the executors in it too: 1 GB (Spark's default) ran out on 50,000
     # generated ads.
@@ -112,8 +113,8 @@ def session(master: str, say: Callable[[str], None], driver_memory: str = "3g"
     try:
         spark = builder.getOrCreate()
     except Exception as exc:  # a master Spark refuses: py4j's or pyspark's error, a traceback
-        raise ConfigError(f"Spark did not start with --master {master!r}: "
-                          f"{_java_reason(exc)}") from None
+        raise ConfigError(f"Spark did not start (--master {given}, --driver-memory "
+                          f"{driver_memory}): {_java_reason(exc)}") from None
     work = Path(tempfile.mkdtemp(prefix="streamdedup-backfill-"))
     try:
         spark.sparkContext.setLogLevel("ERROR")  # task retries are reported by us, not logged
