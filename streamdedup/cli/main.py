@@ -85,11 +85,15 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
         if settings.sketch_ahead:  # started before the store is opened: it holds none of it
             batches = ahead = ReadAhead(path, fmt, settings)
         store = open_configured(settings, sketcher.params())
+        try:
+            warning = row_number_warning(path, fmt, lambda: store.stats()["documents"])
+        except BaseException:
+            store.close()
+            raise
     except StreamdedupError as exc:
         if ahead is not None:
             ahead.close()
         raise click.ClickException(str(exc)) from None
-    warning = row_number_warning(path, fmt, store.stats()["documents"])
     if warning:
         click.echo(warning, err=True)
     detector = detector_for(settings, store, sketcher)

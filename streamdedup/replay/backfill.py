@@ -118,7 +118,7 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
     # holds documents is probed as the stream would. With retention, too: a pair plan knows
     # nothing of the window (the sketches still come from the engine).
     held = store.stats()
-    warning = row_number_warning(config.dump, config.fmt, held["documents"])
+    warning = row_number_warning(config.dump, config.fmt, lambda: held["documents"])
     if warning:
         say(warning)
     use_plan = (config.pairs and isinstance(detector, Detector)

@@ -20,7 +20,7 @@ import csv
 import logging
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -85,12 +85,15 @@ def read_dump(path: str | os.PathLike[str], fmt: str | None, text_fields: tuple[
     raise InputError(f"unknown format {fmt!r}; use tsv, jsonl or parquet")
 
 
-def row_number_warning(path: Path, fmt: str | None, held_documents: int) -> str | None:
+def row_number_warning(path: Path, fmt: str | None, held: Callable[[], int]) -> str | None:
     """What to say when a TSV without an ``id`` column goes into a store that holds
-    documents: its rows' ids are their numbers, which any other such dump repeats, so its
-    row 0 replaced the earlier dump's document "0" (two days' dumps kept one day's ads)."""
-    if not held_documents or (fmt or detect_format(path)) != "tsv" \
-            or "id" in tsv_header(path):
+    documents (``held()``, asked only then): its rows' ids are their numbers, which any
+    other such dump repeats, so its row 0 replaced the earlier dump's document "0" (two
+    days' dumps kept one day's ads)."""
+    if (fmt or detect_format(path)) != "tsv" or "id" in tsv_header(path):
+        return None
+    held_documents = held()
+    if not held_documents:
         return None
     return (f"warning: {path} has no id column, so its rows' ids are their numbers (0, 1, "
             f"...), and the store already holds {held_documents:,} documents: a row replaces "

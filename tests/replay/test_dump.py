@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -110,7 +111,8 @@ def test_jsonl_good_and_bad_lines(tmp_path: Path) -> None:
 def test_missing_file_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no such file"):
         read_dump(tmp_path / "nope.tsv", None, FIELDS)
-    for stream in (tmp_path, Path("/dev/stdin"), Path("-")):  # a folder, a stream: no dump
+    os.mkfifo(tmp_path / "pipe")
+    for stream in (tmp_path, tmp_path / "pipe", Path("-")):  # a folder, a stream: no dump
         with pytest.raises(InputError, match="is not a regular file"):
             read_dump(stream, "tsv", FIELDS)
 
