@@ -25,6 +25,9 @@ from streamdedup.settings import Settings
 log = logging.getLogger(__name__)
 LOOK_EVERY_S = 2.0  # how often missing topics are looked for and the broker is asked
 ASK_TIMEOUT_MS = 1000  # a broker that has not answered the ask in this time counts as away
+# Records still to read above which the page says "catching up": a live stream leaves some
+# unread at any instant (500 verdicts/s, plus the input topic's ads, between two polls).
+CATCHING_UP_ABOVE = 2000
 
 
 def parse_start(start: str) -> str | int:
@@ -92,10 +95,15 @@ class Observer:
         if not self.assigned:  # no topic there yet: wait as a poll would, then look again
             time.sleep(timeout_ms / 1000)
             return
-        if time.monotonic() - self._asked >= LOOK_EVERY_S:
-            self._asked = time.monotonic()
+        try:
+            batches = self.consumer.poll(timeout_ms=timeout_ms)
+        except KafkaError as exc:
+            self._away(exc)
+            raise
+        if time.monotonic() - self._asked >= LOOK_EVERY_S:  # after the poll: what it took
+            self._asked = time.monotonic()                 # is not counted as still to read
             self._ask()
-        for tp, records in self.consumer.poll(timeout_ms=timeout_ms).items():
+        for tp, records in batches.items():
             for rec in records:
                 yield tp.topic, rec
 
@@ -112,24 +120,29 @@ class Observer:
                 at = self.consumer.position(tp, timeout_ms=ASK_TIMEOUT_MS)
                 behind += max(0, end - (end if at is None else at))
         except KafkaError as exc:
-            if self.away_since is None:
-                self.away_since = time.time()
-                log.warning("the broker does not answer (%s); the monitor shows what it read "
-                            "until now and goes on asking", exc)
+            self._away(exc)
             return
         if self.away_since is not None:
             log.warning("the broker answers again")
         self.answered, self.away_since, self.behind = time.time(), None, behind
 
+    def _away(self, exc: Exception) -> None:
+        if self.away_since is None:
+            self.away_since = time.time()
+            log.warning("the broker does not answer (%s); the monitor shows what it read "
+                        "until now and goes on asking", exc)
+
     def health(self) -> dict[str, Any]:
         """What the page's status says: the topics not there yet, whether the broker answered
-        the last ask (None before the first), since when it has not, and records to read."""
+        the last ask (None before the first), since when it has not, records to read, and
+        whether that is more than a live stream leaves between two asks (``catching_up``)."""
         there = {tp.topic for tp in self.assigned}
         return {"waiting_for": [t for t in self.topics if t not in there],
                 "reachable": None if self.answered is None and self.away_since is None
                 else self.away_since is None,
                 "answered": self.answered, "away_since": self.away_since,
-                "behind": self.behind}
+                "behind": self.behind,
+                "catching_up": self.behind is not None and self.behind > CATCHING_UP_ABOVE}
 
     def refresh(self) -> None:
         """Pick up partitions added since (cheap: metadata the client already has)."""

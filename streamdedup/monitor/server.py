@@ -48,8 +48,10 @@ class Monitor:
         while not self.stopping.is_set():
             try:
                 records = list(self.observer.poll(500))
-            except Exception:  # the broker may be away: keep trying, the page says stale
+            except Exception:  # the broker may be away: keep trying, the page says so
                 log.exception("reading the topics failed; retrying")
+                with self.lock:
+                    self.state.broker = self.observer.health()
                 self.stopping.wait(1.0)
                 continue
             health = self.observer.health()

@@ -171,12 +171,12 @@ def test_the_page_says_live_only_when_the_broker_answered_and_nothing_is_left_to
         ({"waiting_for": ["in", "out"], "reachable": None}, "waiting for topic in, out"),
         ({"waiting_for": ["dlq"], "reachable": True, "behind": 0},
          "live · waiting for topic dlq"),
-        ({"waiting_for": [], "reachable": True, "behind": 12_000},
+        ({"waiting_for": [], "reachable": True, "behind": 12_000, "catching_up": True},
          "catching up: 12,000 records to read"),
         ({"waiting_for": [], "reachable": False, "away_since": time.time(), "behind": 0},
          "broker not answering since"),
-        ({"waiting_for": [], "reachable": True, "behind": 0}, "live"),
-    ]
+        ({"waiting_for": [], "reachable": True, "behind": 40, "catching_up": False}, "live"),
+    ]  # the last: a live stream leaves a few records unread at any instant
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium_path, args=["--no-sandbox"])
         try:

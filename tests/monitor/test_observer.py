@@ -14,7 +14,7 @@ from kafka.errors import KafkaTimeoutError
 
 from harness.broker import LocalBroker, create_topics
 from streamdedup.errors import ConfigError
-from streamdedup.monitor.observer import LOOK_EVERY_S, Observer, parse_start
+from streamdedup.monitor.observer import CATCHING_UP_ABOVE, LOOK_EVERY_S, Observer, parse_start
 from streamdedup.settings import build_settings
 
 
@@ -23,6 +23,7 @@ class FakeClient:
         self.partitions = partitions
         self.assigned: list[TopicPartition] = []
         self.away = False  # end_offsets times out, as with a broker that does not answer
+        self.poll_fails = False  # poll raises (kafka-python mostly returns nothing instead)
         self.ends: dict[TopicPartition, int] = {}
         self.positions: dict[TopicPartition, int | None] = {}
 
@@ -37,6 +38,8 @@ class FakeClient:
         pass
 
     def poll(self, timeout_ms: int) -> dict[Any, list[Any]]:
+        if self.poll_fails:
+            raise KafkaTimeoutError("the fetch timed out")
         return {}
 
     def end_offsets(self, tps: list[TopicPartition], timeout_ms: int) -> dict[Any, int]:
@@ -95,11 +98,16 @@ def test_the_observer_tells_a_quiet_topic_from_a_broker_that_does_not_answer() -
     out0, out1 = TopicPartition("out", 0), TopicPartition("out", 1)
     assert observer.health() == {"waiting_for": ["dlq"], "reachable": True,
                                  "answered": observer.answered, "away_since": None,
-                                 "behind": 0}
+                                 "behind": 0, "catching_up": False}
     client.ends, client.positions = {out0: 10, out1: 5}, {out0: 4, out1: None}
     due(observer)
     list(observer.poll())
     assert observer.health()["behind"] == 6  # a partition without a position counts none
+    assert not observer.health()["catching_up"]  # a live stream's few
+    client.ends = {out0: 4 + CATCHING_UP_ABOVE + 1, out1: 5}
+    due(observer)
+    list(observer.poll())
+    assert observer.health()["catching_up"]
     client.away = True
     due(observer)
     list(observer.poll())
@@ -114,6 +122,10 @@ def test_the_observer_tells_a_quiet_topic_from_a_broker_that_does_not_answer() -
     back = observer.health()
     assert back["reachable"] is True and back["away_since"] is None
     assert back["answered"] >= away["away_since"]
+    client.poll_fails = True  # a poll that raises says away too, before the next ask
+    with pytest.raises(KafkaTimeoutError):
+        list(observer.poll())
+    assert observer.health()["reachable"] is False
 
 
 @pytest.mark.broker

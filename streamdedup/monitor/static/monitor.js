@@ -26,7 +26,7 @@
   }
 
   // What the page can vouch for: "live" only when the broker answered the monitor's last ask
-  // (every 2 s) and nothing is left to read; a quiet topic and a stopped broker look alike
+  // (every 2 s) and little is left to read; a quiet topic and a stopped broker look alike
   // otherwise.
   function showStatus(b) {
     const waiting = b.waiting_for || [];
@@ -35,7 +35,7 @@
       text = "broker not answering since " + new Date(b.away_since * 1000).toLocaleTimeString() +
         " (showing what was read until then)";
       warn = true;
-    } else if (b.behind > 0) {
+    } else if (b.catching_up) {
       text = "catching up: " + b.behind.toLocaleString() + " records to read";
     } else if (b.reachable == null) {
       text = waiting.length ? "" : "connecting…";
