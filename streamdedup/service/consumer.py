@@ -40,6 +40,7 @@ from streamdedup.errors import MessageError, StoreError, StoreUnavailableError
 from streamdedup.service.checkpoint import Checkpoint, CheckpointFailed, offset_tag
 from streamdedup.service.kafka import (
     BOOTSTRAP_TIMEOUT_MS,
+    MAX_BOOTSTRAP_TIMEOUT_MS,
     ensure_topics,
     kafka_security,
     missing_topics,
@@ -106,6 +107,7 @@ class Service:
         self.store = store or self._open_store()
         self.detector = detector_for(settings, self.store, self.sketcher)
         self.metrics = Metrics()
+        self.bootstrap_ms = BOOTSTRAP_TIMEOUT_MS  # a client's wait for its first broker
         # Held by the loop except while it is parked in poll() or close(): the only moments
         # kafka-python 3 runs rebalance listeners (on its IO thread), so the store is used
         # by one thread at a time, and the pre-rebalance commit can still be made.
@@ -163,7 +165,7 @@ class Service:
             max_partition_fetch_bytes=max(1 << 20, s.max_message_bytes + 4096),
             fetch_max_bytes=max(50 << 20, s.max_message_bytes + 4096),
             reconnect_backoff_max_ms=5000,
-            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
+            bootstrap_timeout_ms=self.bootstrap_ms,
             # kafka-python 3 sleeps this long whenever a poll finds no fetch in flight, which
             # happens between one fetch's completion and the next request: with the default
             # 100 ms, about one message in a hundred waited an extra 100 ms (measured).
@@ -177,7 +179,7 @@ class Service:
         return KafkaProducer(
             bootstrap_servers=s.bootstrap_servers,
             client_id="streamdedup",
-            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
+            bootstrap_timeout_ms=self.bootstrap_ms,
             acks="all",
             linger_ms=50,  # the checkpoint's flush() sends at once; until then, batch up
             batch_size=256 * 1024,
@@ -188,8 +190,11 @@ class Service:
         )
 
     def _renew_producer(self, old: KafkaProducer) -> KafkaProducer:
+        """The new one first: if it cannot be made (no broker yet), the checkpoint keeps the
+        old one, open, and tries again (a closed one failed every later checkpoint)."""
+        new = self._producer()
         old.close(timeout=1)
-        return self._producer()
+        return new
 
     # --- processing (no Kafka calls)
     def process_records(self, records: Iterable[Any]) -> list[tuple[TopicPartition, int,
@@ -299,8 +304,9 @@ class Service:
                 self.sketch_worker = SketchWorker(s)
                 log.info("big batches are sketched ahead in a second process")
             if s.create_topics:
-                self._retry(lambda: ensure_topics(s), "topic creation")
-            elif missing := self._retry(lambda: missing_topics(s), "topic check"):
+                self._retry(lambda: ensure_topics(s, self.bootstrap_ms), "topic creation")
+            elif missing := self._retry(lambda: missing_topics(s, self.bootstrap_ms),
+                                        "topic check"):
                 log.error("topic %s does not exist and --no-create-topics is given: create "
                           "it, or leave the flag out to have it created with "
                           "--topic-partitions partitions", ", ".join(missing))
@@ -331,6 +337,7 @@ class Service:
             except KafkaError as exc:
                 if self.stopping.is_set():
                     raise StoppedWhileConnecting from exc
+                self.bootstrap_ms = min(2 * self.bootstrap_ms, MAX_BOOTSTRAP_TIMEOUT_MS)
                 log.warning("%s failed (%s); retrying in %.1fs", what, exc, delay)
                 self.stopping.wait(delay)
                 delay = min(delay * 2, MAX_BACKOFF_S)

@@ -19,8 +19,10 @@ from streamdedup.settings import Settings
 log = logging.getLogger(__name__)
 # How long one client waits for its first broker before it raises and the caller's retry loop
 # looks at its stop flag again: with kafka-python's 30 s, SIGTERM to a consumer that had no
-# broker took 28 s to end it.
+# broker took 28 s to end it. The consumer doubles it at each failed try, up to the 30 s, so
+# a broker slow to bootstrap (TLS and SASL over a long link) is still reached.
 BOOTSTRAP_TIMEOUT_MS = 2000
+MAX_BOOTSTRAP_TIMEOUT_MS = 30_000
 
 
 def kafka_security(settings: Settings) -> dict[str, Any]:
@@ -36,12 +38,12 @@ def kafka_security(settings: Settings) -> dict[str, Any]:
     return opts
 
 
-def ensure_topics(settings: Settings) -> None:
+def ensure_topics(settings: Settings, bootstrap_ms: int = BOOTSTRAP_TIMEOUT_MS) -> None:
     """Create the input, output and dead-letter topics the broker does not have."""
-    missing = missing_topics(settings)
+    missing = missing_topics(settings, bootstrap_ms)
     if not missing:
         return
-    admin = _admin(settings)
+    admin = _admin(settings, bootstrap_ms)
     try:
         admin.create_topics({t: {"num_partitions": settings.topic_partitions,
                                  "replication_factor": 1} for t in missing},
@@ -53,12 +55,12 @@ def ensure_topics(settings: Settings) -> None:
         admin.close()
 
 
-def missing_topics(settings: Settings) -> list[str]:
+def missing_topics(settings: Settings, bootstrap_ms: int = BOOTSTRAP_TIMEOUT_MS) -> list[str]:
     """The input, output and dead-letter topics the broker does not have. With
     ``--no-create-topics`` the consumer refuses to start on any: a broker that creates topics
     on first use would otherwise make them with its own defaults when the first verdict is
     sent (one partition, whatever the group needs)."""
-    admin = _admin(settings)
+    admin = _admin(settings, bootstrap_ms)
     try:
         existing = set(admin.list_topics())
     finally:
@@ -67,7 +69,7 @@ def missing_topics(settings: Settings) -> list[str]:
     return [t for t in dict.fromkeys(wanted) if t not in existing]
 
 
-def _admin(settings: Settings) -> KafkaAdminClient:
+def _admin(settings: Settings, bootstrap_ms: int) -> KafkaAdminClient:
     return KafkaAdminClient(bootstrap_servers=settings.bootstrap_servers,
                             client_id="streamdedup-admin",
-                            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS, **kafka_security(settings))
+                            bootstrap_timeout_ms=bootstrap_ms, **kafka_security(settings))
