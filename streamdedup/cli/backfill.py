@@ -64,10 +64,13 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     from streamdedup.store import open_configured
 
     settings = make_settings(preset, options)
-    config = BackfillConfig(dump=dump, out=out, errors=errors, fmt=fmt, engine=engine,
-                            master=master, driver_memory=driver_memory, order_by=order_by,
-                            timestamp_field=timestamp_field,
-                            partitions=partitions, pairs=pairs, report_dir=report_dir)
+    try:  # the Spark flags are checked here, before the store is made and the dump read
+        config = BackfillConfig(dump=dump, out=out, errors=errors, fmt=fmt, engine=engine,
+                                master=master, driver_memory=driver_memory,
+                                order_by=order_by, timestamp_field=timestamp_field,
+                                partitions=partitions, pairs=pairs, report_dir=report_dir)
+    except StreamdedupError as exc:
+        raise click.ClickException(str(exc)) from None
     directory = store_directory(settings)
     checked_output(out, dump, store=directory)
     if report_dir is not None and directory is not None \
@@ -88,10 +91,6 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
 
     garbage.settle()  # start-up is over (50,000 ads, local engine: 7.1 -> 2.2 s of GC)
     try:
-        if engine == "spark":  # before the store is made (and pinned) for nothing
-            from streamdedup.replay.spark import check_spark_flags
-
-            check_spark_flags(driver_memory, master)
         store = open_configured(settings, Sketcher(settings).params())
         try:
             result = backfill(settings, store, config, progress=bar.update, say=say)

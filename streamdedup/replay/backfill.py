@@ -89,10 +89,6 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
     if config.order_by not in ORDERS:
         raise ConfigError(f"--order-by must be one of {', '.join(ORDERS)}, not "
                           f"{config.order_by!r}")
-    if config.engine == "spark":
-        from streamdedup.replay.spark import check_spark_flags
-
-        check_spark_flags(config.driver_memory, config.master)
     errors_path = config.errors_path
     result = BackfillResult(errors_path=errors_path)
     start = time.perf_counter()

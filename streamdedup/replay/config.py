@@ -7,13 +7,31 @@ pulls numpy and the detector (~300 ms, which every command's start-up would pay)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streamdedup.errors import ConfigError
+
 ENGINES = ("spark", "local")
 ORDERS = ("file", "timestamp")
+
+_MEMORY = re.compile(r"^\d+[kmgt]?$", re.I)
+_MASTER = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]|yarn"
+                     r"|(spark|k8s|mesos)://\S+)$")
+
+
+def check_spark_flags(driver_memory: str, master: str = "local") -> None:
+    """Checked when a backfill is asked for, before its store is made and its dump read (a
+    bad --driver-memory was refused once the whole dump had been; a master of no known form
+    started a JVM that printed its stack)."""
+    if not _MEMORY.match(driver_memory):
+        raise ConfigError(f"--driver-memory must be like 3g or 512m, not {driver_memory!r}")
+    if not _MASTER.match(master):
+        raise ConfigError(f"--master must be local, local[N], local[*], local[N,F], yarn or "
+                          f"spark://, k8s://, mesos:// and an address, not {master!r}")
 
 
 @dataclass(frozen=True)
@@ -50,6 +68,10 @@ class BackfillConfig:
     partitions: int = 0  # 0: 4 per core, or ~2,000 ads each
     pairs: bool = True  # the engine finds candidate pairs and verifies them (empty store)
     report_dir: Path | None = None  # the quality report against brute force, as replay's
+
+    def __post_init__(self) -> None:
+        if self.engine == "spark":
+            check_spark_flags(self.driver_memory, self.master)
 
     @property
     def errors_path(self) -> Path:

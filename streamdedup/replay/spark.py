@@ -41,6 +41,7 @@ from typing import Any
 
 from streamdedup.errors import BackfillError, ConfigError, StreamdedupError
 from streamdedup.extras import require
+from streamdedup.replay.config import check_spark_flags
 from streamdedup.replay.pairs import (
     Plan,
     Row,
@@ -61,21 +62,6 @@ def with_retries(master: str) -> str:
     """``local`` / ``local[N]`` / ``local[*]`` with task retries; anything else unchanged."""
     m = _LOCAL.match(master.strip())
     return f"local[{m.group(1) or 1},{TASK_ATTEMPTS}]" if m else master
-
-
-_MEMORY = re.compile(r"^\d+[kmgt]?$", re.I)
-_MASTER = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]|yarn"
-                     r"|(spark|k8s|mesos)://\S+)$")
-
-
-def check_spark_flags(driver_memory: str, master: str = "local") -> None:
-    """Before the dump is read (a bad --driver-memory was refused once the whole dump had
-    been; a master of no known form started a JVM that printed its stack)."""
-    if not _MEMORY.match(driver_memory):
-        raise ConfigError(f"--driver-memory must be like 3g or 512m, not {driver_memory!r}")
-    if not _MASTER.match(master):
-        raise ConfigError(f"--master must be local, local[N], local[*], local[N,F], yarn or "
-                          f"spark://, k8s://, mesos:// and an address, not {master!r}")
 
 
 def _java_reason(exc: Exception) -> str:
