@@ -40,15 +40,14 @@ def kafka_security(settings: Settings) -> dict[str, Any]:
 
 def ensure_topics(settings: Settings, bootstrap_ms: int = BOOTSTRAP_TIMEOUT_MS) -> None:
     """Create the input, output and dead-letter topics the broker does not have."""
-    missing = missing_topics(settings, bootstrap_ms)
-    if not missing:
-        return
     admin = _admin(settings, bootstrap_ms)
     try:
-        admin.create_topics({t: {"num_partitions": settings.topic_partitions,
-                                 "replication_factor": 1} for t in missing},
-                            raise_errors=True)
-        log.info("created topics %s", ", ".join(missing))
+        missing = _missing(admin, settings)
+        if missing:
+            admin.create_topics({t: {"num_partitions": settings.topic_partitions,
+                                     "replication_factor": 1} for t in missing},
+                                raise_errors=True)
+            log.info("created topics %s", ", ".join(missing))
     except TopicAlreadyExistsError:
         pass  # another consumer of the group won the race
     finally:
@@ -62,9 +61,13 @@ def missing_topics(settings: Settings, bootstrap_ms: int = BOOTSTRAP_TIMEOUT_MS)
     sent (one partition, whatever the group needs)."""
     admin = _admin(settings, bootstrap_ms)
     try:
-        existing = set(admin.list_topics())
+        return _missing(admin, settings)
     finally:
         admin.close()
+
+
+def _missing(admin: KafkaAdminClient, settings: Settings) -> list[str]:
+    existing = set(admin.list_topics())
     wanted = [settings.input_topic, settings.output_topic, settings.dlq_topic]
     return [t for t in dict.fromkeys(wanted) if t not in existing]
 
