@@ -59,7 +59,7 @@ class Monitor:
                 self.state.broker = health
                 for topic, rec in records:
                     body = decode(rec)
-                    if topic == s.input_topic and topic not in (s.output_topic, s.dlq_topic):
+                    if topic == s.input_topic:  # (settings keep the three topics apart)
                         if body is not None:
                             self.state.add_announcement(body)
                         continue
