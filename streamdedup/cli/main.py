@@ -129,8 +129,9 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
         f"{sketcher.recall_at_threshold():.6f}"
         + (f"; retention {settings.retention}: {getattr(detector, 'evicted', 0)} documents "
            f"and sets evicted" if settings.retention else "")
-        + (f"; {untimed} documents without a {settings.time_field!r} field took "
-           f"the clock's time (the newest seen)" if settings.read_time_field and untimed else ""),
+        + (f"; {untimed} documents without a {settings.time_field!r} field took the clock's"
+           f" time (the newest seen; on a fresh store, their batch's first)"
+           if settings.read_time_field and untimed else ""),
         err=True,
     )
     if tally.errors and not docs:  # e.g. --retention on a dump whose times do not parse

@@ -109,6 +109,12 @@ class Detector:
                 self.evicted += self.store.evict(window.cutoff_ms,
                                                  max(EVICT_AT_LEAST, 2 * len(docs)))
             self._arrival = now_ms()
+            if self.settings.read_time_field and window.clock_ms is None:
+                # A fresh store's untimed first rows: the batch's first time, not today's
+                # (one untimed first row of a 2024 dump moved the clock to today, and every
+                # later ad was judged outside the window: exact reposts came out "new").
+                self._arrival = next((d.time for d in docs if d.time is not None),
+                                     self._arrival)
         self._prior, self._judged = self.store.get_docs(d.id for d in docs), set()
         shingled, given = _sketched(self.sketcher, docs, sketches)
         known = self.store.get_sets({s.set_id for s in shingled if s.shingles.size})
@@ -138,8 +144,9 @@ class Detector:
         if window.length_ms is not None:
             # Its time; else, when times are read (a time field), the clock's: as new as the
             # newest ad seen (the wall clock for one untimed row of a 2024 dump moved the
-            # clock to today and emptied the window); else its arrival (no time field: the
-            # wall clock, per batch, moves the clock).
+            # clock to today and emptied the window); before any clock, the batch's first
+            # time; else its arrival (no time field: the wall clock, per batch, moves the
+            # clock).
             late = self.settings.read_time_field and window.clock_ms is not None
             time = doc.time if doc.time is not None else (
                 window.clock_ms if late else self._arrival)

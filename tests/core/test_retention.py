@@ -19,7 +19,7 @@ import pytest
 from streamdedup.core import detector as detector_module
 from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
-from streamdedup.core.retention import Window, parse_time
+from streamdedup.core.retention import Window, now_ms, parse_time
 from streamdedup.core.sketch import Sketcher
 from streamdedup.core.verdict import Verdict
 from streamdedup.errors import ConfigError
@@ -63,6 +63,17 @@ def test_times() -> None:
     assert parse_time(" 1704067200 ") == 1_704_067_200_000
     for bad in ("yesterday", "", True, None, float("nan"), 1e300, [1]):
         with pytest.raises(ValueError):
+            parse_time(bad)
+
+
+def test_a_time_more_than_a_year_ahead_is_refused() -> None:
+    """A typo (3024) or a placeholder (2099) would move the clock past every ad for good."""
+    soon = now_ms() + 300 * DAY
+    assert parse_time(soon) == soon
+    assert parse_time(soon // 1000) == soon // 1000 * 1000
+    for bad in ("3024-01-31", "2099-12-31T00:00:00Z", now_ms() + 400 * DAY,
+                str((now_ms() + 400 * DAY) // 1000)):
+        with pytest.raises(ValueError, match="more than a year after this machine's clock"):
             parse_time(bad)
 
 
@@ -290,6 +301,19 @@ def test_a_document_without_a_time_takes_the_clocks_not_todays(store: Store) -> 
     assert store.get_clock() == round((start + 2) * DAY)
     assert v[3].duplicate and v[3].duplicate_of == "old"
     assert store.get_doc("untimed").time == round((start + 1) * DAY)  # type: ignore[union-attr]
+
+
+def test_an_untimed_first_row_takes_its_batchs_first_time_not_todays(store: Store) -> None:
+    """A 2024 dump whose first row had no time: today's time moved a fresh store's clock,
+    and every later ad was outside the window (its exact reposts came out new)."""
+    det = Detector(RETAIN, store)
+    start = parse_time("2024-03-01") / DAY
+    words = " ".join(f"w{i}" for i in range(30))
+    v = run(det, [Document("untimed", {"description": "y1 y2 y3 y4"}),
+                  ad("old", words, start), ad("repost", words, start + 1)], batch=3)
+    assert v[2].duplicate and v[2].duplicate_of == "old"
+    assert store.get_clock() == round((start + 1) * DAY)
+    assert store.get_doc("untimed").time == round(start * DAY)  # type: ignore[union-attr]
 
 
 def test_eviction_leaves_nothing_behind(make_store: Callable[..., Store]) -> None:
