@@ -11,8 +11,8 @@ Out of order: an ad older than the newest one does not move the clock back; an a
 already older than the window when it arrives is judged against the window and then leaves
 it at once. Missing: the caller falls back to the Kafka record time; the detector then to
 the clock when a time field is read (as new as the newest ad seen: one untimed row of last
-year's dump must not move the clock to today and empty the window), else, and before any
-time, to the wall clock.
+year's dump must not move the clock to today and empty the window; on a fresh store, the
+first time of its batch), else, and before any time, to the wall clock.
 
 Logical and physical expiry are apart on purpose: the detector never matches an expired
 document (``Window.live``), whether or not the store has removed it yet, so a verdict does
@@ -29,23 +29,29 @@ from decimal import Decimal
 _MS_ABOVE = 10**11
 _YEAR_1_MS = -62_135_596_800_000
 _YEAR_9999_MS = 253_402_300_799_999
+# An announcement dated more than a year after this machine's clock is a typo (3024) or a
+# placeholder (31/12/2099): taken, it would move the clock so far that the window empties for
+# good (the clock never goes back), so it is refused as unreadable.
+AHEAD_AT_MOST_MS = 366 * 86_400_000
 
 
 def parse_time(value: object) -> int:
     """An announcement time (ISO 8601 text, or epoch seconds or milliseconds as a number or a
     numeric string) -> milliseconds since the epoch. A time without a zone is UTC. Raises
-    ValueError saying what was expected."""
+    ValueError saying what was expected, also for a time more than a year ahead."""
     if isinstance(value, bool):
         raise ValueError("a boolean is not a time")
     if isinstance(value, int | float | Decimal):
-        return _epoch_ms(float(value))
+        return _epoch_ms(float(value), str(value))
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"expected ISO 8601 text or epoch seconds, got {type(value).__name__}")
     text = value.strip()
     try:
-        return _epoch_ms(float(text))
+        number = float(text)
     except ValueError:
         pass
+    else:
+        return _epoch_ms(number, text)
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -53,15 +59,22 @@ def parse_time(value: object) -> int:
                          f"epoch seconds") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    return round(parsed.timestamp() * 1000)
+    return _not_ahead(round(parsed.timestamp() * 1000), text)
 
 
-def _epoch_ms(number: float) -> int:
+def _epoch_ms(number: float, text: str) -> int:
     if number != number or number in (float("inf"), float("-inf")):
-        raise ValueError(f"{number} is not a time")
+        raise ValueError(f"{text[:40]} is not a time")
     ms = round(number if abs(number) >= _MS_ABOVE else number * 1000)
     if not _YEAR_1_MS <= ms <= _YEAR_9999_MS:
-        raise ValueError(f"{number} is outside the years 1-9999")
+        raise ValueError(f"{text[:40]} is outside the years 1-9999")
+    return _not_ahead(ms, text)
+
+
+def _not_ahead(ms: int, text: str) -> int:
+    if ms > now_ms() + AHEAD_AT_MOST_MS:
+        raise ValueError(f"{text[:40]!r} is more than a year after this machine's clock "
+                         f"({datetime.now(UTC):%Y-%m-%d})")
     return ms
 
 
