@@ -10,8 +10,9 @@ batch is held whole, whatever ``max_bytes`` says); its text columns must be stri
 JSONL; other columns that hold numbers, booleans, dates or timestamps become strings
 (timestamps in ISO 8601 to the microsecond, so ``--order-by timestamp`` reads them), and
 columns of other types (binary, nested, decimal...) are left out, as JSONL leaves out
-non-string values. With ``time_field`` (given when retention is on) each row's time is read
-from that column, as a message's is (``service/message.py``).
+nested values, booleans and nulls (its numbers are kept as their decimal text). With
+``time_field`` (given when retention is on) each row's time is read from that column, as a
+message's is (``service/message.py``).
 """
 
 from __future__ import annotations

@@ -62,8 +62,9 @@ def auto_id(obj: dict[str, Any]) -> str:
 
 def document_from_object(obj: Any, text_fields: tuple[str, ...], time_field: str = ""
                          ) -> Document:
-    """Validate a parsed announcement; keeps only string fields, and with ``time_field`` (given
-    when retention is on) its announcement time, if it has one."""
+    """Validate a parsed announcement; keeps its string fields, numbers as their decimal text (a
+    numeric epoch time must survive ``produce``, ``replay`` and ``backfill --order-by``), and
+    with ``time_field`` (given when retention is on) its announcement time, if it has one."""
     if not isinstance(obj, dict):
         raise MessageError("not_an_object", f"got JSON {_JSON_TYPES.get(type(obj), 'value')}")
     raw_id = obj.get("id")
@@ -97,7 +98,8 @@ def document_from_object(obj: Any, text_fields: tuple[str, ...], time_field: str
             raise MessageError("not_utf8", f"{name} holds a lone UTF-16 surrogate") from None
     if not any((obj.get(name) or "").strip() for name in text_fields):
         raise MessageError("empty_text", f"none of {', '.join(text_fields)} has text")
-    fields = {k: v for k, v in obj.items() if isinstance(v, str)}
+    fields = {k: v if isinstance(v, str) else str(v) for k, v in obj.items()
+              if isinstance(v, str | int | float | Decimal) and not isinstance(v, bool)}
     raw_time = obj.get(time_field) if time_field else None
     if raw_time is None or raw_time == "":
         return Document(doc_id, fields)

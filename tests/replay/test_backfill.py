@@ -121,6 +121,19 @@ def test_timestamp_order_is_stable_and_puts_rows_without_one_last() -> None:
     assert order(rows, "file", "timestamp") == (rows, 0)
 
 
+def test_numeric_epoch_times_in_a_jsonl_dump_order_it(tmp_path: Path) -> None:
+    """JSON numbers were dropped with the other non-string values, so every row of a dump
+    timed in epoch milliseconds counted as untimed and kept its file order."""
+    dump = tmp_path / "ads.jsonl"
+    dump.write_text("".join(json.dumps({"id": i, "description": "x", "timestamp": t}) + "\n"
+                            for i, t in (("late", 1761955300000), ("early", 1761955200.5),
+                                         ("none", None))))
+    rows = [(n, d) for n, d in read_dump(dump, None, ("description",))
+            if isinstance(d, Document)]
+    ordered, missing = order(rows, "timestamp", "timestamp")
+    assert [d.id for _, d in ordered] == ["early", "late", "none"] and missing == 1
+
+
 @pytest.mark.slow
 @pytest.mark.dump
 def test_spark_in_local_mode_gives_checks_verdicts_and_the_report_through_the_cli(
