@@ -109,7 +109,7 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
     bar = progress_bar(unit="doc")
     try:
         for batch, sketches in batches:
-            _check_batch(detector, batch, sketches, sink, tally)
+            _check_batch(detector, batch, sketches, sink, tally, settings.only_duplicates)
             bar.update(len(batch))
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
@@ -153,7 +153,9 @@ class _Tally:
 
 
 def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO,
-                 tally: _Tally) -> None:
+                 tally: _Tally, only_duplicates: bool) -> None:
+    """Judge and write one batch; bad rows are written whatever ``only_duplicates`` says (a
+    row left out of the output must say why)."""
     from streamdedup.errors import MessageError
 
     docs = [item for _, item in batch if not isinstance(item, MessageError)]
@@ -169,7 +171,8 @@ def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO,
             verdict = next(verdicts)
             tally.dups += verdict.duplicate
             tally.untimed += item.time is None
-            sink.write(verdict.to_json() + "\n")
+            if verdict.duplicate or not only_duplicates:
+                sink.write(verdict.to_json() + "\n")
 
 
 @main.command()

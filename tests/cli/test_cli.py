@@ -50,6 +50,19 @@ def test_check_writes_one_verdict_per_row_and_a_summary(tmp_path: Path) -> None:
     assert code == 0 and again.read_text() == out.read_text()
 
 
+def test_check_with_only_duplicates_writes_the_duplicates_and_the_bad_rows(
+        tmp_path: Path) -> None:
+    rows = [[t, d, "Milano", "2020", f"l{i}"] for i, (t, d) in enumerate(ADS)]
+    tsv = write_tsv(tmp_path / "ads.tsv", [*rows, ["", "", "", "", ""]])
+    code, stdout, err = run("check", str(tsv), "--store-backend", "memory",
+                            "--only-duplicates")
+    assert code == 0, err
+    records = [json.loads(line) for line in stdout.splitlines()]
+    assert [(r.get("id"), r.get("duplicate_of"), r.get("error")) for r in records] == [
+        ("1", "0", None), (None, None, "empty_text")]
+    assert "3 documents, 1 duplicates, 1 bad rows" in err
+
+
 def test_check_bad_rows_become_error_records_and_the_rest_is_processed(tmp_path: Path) -> None:
     tsv = tmp_path / "bad.tsv"
     good = "\t".join([ADS[0][0], ADS[0][1], "x", "y", "z"])
