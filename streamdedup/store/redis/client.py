@@ -18,6 +18,7 @@ Keys of namespace ``ns`` fall in two groups::
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from streamdedup.errors import ConfigError, StoreError, StoreUnavailableError
@@ -64,6 +65,8 @@ def connect(url: str, cluster: bool = False, writer: bool = True) -> Any:
     if cluster and url.startswith("unix://"):
         raise ConfigError("a Redis Cluster is reached by redis://host:port, not a unix socket")
     _check_url(url)
+    if cluster:  # redis-py's cluster client drops the options it does not take, silently
+        _check_cluster_options(url)
     options = {"socket_timeout": TIMEOUT_S, "socket_connect_timeout": CONNECT_TIMEOUT_S}
     try:
         if cluster:
@@ -74,6 +77,10 @@ def connect(url: str, cluster: bool = False, writer: bool = True) -> Any:
         clustered = not cluster and client.info("cluster").get("cluster_enabled") == 1
     except ValueError:  # redis-py's own reading of the URL (its words may quote a password)
         raise ConfigError(f"redis_url {safe_url(url)!r} cannot be read") from None
+    except TypeError as exc:  # a query option redis-py does not know reaches its connection
+        name = re.search(r"unexpected keyword argument '(\w+)'", str(exc))
+        raise ConfigError(f"redis_url {safe_url(url)!r} has an option redis-py does not know"
+                          + (f": {name.group(1)!r}" if name else "")) from None
     except redis.exceptions.RedisClusterException as exc:  # not a RedisError
         if "Cluster mode is not enabled" in str(exc):
             raise ConfigError(f"Redis at {safe_url(url)} is not a Redis Cluster: drop "
@@ -112,6 +119,15 @@ def _check_url(url: str) -> None:
     if db and not db.isdigit() and "db" not in parse_qs(parts.query):
         raise ConfigError(f"redis_url {safe_url(url)!r}: the database after the last '/' must "
                           "be a number (redis://host:port/0)")
+
+
+def _check_cluster_options(url: str) -> None:
+    from urllib.parse import parse_qs, urlsplit
+
+    unknown = sorted(set(parse_qs(urlsplit(url).query)) - set(redis.cluster.REDIS_ALLOWED_KEYS))
+    if unknown:
+        raise ConfigError(f"redis_url {safe_url(url)!r} has an option redis-py does not know "
+                          f"for a cluster: {', '.join(map(repr, unknown))}")
 
 
 def _warn_if_not_durable(client: Any, url: str) -> None:

@@ -115,6 +115,15 @@ def test_bad_urls_and_unreachable_servers_are_one_clear_line() -> None:
         RedisStore("redis://127.0.0.1:9/0", cluster=True)
 
 
+def test_a_url_option_redis_py_does_not_know_is_one_clear_line(redis_url: str,
+                                                                 redis_cluster_url: str) -> None:
+    """redis-py handed an unknown query option to its connection (a TypeError traceback), its
+    cluster client dropped it silently."""
+    for url, cluster in ((redis_url, False), (redis_cluster_url, True)):
+        with pytest.raises(ConfigError, match=r"redis-py does not know( for a cluster)?: 'fooo'"):
+            RedisStore(f"{url}?fooo=bar", "t-option", cluster=cluster)
+
+
 def test_the_cluster_flag_on_a_single_server_is_one_clear_error(redis_url: str) -> None:
     with pytest.raises(ConfigError, match="not a Redis Cluster: drop --redis-cluster"):
         RedisStore(redis_url, "t-flag", cluster=True)
