@@ -191,7 +191,7 @@ def scurve(threshold: float | None, num_perm: int | None, bands: int | None,
     from streamdedup.cli.output import checked_output
     from streamdedup.core.lsh import choose_bands, p_candidate
     from streamdedup.errors import ConfigError
-    from streamdedup.replay.plots import plot_scurve
+    from streamdedup.replay.plots import image_formats, plot_scurve
 
     given: dict[str, Any] = {k: v for k, v in {"threshold": threshold, "num_perm": num_perm,
                                                "bands": bands, "rows": rows}.items()
@@ -207,7 +207,11 @@ def scurve(threshold: float | None, num_perm: int | None, bands: int | None,
         at = p_candidate(settings.threshold, bands, rows)
     except (ConfigError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
-    out = checked_output(out if out.suffix else out.with_suffix(".png"))
+    out = out if out.suffix else out.with_suffix(".png")
+    if out.suffix[1:].lower() not in (formats := image_formats()):
+        raise click.BadParameter(f"{out.name}: matplotlib writes {', '.join(formats)}, not "
+                                 f"{out.suffix}", param_hint="'--out'")
+    out = checked_output(out)
     plot_scurve([(bands, rows)], settings.threshold, out)
     click.echo(f"{bands} bands x {rows} rows: P(candidate | s={settings.threshold}) = {at:.6f}; "
                f"plot written to {out}")

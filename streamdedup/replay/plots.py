@@ -22,6 +22,13 @@ def _figure_class() -> Any:
     return require("matplotlib.figure", "plots").Figure
 
 
+def image_formats() -> list[str]:
+    """The file name suffixes matplotlib writes (png, pdf, svg...): a name it cannot write
+    was a ValueError traceback after the plot was drawn."""
+    backend_bases = require("matplotlib.backend_bases", "plots")
+    return sorted(backend_bases.FigureCanvasBase.get_supported_filetypes())
+
+
 def plot_scurve(settings: Sequence[tuple[int, int]], threshold: float, out: Path) -> None:
     """P(candidate | s) for each (bands, rows), the threshold as a vertical line."""
     Figure = _figure_class()

@@ -185,6 +185,15 @@ def test_scurve_of_bands_and_rows_alone_takes_the_rows_it_needs(tmp_path: Path) 
     assert code == 0 and "32 bands x 8 rows" in stdout, err
 
 
+def test_scurve_refuses_a_file_name_matplotlib_cannot_write(tmp_path: Path) -> None:
+    """It was a ValueError traceback once the curve was drawn."""
+    code, _, err = run("scurve", "--out", str(tmp_path / "sc.txt"))
+    assert code == 2 and "matplotlib writes" in err and "not .txt" in err, err
+    assert not (tmp_path / "sc.txt").exists()
+    code, _, err = run("scurve", "--out", str(tmp_path / "sc.SVG"))
+    assert code == 0 and (tmp_path / "sc.SVG").read_bytes().lstrip().startswith(b"<?xml"), err
+
+
 def test_scurve_names_the_file_it_wrote(tmp_path: Path) -> None:
     """matplotlib adds .png to a name without a suffix; the message said the name given."""
     code, stdout, _ = run("scurve", "--out", str(tmp_path / "plot"))
