@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from streamdedup.cli.options import make_settings, settings_options
-from streamdedup.errors import StreamdedupError
+from streamdedup.errors import InputError, StreamdedupError
 from streamdedup.replay.dump import FORMATS
 from streamdedup.settings import Settings
 
@@ -47,15 +47,19 @@ def explain_command(doc_id: str, other_id: str | None, dump: Path | None, fmt: s
 
     from kafka.errors import KafkaError
 
-    from streamdedup.core.explain import explain
+    from streamdedup.core.explain import explain, measured_apart
     from streamdedup.core.sketch import Sketcher
 
     settings = make_settings(preset, options)
     if other_id == doc_id:  # it would be "a duplicate" of itself, which no verdict says
         raise click.UsageError(f"DOC_ID and OTHER_ID are both {doc_id!r}: give two ids")
+    verdict: dict[str, Any] = {}
     try:
         if other_id is None:
-            other_id = _duplicate_of(settings, doc_id, use_store)
+            verdict = _verdict(settings, doc_id, use_store)
+            if not verdict.get("duplicate_of"):
+                raise InputError(f"{doc_id!r} is not a duplicate of anything: name OTHER_ID")
+            other_id = str(verdict["duplicate_of"])
         texts = _texts(settings, {doc_id, other_id}, dump, fmt)
         sketcher = Sketcher(settings)
         result = explain(sketcher, doc_id, texts[doc_id], other_id, texts[other_id])
@@ -64,8 +68,13 @@ def explain_command(doc_id: str, other_id: str | None, dump: Path | None, fmt: s
     except KafkaError as exc:  # the topics were to be read, and the broker did not answer
         raise click.ClickException(f"cannot read from {settings.bootstrap_servers}: {exc}"
                                    ) from None
+    said = measured_apart(verdict, other_id, result.jaccard)
+    warning = (f"the detector measured Jaccard {said:.3f} for this pair, these settings "
+               f"{result.jaccard:.3f}: give explain the detector's --preset and shingle "
+               "settings" if said is not None else "")
     if as_json:
-        click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
+        click.echo(json.dumps({**result.to_dict(), **({"warning": warning} if warning else {})},
+                              ensure_ascii=False, indent=2))
         return
     use_color = sys.stdout.isatty() if color is None else color
     width = max(40, shutil.get_terminal_size((120, 20)).columns)
@@ -79,11 +88,13 @@ def explain_command(doc_id: str, other_id: str | None, dump: Path | None, fmt: s
                f"{result.b.shingles} (sizes {result.size_range[0]}..{result.size_range[1]} can "
                f"reach the threshold)")
     click.echo(result.reason)
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
 
 
-def _duplicate_of(settings: Settings, doc_id: str, use_store: bool) -> str:
+def _verdict(settings: Settings, doc_id: str, use_store: bool) -> dict[str, Any]:
+    """The document's verdict, from the store or the verdict topic."""
     from streamdedup.core.verdict import Verdict
-    from streamdedup.errors import InputError
 
     verdict: dict[str, Any] | None = None
     if use_store:
@@ -97,15 +108,12 @@ def _duplicate_of(settings: Settings, doc_id: str, use_store: bool) -> str:
     if verdict is None:
         raise InputError(f"no verdict for {doc_id!r} in "
                          f"{'the store' if use_store else settings.output_topic}")
-    if not verdict.get("duplicate_of"):
-        raise InputError(f"{doc_id!r} is not a duplicate of anything: name OTHER_ID")
-    return str(verdict["duplicate_of"])
+    return verdict
 
 
 def _texts(settings: Settings, ids: set[str], dump: Path | None, fmt: str | None
            ) -> dict[str, dict[str, str]]:
     from streamdedup.core.document import Document
-    from streamdedup.errors import InputError
     from streamdedup.replay.dump import read_dump
 
     found: dict[str, dict[str, str]] = {}

@@ -92,6 +92,19 @@ def explain(sketcher: Sketcher, a_id: str, a: Mapping[str, str], b_id: str,
                        shared_bands, (lo, hi), candidate, duplicate, reason)
 
 
+def measured_apart(verdict: Mapping[str, object], other_id: str, jaccard: float
+                   ) -> float | None:
+    """The Jaccard the detector's verdict gives ``other_id`` when it is not ``jaccard``: the
+    explanation then used other settings (another preset read 155 of 200 duplicates as "not a
+    duplicate"). None when they agree or the verdict does not list it."""
+    matches = verdict.get("matches")
+    for match in matches if isinstance(matches, list) else ():
+        said = match.get("jaccard") if isinstance(match, Mapping) else None
+        if match.get("id") == other_id and isinstance(said, int | float):
+            return float(said) if abs(said - jaccard) > 1e-4 else None
+    return None
+
+
 def _shared_spans(text: str, other: np.ndarray, kind: str, size: int
                   ) -> tuple[tuple[int, int], ...]:
     """Character spans of ``text`` covered by a shingle that is also in ``other`` (spans

@@ -11,7 +11,7 @@ import logging
 import threading
 from typing import Any
 
-from streamdedup.core.explain import explain
+from streamdedup.core.explain import explain, measured_apart
 from streamdedup.core.sketch import Sketcher
 from streamdedup.errors import ConfigError
 from streamdedup.extras import require
@@ -89,11 +89,9 @@ class Monitor:
         assert a is not None and b is not None
         found = explain(self.sketcher, doc_id, a, other, b)
         out = found.to_dict()
-        said = [m.get("jaccard") for m in verdict.get("matches") or () if m.get("id") == other]
-        if said and isinstance(said[0], int | float) and abs(said[0] - found.jaccard) > 1e-4:
-            # The monitor explains with its own settings: another preset than the detector's
-            # read 155 of 200 duplicates as "not a duplicate".
-            out["warning"] = (f"the detector measured Jaccard {said[0]:.3f} for this pair, "
+        said = measured_apart(verdict, other, found.jaccard)
+        if said is not None:  # the monitor explains with its own settings
+            out["warning"] = (f"the detector measured Jaccard {said:.3f} for this pair, "
                               f"these settings {found.jaccard:.3f}: start the monitor with "
                               "the detector's --preset and shingle settings")
         return out

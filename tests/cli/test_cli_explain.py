@@ -34,3 +34,24 @@ def test_a_dump_whose_name_says_no_format_takes_format(tmp_path: Path) -> None:
     assert code == 1 and "--format" in err, err
     code, out, err = run("explain", "0", "2", "--dump", str(dump), "--format", "tsv", "--json")
     assert code == 0 and json.loads(out)["duplicate"] is False, err
+
+
+def test_explain_from_the_store_says_when_its_settings_are_not_the_detectors(
+        tmp_path: Path) -> None:
+    """It explained with its own flags, silently: another preset than the store's read a
+    duplicate as "not a duplicate" (the monitor's page already warned)."""
+    text = ("Cerchiamo sviluppatore Java con esperienza in Spring e Hibernate per progetto "
+            "bancario a Milano, contratto indeterminato.")
+    dump = write_tsv(tmp_path / "ads.tsv", [["Sviluppatore Java", text, "Milano", "", "a"],
+                                            ["Sviluppatore Java", text + " Inviare il CV.",
+                                             "Milano", "", "b"]])
+    store = str(tmp_path / "s")
+    code, out, err = run("check", str(dump), "--store", store, "--preset", "default")
+    assert code == 0 and json.loads(out.splitlines()[1])["duplicate_of"] == "0", err
+    same = ["explain", "1", "--use-store", "--store", store, "--dump", str(dump), "--json"]
+    code, out, err = run(*same, "--preset", "default")
+    assert code == 0 and "warning" not in json.loads(out) and "warning" not in err, err
+    code, out, err = run(*same, "--preset", "reference")
+    assert code == 0 and "give explain the detector's --preset" in json.loads(out)["warning"]
+    code, out, err = run(*same[:-1], "--preset", "reference")
+    assert code == 0 and "warning: the detector measured Jaccard" in err, err
