@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from typing import Any
@@ -58,9 +59,34 @@ class ClosedSocketRace(logging.Filter):
         return True
 
 
+class KafkaRepeats(logging.Filter):
+    """kafka-python logs four lines at each reconnect attempt (about 20 a minute while a
+    broker is down, forever): a line that differs from one let through in the last
+    ``every_s`` seconds only by its numbers (backoffs, times) is dropped. Other loggers'
+    records all pass."""
+
+    def __init__(self, every_s: float = 60.0) -> None:
+        super().__init__()
+        self.every_s = every_s
+        self.shown: dict[tuple[str, int, str], float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith("kafka"):
+            return True
+        key = (record.name, record.levelno, re.sub(r"[\d.]+", "#", record.getMessage()))
+        now = record.created
+        if now - self.shown.get(key, float("-inf")) < self.every_s:
+            return False
+        if len(self.shown) > 1000:  # distinct lines are few; never a leak
+            self.shown.clear()
+        self.shown[key] = now
+        return True
+
+
 def setup_logging(level: str = "INFO", json_lines: bool = False) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if json_lines else PlainFormatter())
+    handler.addFilter(KafkaRepeats())  # on the handler: a logger's filter skips its children
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

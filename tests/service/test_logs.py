@@ -52,3 +52,23 @@ def test_the_close_race_in_kafka_python_is_demoted_without_its_traceback() -> No
     assert ClosedSocketRace().filter(other) is True
     assert other.exc_info is not None and other.levelno == logging.ERROR
     assert "Traceback" in PlainFormatter().format(other)
+
+
+def _kafka_line(msg: str, at: float, name: str = "kafka.net.manager") -> logging.LogRecord:
+    return logging.makeLogRecord({"name": name, "levelno": logging.WARNING,
+                                  "levelname": "WARNING", "msg": msg, "created": at})
+
+
+def test_kafka_pythons_reconnect_lines_show_once_a_minute_whatever_their_numbers() -> None:
+    """A broker that is down cost four lines at each reconnect attempt, forever."""
+    from streamdedup.service.logs import KafkaRepeats
+
+    repeats = KafkaRepeats(every_s=60)
+    shown = [repeats.filter(_kafka_line(f"Bootstrap connection failed (backoff {b} secs)", t))
+             for t, b in ((0, 0.08), (1, 0.46), (30, 25.11), (61, 0.1), (62, 7))]
+    assert shown == [True, False, False, True, False]
+    assert repeats.filter(_kafka_line("Bootstrap failed: Unable to bootstrap", 62))
+    ours = logging.makeLogRecord({"name": "streamdedup.consumer", "msg": "same", "created": 0})
+    assert repeats.filter(ours) and repeats.filter(ours)  # only kafka-python's are thinned
+    assert repeats.filter(_kafka_line("Bootstrap connection failed (backoff 1 secs)", 63,
+                                      name="kafka.conn"))  # another logger, its own line
