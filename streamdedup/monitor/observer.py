@@ -28,6 +28,9 @@ ASK_TIMEOUT_MS = 1000  # a broker that has not answered the ask in this time cou
 # Records still to read above which the page says "catching up": a live stream leaves some
 # unread at any instant (500 verdicts/s, plus the input topic's ads, between two polls).
 CATCHING_UP_ABOVE = 2000
+# A monitor that has not reached the broker yet gives up an attempt after this (kafka-python's
+# default: 30 s), so its page turns from "connecting…" to "not answering" soon; it tries again.
+CONNECT_TIMEOUT_MS = 10_000
 
 
 def parse_start(start: str) -> str | int:
@@ -51,20 +54,41 @@ class Observer:
     appear (the monitor may start before the detector)."""
 
     def __init__(self, settings: Settings, topics: Sequence[str], start: str = "beginning",
-                 client_id: str = "streamdedup-monitor") -> None:
+                 client_id: str = "streamdedup-monitor", connect: bool = True) -> None:
+        """``connect``: reach the broker now (a KafkaError after 30 s when it does not
+        answer: ``tail`` and ``explain`` say so and stop); without it the first ``poll``
+        tries, for ``CONNECT_TIMEOUT_MS``, and a later one again, so the monitor's page is up
+        while it waits."""
         self.topics = list(dict.fromkeys(topics))
         self.start = parse_start(start)
-        self.consumer = KafkaConsumer(
+        self._options = dict(
             bootstrap_servers=settings.bootstrap_servers, group_id=None, client_id=client_id,
             enable_auto_commit=False, auto_offset_reset="earliest",
             max_partition_fetch_bytes=max(1 << 20, settings.max_output_bytes + 65536),
             **kafka_security(settings))
+        self._consumer: KafkaConsumer | None = KafkaConsumer(**self._options) if connect \
+            else None
         self.assigned: set[TopicPartition] = set()
         self._looked = float("-inf")  # monotonic time of the last look for missing topics
         self._asked = float("-inf")  # monotonic time of the last ask (``_ask``)
         self.answered: float | None = None  # wall time of the broker's last answer
         self.away_since: float | None = None  # wall time of the first ask it did not answer
         self.behind: int | None = None  # records on the broker the observer has not read
+
+    @property
+    def consumer(self) -> KafkaConsumer:
+        if self._consumer is None:
+            try:
+                self._consumer = KafkaConsumer(**self._options,
+                                               bootstrap_timeout_ms=CONNECT_TIMEOUT_MS)
+            except KafkaError as exc:
+                self._away(exc)
+                raise
+        return self._consumer
+
+    @property
+    def connected(self) -> bool:
+        return self._consumer is not None
 
     def _assign_new(self) -> None:
         found = {TopicPartition(t, p) for t in self.topics
@@ -149,7 +173,8 @@ class Observer:
         self._assign_new()
 
     def close(self) -> None:
-        self.consumer.close(autocommit=False)
+        if self._consumer is not None:
+            self._consumer.close(autocommit=False)
 
 
 def decode(rec: Any) -> dict[str, Any] | None:

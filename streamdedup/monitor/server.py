@@ -11,6 +11,8 @@ import logging
 import threading
 from typing import Any
 
+from kafka.errors import KafkaError
+
 from streamdedup.core.explain import explain, measured_apart
 from streamdedup.core.sketch import Sketcher
 from streamdedup.errors import ConfigError
@@ -40,7 +42,7 @@ class Monitor:
         topics = [settings.output_topic, settings.dlq_topic]
         if texts:
             topics.append(settings.input_topic)
-        self.observer = Observer(settings, topics, start)
+        self.observer = Observer(settings, topics, start, connect=False)  # in the thread
         self.thread = threading.Thread(target=self._follow, name="observer", daemon=True)
 
     def _follow(self) -> None:
@@ -48,8 +50,10 @@ class Monitor:
         while not self.stopping.is_set():
             try:
                 records = list(self.observer.poll(500))
-            except Exception:  # the broker may be away: keep trying, the page says so
-                log.exception("reading the topics failed; retrying")
+            except Exception as exc:  # the broker may be away: keep trying, the page says so
+                if self.observer.connected or not isinstance(exc, KafkaError):
+                    log.exception("reading the topics failed; retrying")
+                # else: not reached yet; the observer said so once, the page says so
                 with self.lock:
                     self.state.broker = self.observer.health()
                 self.stopping.wait(1.0)

@@ -54,7 +54,7 @@ class FakeClient:
 def observer_on(client: FakeClient, topics: list[str]) -> Observer:
     observer = Observer.__new__(Observer)
     observer.topics, observer.start, observer.assigned = topics, "beginning", set()
-    observer.consumer, observer._looked = client, float("-inf")
+    observer._consumer, observer._looked = client, float("-inf")
     observer._asked, observer.answered, observer.away_since, observer.behind = (
         float("-inf"), None, None, None)
     return observer

@@ -40,3 +40,41 @@ def test_explain_says_when_its_settings_are_not_the_detectors() -> None:
     other = filled("reference", measured).explain("b", "a")
     assert other["jaccard"] != measured
     assert "start the monitor with the detector's --preset" in str(other["warning"])
+
+
+def test_the_page_is_up_while_the_broker_cannot_be_reached() -> None:
+    """The monitor reached the broker before serving: with none there, no page for 30 s,
+    then a KafkaTimeoutError. Now the page is up at once and says "connecting…", then that
+    the broker does not answer."""
+    import json
+    import time
+    import urllib.request
+
+    from streamdedup.replay.process import free_port
+
+    settings = build_settings("default", env={}, overrides={
+        "bootstrap_servers": f"127.0.0.1:{free_port()}", "monitor_port": free_port()})
+    m = Monitor(settings)
+    server = m.server()
+    m.follow()
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{settings.monitor_port}"
+    try:
+        deadline = time.monotonic() + 60  # a bound on waiting, not a speed to reach
+        while not server.started:
+            assert time.monotonic() < deadline, "the page did not come up"
+            time.sleep(0.05)
+        with urllib.request.urlopen(base + "/", timeout=10) as page:
+            assert page.status == 200 and b"streamdedup" in page.read()
+        broker: dict[str, object] = {}
+        while broker.get("reachable") is not False:
+            assert time.monotonic() < deadline, f"never said the broker is away: {broker}"
+            with urllib.request.urlopen(base + "/api/summary", timeout=10) as r:
+                broker = json.load(r)["broker"]
+            time.sleep(0.2)
+        assert broker["away_since"] and broker["answered"] is None
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        m.stop()
