@@ -392,13 +392,20 @@ def build_settings(
     if preset not in PRESETS:
         raise ConfigError(f"unknown preset {preset!r}; known: {', '.join(sorted(PRESETS))}")
     values: dict[str, Any] = dict(PRESETS[preset])
+    given: dict[str, Any] = {}
     for f in fields(Settings):
         raw = env.get(ENV_PREFIX + f.name.upper())
         if raw is not None:
-            values[f.name] = _parse(f, raw)
-    for name, value in (overrides or {}).items():
-        if value is not None:
-            values[name] = value
+            given[f.name] = _parse(f, raw)
+    given.update({name: value for name, value in (overrides or {}).items() if value is not None})
+    moved = [k for k in ("threshold", "num_perm") if k in given and k in values
+             and given[k] != values[k]]
+    if moved and not {"bands", "rows"} & set(given):
+        # A preset's bands were chosen for its threshold and permutations: reference's 20x5
+        # kept at --threshold 0.5 made P(candidate | s=0.5) 0.47. Chosen again for the new.
+        values.pop("bands", None)
+        values.pop("rows", None)
+    values.update(given)
     known = {f.name for f in fields(Settings)}
     unknown = set(values) - known
     if unknown:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from typing import Any
 
 import pytest
 
@@ -169,7 +170,8 @@ def test_invalid_combinations_are_config_errors(changes: dict, words: str) -> No
 
 def test_bad_env_value_in_valid_syntax_is_still_validated() -> None:
     with pytest.raises(ConfigError, match="exceeds num_perm"):
-        build_settings("reference", env={"STREAMDEDUP_NUM_PERM": "64"})
+        build_settings(env={"STREAMDEDUP_NUM_PERM": "64", "STREAMDEDUP_BANDS": "20",
+                            "STREAMDEDUP_ROWS": "5"})
 
 
 def test_settings_are_frozen_and_replace_makes_a_new_object() -> None:
@@ -240,3 +242,22 @@ def test_kafka_addresses_kafka_python_takes_are_taken() -> None:
                     "SSL://[::1]", "[::1]", "2001:db8::", "fe80::1%eth0", "a:9092,",
                     "SASL_SSL://b:9093"):
         assert build_settings(env={}, overrides={"bootstrap_servers": servers})
+
+
+def test_a_presets_bands_follow_a_threshold_or_permutations_given_apart_from_them() -> None:
+    """reference's 20x5 bands were chosen for 0.8 and 100 permutations; kept at --threshold
+    0.5 they made P(candidate | s=0.5) 0.47, silently."""
+    from streamdedup.core.sketch import Sketcher
+
+    def layout(**given: Any) -> tuple[int, int]:
+        sketcher = Sketcher(build_settings("reference", env={}, overrides=given))
+        return sketcher.bands, sketcher.rows
+
+    assert layout() == layout(threshold=0.8) == (20, 5)  # the preset's own values: its bands
+    assert layout(threshold=0.5) != (20, 5)
+    assert Sketcher(build_settings("reference", env={}, overrides={"threshold": 0.5})
+                    ).recall_at_threshold() > 0.999
+    assert layout(threshold=0.5, bands=20, rows=5) == (20, 5)  # bands given: kept
+    assert layout(num_perm=128) != (20, 5)
+    env = {"STREAMDEDUP_THRESHOLD": "0.5"}
+    assert Sketcher(build_settings("reference", env=env)).bands != 20
