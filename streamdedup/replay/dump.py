@@ -67,7 +67,8 @@ def read_dump(path: str | os.PathLike[str], fmt: str | None, text_fields: tuple[
     """The dump's rows. A TSV's header is read and checked here, before the caller opens its
     store or outputs (an error found at the first row had emptied an existing ``--out``): a
     header without any of the text fields is an error, one without some of them a warning (a
-    misspelt ``--text-fields`` name was silently read as "no such text"). ``optional``: more
+    misspelt ``--text-fields`` name was silently read as "no such text"), and a column read
+    that the header names twice an error. ``optional``: more
     fields to keep when a row has them (replay's location, link)."""
     path = Path(path)
     if not path.is_file():
@@ -121,6 +122,12 @@ def _read_tsv(path: Path, text_fields: tuple[str, ...], fields: tuple[str, ...],
         raise InputError(
             f"{path}: header has none of the text fields {', '.join(text_fields)} "
             f"(header: {', '.join(header[:10])})")
+    twice = [name for name in dict.fromkeys((*fields, "id", time_field))
+             if name and header.count(name) > 1]
+    if twice:  # each row's dict kept the last of them, silently
+        raise InputError(f"{path}: header names {', '.join(map(repr, twice))} more than once "
+                         f"(columns {', '.join(str(i) for i, h in enumerate(header) if h in twice)}"
+                         f", from 0): which one to read cannot be told")
     if missing:  # a dump may lack one (descriptions only); a misspelt name looks the same
         log.warning("%s has no column %s: the text is %s alone (header: %s)", path,
                     " or ".join(map(repr, missing)),

@@ -80,6 +80,18 @@ def test_tsv_with_one_of_the_text_fields_is_fine(tmp_path: Path) -> None:
     assert [outcome(item) for _, item in rows(path)] == ["doc:0"]
 
 
+def test_a_column_the_tsv_names_twice_is_an_input_error_when_it_is_read(
+        tmp_path: Path) -> None:
+    """Each row kept the last of the two, silently: a description column appended by a
+    spreadsheet replaced the text that was judged."""
+    path = tmp_path / "d.tsv"
+    path.write_text("description\tnote\tdescription\nuno\tx\tdue\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"names 'description' more than once \(columns 0, 2"):
+        rows(path)
+    path.write_text("description\tnote\tnote\nuno\tx\ty\n", encoding="utf-8")
+    assert [outcome(item) for _, item in rows(path)] == ["doc:0"]  # not read: no matter
+
+
 def test_empty_tsv_is_an_input_error(tmp_path: Path) -> None:
     path = tmp_path / "d.tsv"
     path.write_bytes(b"")
