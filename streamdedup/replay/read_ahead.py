@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import multiprocessing as mp
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
@@ -25,6 +26,7 @@ from streamdedup import heap
 from streamdedup.core.document import Document
 from streamdedup.core.sketch import Packed, Sketcher, Sketches, pack, unpack
 from streamdedup.errors import InputError, MessageError, StreamdedupError
+from streamdedup.replay import dump
 from streamdedup.replay.dump import Row, batched, read_dump
 from streamdedup.settings import Settings
 
@@ -86,6 +88,8 @@ def _produce(inherited: Connection, out: Connection, path: Path, fmt: str | None
              settings: Settings, batch: int) -> None:
     inherited.close()  # or a full pipe would wait forever for a parent long dead
     heap.hold()  # a batch's arrays reuse the last one's pages (``streamdedup/heap.py``)
+    # The parent reads the same dump and says its warnings (a missing column); twice was noise.
+    logging.getLogger(dump.__name__).setLevel(logging.ERROR)
     try:
         sketcher = Sketcher(settings)
         signed: set[int] = set()

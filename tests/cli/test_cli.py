@@ -201,6 +201,21 @@ def test_scurve_names_the_file_it_wrote(tmp_path: Path) -> None:
     assert (tmp_path / "plot.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_a_missing_column_is_warned_of_once_with_the_sketch_worker(tmp_path: Path) -> None:
+    """The worker process reads the dump again and said the warning a second time."""
+    import os
+    import subprocess
+    import sys
+
+    dump = tmp_path / "d.tsv"
+    dump.write_text("description\nciao mondo, un annuncio\naltro annuncio di lavoro\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMDEDUP_")}
+    done = subprocess.run([sys.executable, "-m", "streamdedup", "check", str(dump),
+                           "--store-backend", "memory", "--sketch-ahead"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0 and done.stderr.count("has no column 'title'") == 1, done.stderr
+
+
 def test_run_stops_cleanly_on_sigterm_while_the_broker_is_unreachable(tmp_path: Path) -> None:
     """Within a client's bootstrap wait (2 s), not kafka-python's 30 s (it took 28 s)."""
     import os
