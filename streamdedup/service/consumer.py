@@ -307,9 +307,12 @@ class Service:
                 self._retry(lambda: ensure_topics(s, self.bootstrap_ms), "topic creation")
             elif missing := self._retry(lambda: missing_topics(s, self.bootstrap_ms),
                                         "topic check"):
-                log.error("topic %s does not exist and --no-create-topics is given: create "
-                          "it, or leave the flag out to have it created with "
-                          "--topic-partitions partitions", ", ".join(missing))
+                one = len(missing) == 1
+                log.error("%s %s %s not exist and --no-create-topics is given: create %s, or "
+                          "leave the flag out to have %s created with --topic-partitions "
+                          "partitions", "topic" if one else "topics", ", ".join(missing),
+                          "does" if one else "do", "it" if one else "them",
+                          "it" if one else "them")
                 return EXIT_REFUSED
             consumer, producer = self._retry(self._clients, "connect")
             return self._loop(consumer, producer)
