@@ -261,6 +261,10 @@ def replay_settings(config: ReplayConfig, bootstrap: str, store: Path) -> Settin
     if base.only_duplicates:
         raise StreamdedupError("a replay needs a verdict for every document: "
                                "drop --only-duplicates")
+    if base.retention:  # its recall would count every pair the window forgets as a miss
+        raise StreamdedupError("a replay's report measures recall against every earlier ad, "
+                               "which --retention forgets on purpose: drop it here "
+                               "(`check --retention` judges a dump through the window)")
     prefix = config.topic_prefix
     if prefix is None:
         prefix = f"replay-{uuid.uuid4().hex[:8]}." if config.run_consumer else ""

@@ -398,6 +398,14 @@ def test_replay_refuses_a_negative_rate_and_no_timeout(tmp_path: Path, args: lis
     assert code == 2 and message in err and "Traceback" not in err, err
 
 
+def test_replay_refuses_retention_whose_forgetting_its_report_would_count_as_misses(
+        tmp_path: Path) -> None:
+    tsv = write_tsv(tmp_path / "ads.tsv", [["t", "d", "Milano", "2020", "l"]])
+    code, _, err = run("replay", "--dump", str(tsv), "--report-dir", str(tmp_path / "r"),
+                       "--retention", "1d", "--bootstrap-servers", "127.0.0.1:9")
+    assert code == 1 and "drop it here" in err and not (tmp_path / "r").exists(), err
+
+
 @pytest.mark.broker
 def test_produce_says_when_the_broker_refused_announcements(tmp_path: Path,
                                                             kafka_bootstrap: str) -> None:
