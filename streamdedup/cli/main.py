@@ -60,10 +60,14 @@ def run(preset: str | None, **options: Any) -> None:
               help="input format [default: from the file name]")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="write verdicts (JSONL) here [default: standard output]")
+@click.option("--errors", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="write the bad rows (JSONL: row, error, detail) here [default: among the "
+                   "verdicts]")
 @settings_options
-def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
-          **options: Any) -> None:
-    """Run a dump through the detector in file order; one verdict per line (JSONL)."""
+def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
+          preset: str | None, **options: Any) -> None:
+    """Run a dump through the detector in file order; one verdict per line (JSONL), and one
+    line per bad row saying why."""
     from streamdedup.cli.output import checked_output, open_output, store_directory
     from streamdedup.cli.progress import progress_bar
     from streamdedup.core.shared import detector_for
@@ -75,6 +79,9 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
     settings = make_settings(preset, options)
     if out is not None:
         checked_output(out, path, store=store_directory(settings))
+    if errors is not None:
+        checked_output(errors, path, option="--errors", store=store_directory(settings),
+                       beside=("--out", out) if out else None)
     ahead: ReadAhead | None = None
     try:
         rows = read_dump(path, fmt, settings.text_fields, max_bytes=settings.max_message_bytes,
@@ -97,19 +104,26 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
     if warning:
         click.echo(warning, err=True)
     detector = detector_for(settings, store, sketcher)
+    opened: list[TextIO] = []
     try:
-        sink: TextIO = open_output(out) if out else sys.stdout
+        for target, option in ((out, "--out"), (errors, "--errors")):
+            if target is not None:
+                opened.append(open_output(target, option))
     except click.ClickException:
         if ahead is not None:
             ahead.close()
         store.close()
+        for each in opened:
+            each.close()
         raise
+    sink: TextIO = opened[0] if out else sys.stdout
+    bad: TextIO = opened[-1] if errors else sink
     tally = _Tally()
     start = time.perf_counter()
     bar = progress_bar(unit="doc")
     try:
         for batch, sketches in batches:
-            _check_batch(detector, batch, sketches, sink, tally, settings.only_duplicates)
+            _check_batch(detector, batch, sketches, sink, bad, tally, settings.only_duplicates)
             bar.update(len(batch))
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
@@ -118,8 +132,8 @@ def check(path: Path, fmt: str | None, out: Path | None, preset: str | None,
         if ahead is not None:
             ahead.close()
         store.close()
-        if out:
-            sink.close()
+        for each in opened:
+            each.close()
     elapsed = time.perf_counter() - start
     docs, untimed, first_error = tally.docs, tally.untimed, tally.first_error
     click.echo(
@@ -152,7 +166,7 @@ class _Tally:
     untimed: int = 0  # documents without a time (with retention: at the clock's)
 
 
-def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO,
+def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO, bad: TextIO,
                  tally: _Tally, only_duplicates: bool) -> None:
     """Judge and write one batch; bad rows are written whatever ``only_duplicates`` says (a
     row left out of the output must say why)."""
@@ -166,7 +180,7 @@ def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO,
         if isinstance(item, MessageError):
             tally.errors += 1
             tally.first_error = tally.first_error or f"{item.reason}: {item.detail}"
-            sink.write(json.dumps({"row": row, "error": item.reason, "detail": item.detail}) + "\n")
+            bad.write(json.dumps({"row": row, "error": item.reason, "detail": item.detail}) + "\n")
         else:
             verdict = next(verdicts)
             tally.dups += verdict.duplicate

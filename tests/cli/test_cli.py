@@ -83,6 +83,21 @@ def test_check_bad_rows_become_error_records_and_the_rest_is_processed(tmp_path:
     assert "2 documents, 1 duplicates, 3 bad rows" in err
 
 
+def test_check_errors_writes_the_bad_rows_apart_from_the_verdicts(tmp_path: Path) -> None:
+    rows = [[t, d, "Milano", "2020", f"l{i}"] for i, (t, d) in enumerate(ADS)]
+    tsv = write_tsv(tmp_path / "ads.tsv", [rows[0], ["", "", "", "", ""], *rows[1:]])
+    out, errors = tmp_path / "v.jsonl", tmp_path / "bad.jsonl"
+    code, _, err = run("check", str(tsv), "--store-backend", "memory", "--out", str(out),
+                       "--errors", str(errors))
+    assert code == 0, err
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["0", "2", "3"]
+    assert [json.loads(line) for line in errors.read_text().splitlines()] == [
+        {"row": 1, "error": "empty_text", "detail": "none of title, description has text"}]
+    code, _, err = run("check", str(tsv), "--store-backend", "memory", "--out", str(out),
+                       "--errors", str(out))
+    assert code == 2 and "--errors" in err and "is also --out" in err, err
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["/no/such/file.tsv"], "no such file"),
     (["{tmp}"], "is a directory"),  # was "no such file", as backfill and replay do not say
