@@ -47,7 +47,7 @@ DEFAULT = BackfillConfig  # its fields' defaults are the flags'
               "the study's band table with this run's candidate pairs")
 @click.option("--errors", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="unusable rows with their row number (0-based, header not counted) and "
-              "reason [default: OUT.errors.jsonl]")
+              "reason [default: --out with the suffix .errors.jsonl]")
 @settings_options
 def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driver_memory: str,
                      partitions: int,

@@ -222,7 +222,11 @@ def scurve(threshold: float | None, num_perm: int | None, bands: int | None,
     except (ConfigError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     out = out if out.suffix else out.with_suffix(".png")
-    if out.suffix[1:].lower() not in (formats := image_formats()):
+    try:
+        formats = image_formats()
+    except StreamdedupError as exc:  # matplotlib is the report extra
+        raise click.ClickException(str(exc)) from None
+    if out.suffix[1:].lower() not in formats:
         raise click.BadParameter(f"{out.name}: matplotlib writes {', '.join(formats)}, not "
                                  f"{out.suffix}", param_hint="'--out'")
     out = checked_output(out)

@@ -123,7 +123,7 @@ def tail_command(start: str, count: int, preset: str | None, **options: Any) -> 
 @settings_options
 def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None,
                     **options: Any) -> None:
-    """Send a dump (TSV or JSONL) to --input-topic, one announcement per message, key = id.
+    """Send a dump (TSV, JSONL or Parquet) to --input-topic, one announcement per message, key = id.
     Rows that cannot be read are reported with their row number (0-based, header not
     counted) and not sent."""
     from kafka import KafkaProducer
@@ -165,6 +165,9 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
                 if delay > 0:
                     time.sleep(delay)
         producer.flush(timeout=PRODUCE_FLUSH_S)
+    except StreamdedupError as exc:  # found while reading (the dump is read as it is sent)
+        raise click.ClickException(f"{exc} ({sent} announcements were handed to the producer "
+                                   "before; closing it sends them)") from None
     except KafkaError as exc:  # the broker went away: send() or flush() timed out
         raise click.ClickException(
             f"{sent} announcements handed to the producer, not all acknowledged by "

@@ -1,0 +1,55 @@
+"""Each command that needs an extra stops with one line naming it when the extra is absent.
+
+The extra is made absent in a child process (``sys.modules[name] = None`` makes its import
+fail as a missing package does), so the installed one stays usable for the other tests.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+RUN_WITHOUT = ("import sys; sys.modules[sys.argv.pop(1)] = None; "
+               "from streamdedup.cli.main import main; main(sys.argv[1:])")
+
+
+def without(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMDEDUP_")}
+    return subprocess.run([sys.executable, "-c", RUN_WITHOUT, module, *args],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+def _parquet(tmp_path: Path) -> Path:
+    pq = pytest.importorskip("pyarrow.parquet")
+    pa = pytest.importorskip("pyarrow")
+    path = tmp_path / "ads.parquet"
+    pq.write_table(pa.table({"id": ["a"], "description": ["un annuncio di lavoro"]}), path)
+    return path
+
+
+def _one_line(done: subprocess.CompletedProcess[str], extra: str) -> None:
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"pip install 'streamdedup[{extra}]'" in done.stderr, done.stderr
+
+
+def test_scurve_without_matplotlib(tmp_path: Path) -> None:
+    """It was a traceback: the formats matplotlib writes were asked outside any handler."""
+    _one_line(without("matplotlib", "scurve", "--out", str(tmp_path / "s.png")), "report")
+
+
+def test_check_without_pyarrow_or_redis(tmp_path: Path) -> None:
+    _one_line(without("pyarrow", "check", str(_parquet(tmp_path)), "--store-backend",
+                      "memory"), "parquet")
+    _one_line(without("redis", "check", str(_parquet(tmp_path)), "--store-backend", "redis",
+                      "--redis-url", "redis://127.0.0.1:9/0"), "redis")
+
+
+@pytest.mark.broker
+def test_produce_without_pyarrow(tmp_path: Path, kafka_bootstrap: str) -> None:
+    """It was a traceback: a Parquet dump is read as it is sent, past produce's handlers."""
+    _one_line(without("pyarrow", "produce", str(_parquet(tmp_path)), "--bootstrap-servers",
+                      kafka_bootstrap, "--input-topic", "extras-test"), "parquet")
