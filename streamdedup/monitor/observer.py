@@ -161,7 +161,8 @@ class Observer:
         the last ask (None before the first), since when it has not, records to read, and
         whether that is more than a live stream leaves between two asks (``catching_up``)."""
         there = {tp.topic for tp in self.assigned}
-        return {"waiting_for": [t for t in self.topics if t not in there],
+        return {"waiting_for": [t for t in self.topics if t not in there]
+                if self.connected else [],  # not known before the broker is reached
                 "reachable": None if self.answered is None and self.away_since is None
                 else self.away_since is None,
                 "answered": self.answered, "away_since": self.away_since,

@@ -43,6 +43,7 @@ class Monitor:
         if texts:
             topics.append(settings.input_topic)
         self.observer = Observer(settings, topics, start, connect=False)  # in the thread
+        self.state.broker = self.observer.health()  # "connecting…" until the first answer
         self.thread = threading.Thread(target=self._follow, name="observer", daemon=True)
 
     def _follow(self) -> None:

@@ -67,6 +67,10 @@ def test_the_page_is_up_while_the_broker_cannot_be_reached() -> None:
             time.sleep(0.05)
         with urllib.request.urlopen(base + "/", timeout=10) as page:
             assert page.status == 200 and b"streamdedup" in page.read()
+        with urllib.request.urlopen(base + "/api/summary", timeout=10) as r:
+            first = json.load(r)["broker"]  # was {}: the documented fields came later
+        assert first["reachable"] in (None, False) and first["answered"] is None
+        assert first["waiting_for"] == []  # unknown yet: the page says "connecting…"
         broker: dict[str, object] = {}
         while broker.get("reachable") is not False:
             assert time.monotonic() < deadline, f"never said the broker is away: {broker}"
