@@ -80,6 +80,9 @@ def load_stopwords(spec: str) -> frozenset[str]:
             lines = path.read_text(encoding="utf-8").splitlines()
         except OSError as exc:
             raise ConfigError(f"cannot read stopword file {spec}: {exc}") from exc
+        except UnicodeDecodeError as exc:  # a Latin-1 list is a likely mistake
+            raise ConfigError(f"stopword file {spec} is not UTF-8 (byte {exc.start}); save it "
+                              "as UTF-8") from None
         return frozenset(w.strip().lower() for w in lines if w.strip() and not w.startswith("#"))
     import stopwordsiso
 

@@ -136,6 +136,14 @@ def test_missing_stopword_file_is_config_error(tmp_path: Path) -> None:
         Normalizer(BARE.replace(stopwords=str(tmp_path / "nope.txt")))
 
 
+def test_a_stopword_file_that_is_not_utf8_is_config_error(tmp_path: Path) -> None:
+    """A Latin-1 list was a UnicodeDecodeError traceback."""
+    path = tmp_path / "stop.txt"
+    path.write_bytes(b"di\nper\nperch\xe9\n")
+    with pytest.raises(ConfigError, match=r"is not UTF-8 \(byte 12\)"):
+        Normalizer(BARE.replace(stopwords=str(path)))
+
+
 def test_unknown_stopword_language_is_config_error() -> None:
     with pytest.raises(ConfigError, match="'xx'"):
         Normalizer(BARE.replace(stopwords="xx"))
