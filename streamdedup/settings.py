@@ -46,6 +46,7 @@ def cache_root() -> Path:
 
 _UNITS_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000,
              "w": 604_800_000}
+_LONGEST_MS = 36_500 * 86_400_000
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 
 
@@ -61,6 +62,9 @@ def parse_duration(text: str) -> int | None:
     total = round(sum(float(n) * _UNITS_MS[u] for n, u in parts))
     if total <= 0:
         raise ConfigError(f"retention must be longer than 0, not {text!r}")
+    if total > _LONGEST_MS:  # the cutoff (clock - window) left SQLite's 64-bit integers
+        raise ConfigError(f"retention must be at most 100 years (36500d), not {text!r}; '' "
+                          "keeps everything")
     return total
 
 

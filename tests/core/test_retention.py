@@ -47,6 +47,9 @@ def test_durations() -> None:
             parse_duration(bad)
     with pytest.raises(ConfigError, match="retention must be"):
         build_settings(overrides={"retention": "sixty days"})
+    assert parse_duration("36500d") == 36_500 * DAY
+    with pytest.raises(ConfigError, match="at most 100 years"):  # was an OverflowError at
+        parse_duration("999999999999d")                           # a SQLite eviction
     assert build_settings(env={"STREAMDEDUP_RETENTION": "12h"}).retention_ms == 43_200_000
 
 
