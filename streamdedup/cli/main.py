@@ -132,8 +132,9 @@ def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
         if ahead is not None:
             ahead.close()
         store.close()
-        for each in opened:
-            each.close()
+        unwritten = _close_all(opened)
+    if unwritten:
+        raise click.ClickException(unwritten)
     elapsed = time.perf_counter() - start
     docs, untimed, first_error = tally.docs, tally.untimed, tally.first_error
     click.echo(
@@ -176,17 +177,36 @@ def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO, b
     verdicts = iter(detector.process_many(docs, sketches))
     detector.store.commit()
     tally.docs += len(docs)
-    for row, item in batch:
-        if isinstance(item, MessageError):
-            tally.errors += 1
-            tally.first_error = tally.first_error or f"{item.reason}: {item.detail}"
-            bad.write(json.dumps({"row": row, "error": item.reason, "detail": item.detail}) + "\n")
-        else:
-            verdict = next(verdicts)
-            tally.dups += verdict.duplicate
-            tally.untimed += item.time is None
-            if verdict.duplicate or not only_duplicates:
-                sink.write(verdict.to_json() + "\n")
+    try:
+        for row, item in batch:
+            if isinstance(item, MessageError):
+                tally.errors += 1
+                tally.first_error = tally.first_error or f"{item.reason}: {item.detail}"
+                bad.write(json.dumps({"row": row, "error": item.reason, "detail": item.detail})
+                          + "\n")
+            else:
+                verdict = next(verdicts)
+                tally.dups += verdict.duplicate
+                tally.untimed += item.time is None
+                if verdict.duplicate or not only_duplicates:
+                    sink.write(verdict.to_json() + "\n")
+    except OSError as exc:  # a full disk, a closed pipe: only writing raises it here
+        raise click.ClickException(_UNWRITTEN.format(exc.strerror or exc)) from None
+
+
+_UNWRITTEN = ("cannot write the verdicts: {}; the store holds the documents judged so far, "
+              "and checking the dump again gives the same verdicts")
+
+
+def _close_all(opened: list[TextIO]) -> str:
+    """Close every output; what a failed close (its buffer's last write) says, or ''."""
+    said = ""
+    for each in opened:
+        try:
+            each.close()
+        except OSError as exc:
+            said = said or _UNWRITTEN.format(exc.strerror or exc)
+    return said
 
 
 @main.command()

@@ -154,4 +154,6 @@ def export_command(out: Path | None, preset: str | None, **options: Any) -> None
                 count = write(fh)
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
+    except OSError as exc:  # writing: a full disk, a closed pipe (the store is only read)
+        raise click.ClickException(f"cannot write the export: {exc.strerror or exc}") from None
     click.echo(f"{count:,} documents exported", err=True)

@@ -98,6 +98,20 @@ def test_check_errors_writes_the_bad_rows_apart_from_the_verdicts(tmp_path: Path
     assert code == 2 and "--errors" in err and "is also --out" in err, err
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+def test_a_full_disk_under_the_outputs_is_one_line(tmp_path: Path) -> None:
+    """check and store export wrote into /dev/full with an OSError traceback."""
+    rows = [[t, d, "Milano", "2020", f"l{i}"] for i, (t, d) in enumerate(ADS)]
+    tsv = write_tsv(tmp_path / "ads.tsv", [*rows, ["", "", "", "", ""]])
+    store = str(tmp_path / "s")
+    for outputs in (["--out", "/dev/full"], ["--out", str(tmp_path / "v"), "--errors",
+                                             "/dev/full"]):
+        code, _, err = run("check", str(tsv), "--store", store, *outputs)
+        assert code == 1 and "cannot write the verdicts: No space left on device" in err, err
+    code, _, err = run("store", "export", "--store", store, "--out", "/dev/full")
+    assert code == 1 and "cannot write the export: No space left on device" in err, err
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["/no/such/file.tsv"], "no such file"),
     (["{tmp}"], "is a directory"),  # was "no such file", as backfill and replay do not say
