@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import logging
 import multiprocessing as mp
+import signal
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -87,6 +88,9 @@ class ReadAhead:
 def _produce(inherited: Connection, out: Connection, path: Path, fmt: str | None,
              settings: Settings, batch: int) -> None:
     inherited.close()  # or a full pipe would wait forever for a parent long dead
+    # Ctrl-C reaches the whole process group: the parent stops and closes this child (whose
+    # KeyboardInterrupt traceback came out beside the parent's one line).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     heap.hold()  # a batch's arrays reuse the last one's pages (``streamdedup/heap.py``)
     # The parent reads the same dump and says its warnings (a missing column); twice was noise.
     logging.getLogger(dump.__name__).setLevel(logging.ERROR)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import os
+import signal
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -93,6 +94,7 @@ class SketchWorker:
 
 def _start(settings: Settings, parent: int) -> None:
     global _sketcher
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the consumer's to handle
     heap.hold()  # a chunk's arrays reuse the last one's pages (``streamdedup/heap.py``)
     _sketcher = Sketcher(settings)
     threading.Thread(target=_watch, args=(parent,), daemon=True).start()

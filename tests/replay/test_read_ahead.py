@@ -136,3 +136,28 @@ def test_a_check_killed_leaves_no_reader_behind(tmp_path: Path) -> None:
     for k in left:
         os.kill(int(k), signal.SIGKILL)
     assert not left, "the reader outlived its killed parent"
+
+
+def test_ctrl_c_stops_check_with_one_line_and_a_sound_store(tmp_path: Path) -> None:
+    """Ctrl-C reaches the whole process group: the reader printed a KeyboardInterrupt
+    traceback (or a stray "Process streamdedup-read-ahead:") beside check's "Aborted!"."""
+    import subprocess
+    import sys
+    import time
+
+    ads = write_ads(tmp_path / "ads.jsonl", 10_000, seed=6)
+    proc = subprocess.Popen([sys.executable, "-m", "streamdedup", "check", str(ads),
+                             "--store", str(tmp_path / "s"), "--out", str(tmp_path / "o")],
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    out = tmp_path / "o"
+    deadline = time.monotonic() + 60
+    while not (out.exists() and out.stat().st_size) and time.monotonic() < deadline:
+        time.sleep(0.02)  # the first verdicts: the store is open, the reader ahead
+    assert proc.poll() is None, "check ended before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends it: to the group
+    _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err and "read-ahead" not in err, err
+    assert proc.returncode == 1 and "Aborted!" in err, err
+    done = subprocess.run([sys.executable, "-m", "streamdedup", "store", "verify", "--store",
+                           str(tmp_path / "s")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
