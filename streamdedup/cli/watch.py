@@ -130,14 +130,15 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
     from kafka.errors import KafkaError
 
     from streamdedup.errors import MessageError
-    from streamdedup.replay.dump import read_dump
+    from streamdedup.replay.dump import read_dump, row_number_warning
     from streamdedup.service.kafka import kafka_security
 
     settings = make_settings(preset, options)
-    if rate < 0:
+    if not rate >= 0:  # NaN too: it was accepted as "no limit"
         raise click.UsageError(f"--rate must be >= 0, not {rate}")
     try:
         rows = read_dump(path, fmt, settings.text_fields, max_bytes=settings.max_message_bytes)
+        warning = row_number_warning(path, fmt, None)
         producer = KafkaProducer(bootstrap_servers=settings.bootstrap_servers, acks="all",
                                  linger_ms=20, max_request_size=settings.max_message_bytes + 65536,
                                  **kafka_security(settings))
@@ -146,6 +147,8 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
     except Exception as exc:
         raise click.ClickException(f"cannot produce to {settings.bootstrap_servers}: "
                                    f"{type(exc).__name__}: {exc}") from None
+    if warning:
+        click.echo(warning, err=True)
     sent = bad = 0
     refused: list[Exception] = []  # the broker's answers, counted by the sender thread
     start = time.monotonic()
@@ -168,6 +171,11 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
     except StreamdedupError as exc:  # found while reading (the dump is read as it is sent)
         raise click.ClickException(f"{exc} ({sent} announcements were handed to the producer "
                                    "before; closing it sends them)") from None
+    except KeyboardInterrupt:  # say where it stopped: sending again resends from the start
+        click.echo(f"interrupted: {sent} announcements handed to the producer (closing it "
+                   f"sends them), {bad} rows not readable; sending the dump again is safe "
+                   "(the detector judges an id and text it has seen once)", err=True)
+        raise click.exceptions.Exit(130) from None
     except KafkaError as exc:  # the broker went away: send() or flush() timed out
         raise click.ClickException(
             f"{sent} announcements handed to the producer, not all acknowledged by "

@@ -87,13 +87,19 @@ def read_dump(path: str | os.PathLike[str], fmt: str | None, text_fields: tuple[
     raise InputError(f"unknown format {fmt!r}; use tsv, jsonl or parquet")
 
 
-def row_number_warning(path: Path, fmt: str | None, held: Callable[[], int]) -> str | None:
+def row_number_warning(path: Path, fmt: str | None, held: Callable[[], int] | None
+                       ) -> str | None:
     """What to say when a TSV without an ``id`` column goes into a store that holds
-    documents (``held()``, asked only then): its rows' ids are their numbers, which any
-    other such dump repeats, so its row 0 replaced the earlier dump's document "0" (two
-    days' dumps kept one day's ads)."""
+    documents (``held()``, asked only then; None: a topic, whose consumer's store is not
+    known here): its rows' ids are their numbers, which any other such dump repeats, so its
+    row 0 replaced the earlier dump's document "0" (two days' dumps kept one day's ads)."""
     if (fmt or detect_format(path)) != "tsv" or "id" in tsv_header(path):
         return None
+    if held is None:
+        return (f"warning: {path} has no id column, so its rows' ids are their numbers (0, 1, "
+                f"...), which any other such dump repeats: a consumer's store replaces the "
+                f"document a number names, if another dump sent it. Give the dump an id "
+                f"column to keep both")
     held_documents = held()
     if not held_documents:
         return None

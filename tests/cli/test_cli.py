@@ -464,6 +464,22 @@ def test_produce_says_when_the_broker_refused_announcements(tmp_path: Path,
     assert code == 0 and "100 announcements sent" in err, err
 
 
+@pytest.mark.broker
+def test_produce_warns_of_row_number_ids_and_refuses_a_rate_that_is_no_number(
+        tmp_path: Path, kafka_bootstrap: str) -> None:
+    """A TSV without ids went out keyed 0, 1, ... silently (check and backfill warn); --rate
+    nan ran unlimited."""
+    import uuid
+
+    tsv = write_tsv(tmp_path / "ads.tsv", [["t", "un annuncio", "Milano", "2020", "l"]])
+    args = ["produce", str(tsv), "--bootstrap-servers", kafka_bootstrap, "--input-topic",
+            f"produce-{uuid.uuid4().hex[:8]}"]
+    code, _, err = run(*args)
+    assert code == 0 and "has no id column" in err and "1 announcements sent" in err, err
+    code, _, err = run(*args, "--rate", "nan")
+    assert code == 2 and "--rate must be >= 0, not nan" in err, err
+
+
 def test_a_dump_refused_at_its_header_leaves_out_and_store_untouched(tmp_path: Path) -> None:
     """The header used to be read after --out was opened (emptied) and the store made (pinned
     to these settings, with nothing in it)."""
