@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from streamdedup import garbage
 from streamdedup.cli.options import make_settings, settings_options
@@ -64,6 +65,15 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     from streamdedup.store import open_configured
 
     settings = make_settings(preset, options)
+    if engine != "spark":  # a Spark flag given to the local engine: most likely a mistake
+        context = click.get_current_context()
+        given = [f"--{name.replace('_', '-')}" for name in ("master", "driver_memory",
+                                                            "partitions")
+                 if context.get_parameter_source(name) is not ParameterSource.DEFAULT]
+        if given:
+            raise click.UsageError(f"{', '.join(given)} "
+                                   f"{'applies' if len(given) == 1 else 'apply'} only to "
+                                   f"--engine spark; this backfill runs --engine {engine}")
     try:  # the Spark flags are checked here, before the store is made and the dump read
         config = BackfillConfig(dump=dump, out=out, errors=errors, fmt=fmt, engine=engine,
                                 master=master, driver_memory=driver_memory,

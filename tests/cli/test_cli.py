@@ -418,6 +418,18 @@ def test_replay_and_backfill_flags_default_to_their_configs_fields(command: str)
     assert {name: params[name] for name in shared} == {name: defaults[name] for name in shared}
 
 
+def test_spark_flags_given_to_the_local_engine_are_refused(tmp_path: Path) -> None:
+    """They were accepted and ignored, invalid values included (--partitions 0, --master
+    bogus)."""
+    tsv = write_tsv(tmp_path / "ads.tsv", [["t", "un annuncio", "Milano", "2020", "l"]])
+    base = ["backfill", str(tsv), "--engine", "local", "--store-backend", "memory", "--out",
+            str(tmp_path / "v.jsonl")]
+    code, _, err = run(*base, "--master", "bogus", "--partitions", "0")
+    assert code == 2 and "--master, --partitions apply only to --engine spark" in err, err
+    code, _, err = run(*base)
+    assert code == 0 and (tmp_path / "v.jsonl").read_text().count("\n") == 1, err
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--rate", "-1"], "--rate"), (["--timeout", "0"], "--timeout")])
 def test_replay_refuses_a_negative_rate_and_no_timeout(tmp_path: Path, args: list[str],
