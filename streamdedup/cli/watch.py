@@ -86,6 +86,7 @@ def tail_command(start: str, count: int, preset: str | None, **options: Any) -> 
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     printed = 0
+    said: set[str] = set()
     try:
         while not stop and (not count or printed < count):
             for topic, rec in observer.poll(500):
@@ -108,6 +109,11 @@ def tail_command(start: str, count: int, preset: str | None, **options: Any) -> 
                 printed += 1
                 if count and printed >= count:
                     break
+            for topic in sorted(set(observer.health()["waiting_for"]) - said):  # (looked in
+                said.add(topic)                                   # the poll) it was silent
+                flag = "--input-topic" if topic == settings.input_topic else "--output-topic"
+                click.echo(f"waiting for topic {topic}: not on {settings.bootstrap_servers} "
+                           f"yet (is {flag} the detector's?)", err=True)
     except KeyboardInterrupt:
         pass
     finally:

@@ -123,6 +123,26 @@ def test_tail_prints_one_line_per_verdict(stream: Stream) -> None:
     assert lines[0].startswith(f"{first['id']}  DUPLICATE of {first['duplicate_of']}")
 
 
+def test_tail_says_when_a_topic_it_reads_is_not_there(stream: Stream) -> None:
+    """A misspelt --output-topic waited forever without a word."""
+    proc = subprocess.Popen([sys.executable, "-m", "streamdedup", "tail", *stream.flags,
+                             "--output-topic", "no-such-verdicts"], stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True, env=stream.env())
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr or ()), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 60  # a bound on waiting, not a speed to reach
+    try:
+        while not any("waiting for topic" in x for x in lines) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    said = [x for x in lines if "waiting for topic" in x]
+    assert said and said[0].startswith("waiting for topic no-such-verdicts: not on") \
+        and "--output-topic" in said[0], lines
+
+
 def test_explain_from_the_topics_and_from_the_dump(stream: Stream) -> None:
     dup = first_duplicate(stream)
     out = stream.cli("explain", dup["id"], "--no-color")
