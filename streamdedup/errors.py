@@ -70,3 +70,10 @@ class MessageError(StreamdedupError):
     def __reduce__(self) -> tuple[type[MessageError], tuple[str, str]]:
         """Pickled as made (a bad row crosses from ``check``'s reading process)."""
         return type(self), (self.reason, self.detail)
+
+
+def describe(exc: BaseException) -> str:
+    """``Name: text`` for a message; kafka-python's errors name themselves already (the
+    message said "KafkaTimeoutError: KafkaTimeoutError: Unable to bootstrap")."""
+    text, name = str(exc), type(exc).__name__
+    return text if text.startswith(name) else f"{name}: {text}" if text else name

@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from streamdedup.cli.options import make_settings, settings_options
-from streamdedup.errors import StreamdedupError
+from streamdedup.errors import StreamdedupError, describe
 from streamdedup.replay.dump import FORMATS
 
 PRODUCE_FLUSH_S = 60.0  # produce's wait for the broker's acknowledgements at the end
@@ -81,7 +81,7 @@ def tail_command(start: str, count: int, preset: str | None, **options: Any) -> 
         raise click.ClickException(str(exc)) from None
     except Exception as exc:  # kafka-python: the broker cannot be reached
         raise click.ClickException(f"cannot read from {settings.bootstrap_servers}: "
-                                   f"{type(exc).__name__}: {exc}") from None
+                                   f"{describe(exc)}") from None
     state = MonitorState(keep=50_000)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
@@ -152,7 +152,7 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
         raise click.ClickException(str(exc)) from None
     except Exception as exc:
         raise click.ClickException(f"cannot produce to {settings.bootstrap_servers}: "
-                                   f"{type(exc).__name__}: {exc}") from None
+                                   f"{describe(exc)}") from None
     if warning:
         click.echo(warning, err=True)
     sent = bad = 0
@@ -185,7 +185,7 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
     except KafkaError as exc:  # the broker went away: send() or flush() timed out
         raise click.ClickException(
             f"{sent} announcements handed to the producer, not all acknowledged by "
-            f"{settings.bootstrap_servers} ({type(exc).__name__}: {exc}); send the dump "
+            f"{settings.bootstrap_servers} ({describe(exc)}); send the dump "
             "again (the detector judges an id and text it has seen once)") from None
     finally:
         producer.close(timeout=5)

@@ -34,7 +34,7 @@ from kafka import TopicPartition
 from kafka.errors import MessageSizeTooLargeError, RecordListTooLargeError
 from kafka.structs import OffsetAndMetadata
 
-from streamdedup.errors import StoreError
+from streamdedup.errors import StoreError, describe
 from streamdedup.service.metrics import Metrics
 from streamdedup.service.records import Outgoing
 from streamdedup.store.base import Store
@@ -156,7 +156,7 @@ class Checkpoint:
         except Exception as exc:
             self.metrics.commit_failures.labels(stage).inc()
             self.rewind(store_committed=stage != "store_commit")
-            raise CheckpointFailed(f"{stage} failed: {type(exc).__name__}: {exc}") from exc
+            raise CheckpointFailed(f"{stage} failed: {describe(exc)}") from exc
         done = self.messages
         self._reset()
         return done
@@ -170,13 +170,13 @@ class Checkpoint:
                 sent.append((o, self.producer.send(o.topic, value=o.value, key=o.key,
                                                    headers=o.headers)))
             except _SIZE_ERRORS as exc:  # over the producer's own max_request_size
-                refused.append((o, f"{type(exc).__name__}: {exc}"))
+                refused.append((o, f"{describe(exc)}"))
         self.producer.flush(timeout=self.flush_timeout_s)
         for o, future in sent:
             try:
                 future.get(timeout=0)  # raises if the broker refused the record
             except _SIZE_ERRORS as exc:
-                refused.append((o, f"{type(exc).__name__}: {exc}"))
+                refused.append((o, f"{describe(exc)}"))
         return refused
 
     def _produce_alone(self, refused: list[tuple[Outgoing, str]]) -> None:

@@ -36,7 +36,7 @@ from streamdedup.core.document import Document
 from streamdedup.core.shared import detector_for
 from streamdedup.core.sketch import Sketcher
 from streamdedup.core.verdict import Verdict
-from streamdedup.errors import MessageError, StoreError, StoreUnavailableError
+from streamdedup.errors import MessageError, StoreError, StoreUnavailableError, describe
 from streamdedup.service.checkpoint import Checkpoint, CheckpointFailed, offset_tag
 from streamdedup.service.kafka import (
     BOOTSTRAP_TIMEOUT_MS,
@@ -86,7 +86,7 @@ class BrokerRefused(Exception):
 
     @classmethod
     def of(cls, what: str, exc: Exception, settings: Settings) -> BrokerRefused:
-        text = f"{what}: {type(exc).__name__}: {exc}"
+        text = f"{what}: {describe(exc)}"
         if isinstance(exc, FencedInstanceIdError):
             text += (f" (another consumer joined group {settings.group_id!r} with the same "
                      f"--group-instance-id {settings.group_instance_id!r} and took over its "
@@ -261,7 +261,7 @@ class Service:
                 raise
             except Exception as exc:
                 log.exception("document %r failed", doc.id)
-                results.append(MessageError("internal_error", f"{type(exc).__name__}: {exc}"))
+                results.append(MessageError("internal_error", f"{describe(exc)}"))
         return results
 
     def _judge(self, docs: list[Document]) -> list[Verdict | MessageError]:
