@@ -139,6 +139,10 @@ def _scan(settings: Settings, topic: str, ids: set[str]) -> dict[str, dict[str, 
     observer = Observer(settings, [topic], "beginning", client_id="streamdedup-explain")
     try:
         observer.refresh()
+        if not observer.assigned:  # it said "no verdict for X in T", as if T were read
+            flag = "--input-topic" if topic == settings.input_topic else "--output-topic"
+            raise InputError(f"topic {topic} is not on {settings.bootstrap_servers} (is {flag} "
+                             "the detector's?)")
         ends = observer.consumer.end_offsets(sorted(observer.assigned))
         found: dict[str, dict[str, Any]] = {}
         while any(observer.consumer.position(tp) < end for tp, end in ends.items()):

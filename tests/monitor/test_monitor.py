@@ -160,6 +160,11 @@ def test_explain_from_the_topics_and_from_the_dump(stream: Stream) -> None:
     assert json.loads(from_store.stdout)["b"]["id"] == dup["duplicate_of"], from_store.stderr
     missing = stream.cli("explain", "no-such-id", "x", "--dump", str(stream.dump))
     assert missing.returncode == 1 and "no announcement with id" in missing.stderr
+    wrong = subprocess.run([sys.executable, "-m", "streamdedup", "explain", dup["id"],
+                            *stream.flags, "--output-topic", "no-such-verdicts"],
+                           capture_output=True, text=True, timeout=120, env=stream.env())
+    assert wrong.returncode == 1, wrong.stderr  # it said "no verdict for X in" that topic
+    assert "topic no-such-verdicts is not on" in wrong.stderr, wrong.stderr
 
 
 def test_the_monitor_command_stops_cleanly_on_sigterm(stream: Stream) -> None:
