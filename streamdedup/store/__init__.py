@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,8 @@ from typing import Any
 from streamdedup.errors import ConfigError
 from streamdedup.settings import Settings
 from streamdedup.store.base import DocRecord, SetRecord, Store, check_params
+
+log = logging.getLogger(__name__)
 
 __all__ = ["DocRecord", "SetRecord", "Store", "open_configured", "open_store", "read_verdict"]
 
@@ -19,8 +22,14 @@ def open_configured(settings: Settings, params: Mapping[str, Any]) -> Store:
     if settings.store_backend == "sqlite" and not location.strip():
         raise ConfigError("store must name a directory (an empty one put the store's files in "
                           "the current directory)")
-    return open_store(settings.store_backend, location, params, settings.redis_namespace,
-                      settings.redis_cluster, single_writer=settings.retention_ms is not None)
+    store = open_store(settings.store_backend, location, params, settings.redis_namespace,
+                       settings.redis_cluster, single_writer=settings.retention_ms is not None)
+    untimed = getattr(store, "untimed_documents", None)  # SQLite's (Redis refuses the mix)
+    if settings.retention_ms is not None and untimed is not None and (count := untimed()):
+        log.warning("%s documents of this store were judged without --retention: they have "
+                    "no time, so the window never lets them go (rebuild the store with "
+                    "--retention to have them expire; docs/RETENTION.md)", f"{count:,}")
+    return store
 
 
 def open_store(backend: str, location: str, params: Mapping[str, Any],

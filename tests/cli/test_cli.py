@@ -180,6 +180,24 @@ def test_check_with_retention_says_how_many_documents_had_no_time(tmp_path: Path
     assert code == 0 and "without a" not in err, err  # arrival times asked for
 
 
+def test_retention_turned_on_for_a_store_built_without_it_is_warned_of(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Its documents have no time and never leave; that was said only in docs/RETENTION.md."""
+    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020-01-01T00:00:00Z", f"l{i}"]
+                                           for i, (t, d) in enumerate(ADS)])
+    common = [str(tsv), "--store", str(tmp_path / "s"), "--out", str(tmp_path / "v.jsonl")]
+    assert run("check", *common)[0] == 0
+    code, _, err = run("check", *common, "--retention", "60d")
+    assert code == 0, err
+    assert "3 documents of this store were judged without --retention" in caplog.text
+    caplog.clear()
+    assert run("check", *common[:1], "--store", str(tmp_path / "t"), "--retention", "60d",
+               "--out", str(tmp_path / "w.jsonl"))[0] == 0
+    assert run("check", *common[:1], "--store", str(tmp_path / "t"), "--retention", "60d",
+               "--out", str(tmp_path / "w.jsonl"))[0] == 0
+    assert "without --retention" not in caplog.text  # built with it: every document timed
+
+
 def test_a_backfill_of_which_no_row_can_be_judged_is_an_error(tmp_path: Path) -> None:
     """As check (above): every row a bad_time record, and backfill exited 0 having judged
     nothing."""

@@ -5,12 +5,11 @@ table (JSON-encoded: a store file is data, never pickled code). Everything else 
 sqlite3 module directly, because sqlitedict's model does not fit it: appending an id to a hot
 bucket would rewrite an ever-growing value, and probes must read many keys in one query.
 
-Durability: WAL journal with ``synchronous=FULL``, so ``commit()`` returns only once the
-batch is on disk. Retention: ``evict`` deletes rows (documents by their time, sets by their
-newest time, both through partial indexes that grow at the end) and marks the sets' bucket
-entries dead in memory, deleting log rows left with no live set; after a rolled-back
-eviction the in-memory index is rebuilt from the tables. The file's own concerns (schema,
-the one-writer lock, opening, damage and file-system errors) are in ``file.py``.
+Durability: WAL journal with ``synchronous=FULL``: ``commit()`` returns once the batch is on
+disk. Retention: ``evict`` deletes rows (documents by their time, sets by their newest time,
+through partial indexes growing at the end) and marks the sets' bucket entries dead in memory,
+deleting log rows left with no live set; a rolled-back eviction rebuilds the in-memory index
+from the tables. The file's concerns (schema, one-writer lock, opening, damage) are in file.py.
 """
 
 from __future__ import annotations
@@ -186,8 +185,7 @@ class SqliteStore(Store):
         return self._store_id
 
     def _load_store_id(self) -> str:
-        """Made with the store and committed at once (at open, nothing else is pending), so
-        no rollback can take it back."""
+        """Made with the store, committed at once (nothing else is pending): no rollback."""
         row = self._conn.execute("SELECT value FROM counters WHERE name = 'store_id'").fetchone()
         if row is None:
             row = (secrets.randbits(62),)
@@ -360,6 +358,11 @@ class SqliteStore(Store):
         return 0 if row is None else int(row[0])
 
     # --- retention
+    @store_errors
+    def untimed_documents(self) -> int:
+        """Documents judged without retention: no time, so no window ever lets them go."""
+        return int(self._conn.execute("SELECT COUNT(*) FROM docs WHERE time IS NULL").fetchone()[0])
+
     @store_errors
     def evict(self, cutoff_ms: int, limit: int) -> int:
         docs = [d for (d,) in self._conn.execute(
