@@ -77,8 +77,6 @@ def read_dump(path: str | os.PathLike[str], fmt: str | None, text_fields: tuple[
                              f"(twice: its header first), not from a stream")
         raise InputError(f"no such file: {path}")
     fmt = fmt or detect_format(path)
-    if path.stat().st_size == 0:  # a TSV said so at its header, a JSONL gave "0 documents"
-        raise InputError(f"{path} is empty")
     fields = tuple(dict.fromkeys((*text_fields, *optional)))
     if fmt == "tsv":
         return _read_tsv(path, text_fields, fields, max_bytes, time_field)
