@@ -84,6 +84,7 @@ class Observer:
             except KafkaError as exc:
                 self._away(exc)
                 raise
+            self._answered()  # (no ask answers while no topic is there to ask about)
         return self._consumer
 
     @property
@@ -146,6 +147,9 @@ class Observer:
         except KafkaError as exc:
             self._away(exc)
             return
+        self._answered(behind)
+
+    def _answered(self, behind: int | None = None) -> None:
         if self.away_since is not None:
             log.warning("the broker answers again")
         self.answered, self.away_since, self.behind = time.time(), None, behind

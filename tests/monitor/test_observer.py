@@ -173,3 +173,28 @@ def read_until(observer: Observer, done: Any, timeout_s: float = 60) -> int:
         assert time.monotonic() < deadline, observer.health()
         n += len(list(observer.poll(200)))
     return n
+
+
+def test_a_broker_reached_after_failed_attempts_counts_as_answering_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only an ask cleared "not answering", and no ask runs while no topic is there: a
+    monitor started before the broker and the detector said the broker was away for good."""
+    from streamdedup.monitor import observer as module
+
+    attempts: list[int] = []
+
+    def consumer(**_options: Any) -> FakeClient:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise KafkaTimeoutError("Unable to bootstrap from 127.0.0.1:9")
+        return FakeClient({})  # reached; its topics are not there yet
+
+    monkeypatch.setattr(module, "KafkaConsumer", consumer)
+    watched = Observer(build_settings(env={}), ["out"], connect=False)
+    with pytest.raises(KafkaTimeoutError):
+        list(watched.poll(0))
+    assert watched.health()["reachable"] is False
+    due(watched)  # the next look for the topics: the attempt again
+    assert list(watched.poll(0)) == []
+    health = watched.health()
+    assert health["reachable"] is True and health["waiting_for"] == ["out"]
