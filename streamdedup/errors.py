@@ -74,6 +74,7 @@ class MessageError(StreamdedupError):
 
 def describe(exc: BaseException) -> str:
     """``Name: text`` for a message; kafka-python's errors name themselves already (the
-    message said "KafkaTimeoutError: KafkaTimeoutError: Unable to bootstrap")."""
+    message said "KafkaTimeoutError: KafkaTimeoutError: Unable to bootstrap"; its broker
+    errors read "[Error 10] MessageSizeTooLargeError: ...")."""
     text, name = str(exc), type(exc).__name__
-    return text if text.startswith(name) else f"{name}: {text}" if text else name
+    return text if name in text else f"{name}: {text}" if text else name

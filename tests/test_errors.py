@@ -13,3 +13,6 @@ def test_an_error_is_named_once() -> None:
         "KafkaTimeoutError: Unable to bootstrap"
     assert describe(ValueError("boom")) == "ValueError: boom"
     assert describe(ValueError()) == "ValueError"
+    from kafka.errors import MessageSizeTooLargeError  # "[Error 10] MessageSizeTooLarge..."
+
+    assert describe(MessageSizeTooLargeError("too big")).count("MessageSizeTooLargeError") == 1

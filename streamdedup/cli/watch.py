@@ -192,7 +192,7 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
     if refused:  # e.g. a batch over the topic's max.message.bytes: the whole batch is lost
         raise click.ClickException(
             f"the broker refused {len(refused)} of {sent} announcements "
-            f"({type(refused[0]).__name__}: {refused[0]}); {sent - len(refused)} were "
+            f"({describe(refused[0])}); {sent - len(refused)} were "
             f"written to {settings.input_topic}, {bad} rows not sent")
     click.echo(f"{sent} announcements sent to {settings.input_topic}, {bad} rows not sent",
                err=True)

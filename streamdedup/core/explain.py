@@ -99,7 +99,9 @@ def measured_apart(verdict: Mapping[str, object], other_id: str, jaccard: float
     duplicate"). None when they agree or the verdict does not list it."""
     matches = verdict.get("matches")
     for match in matches if isinstance(matches, list) else ():
-        said = match.get("jaccard") if isinstance(match, Mapping) else None
+        if not isinstance(match, Mapping):  # a verdict read from a topic may be anything
+            continue
+        said = match.get("jaccard")
         if match.get("id") == other_id and isinstance(said, int | float):
             return float(said) if abs(said - jaccard) > 1e-4 else None
     return None

@@ -3,7 +3,7 @@ by hand (word 1-grams, so a shingle is a word and spans can be checked by eye)."
 
 from __future__ import annotations
 
-from streamdedup.core.explain import explain
+from streamdedup.core.explain import explain, measured_apart
 from streamdedup.core.jaccard import jaccard
 from streamdedup.core.sketch import Sketcher
 from streamdedup.settings import Settings
@@ -50,3 +50,12 @@ def test_char_shingles_mark_the_covered_characters() -> None:
     shared = "".join(e.a.text[x:y] for x, y in e.a.shared)
     assert shared.startswith("cercasi cameriere")
     assert e.to_dict()["a"]["shared"] == [list(span) for span in e.a.shared]
+
+
+def test_a_verdicts_own_jaccard_is_compared_whatever_its_matches_hold() -> None:
+    """A verdict read from a topic may hold anything: a match that is no object was an
+    AttributeError in `explain`."""
+    verdict = {"matches": ["b", None, {"id": "b", "jaccard": 0.9}]}
+    assert measured_apart(verdict, "b", 0.5) == 0.9
+    assert measured_apart(verdict, "b", 0.9) is None
+    assert measured_apart({"matches": 5}, "b", 0.5) is None
