@@ -177,11 +177,13 @@ def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO, b
     verdicts = iter(detector.process_many(docs, sketches))
     detector.store.commit()
     tally.docs += len(docs)
+    target = sink
     try:
         for row, item in batch:
             if isinstance(item, MessageError):
                 tally.errors += 1
                 tally.first_error = tally.first_error or f"{item.reason}: {item.detail}"
+                target = bad
                 bad.write(json.dumps({"row": row, "error": item.reason, "detail": item.detail})
                           + "\n")
             else:
@@ -189,13 +191,18 @@ def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO, b
                 tally.dups += verdict.duplicate
                 tally.untimed += item.time is None
                 if verdict.duplicate or not only_duplicates:
+                    target = sink
                     sink.write(verdict.to_json() + "\n")
     except OSError as exc:  # a full disk, a closed pipe: only writing raises it here
-        raise click.ClickException(_UNWRITTEN.format(exc.strerror or exc)) from None
+        raise click.ClickException(_unwritten(target, exc)) from None
 
 
-_UNWRITTEN = ("cannot write the verdicts: {}; the store holds the documents judged so far, "
-              "and checking the dump again gives the same verdicts")
+def _unwritten(target: TextIO, exc: OSError) -> str:
+    name = getattr(target, "name", "the output")
+    name = "standard output" if name == "<stdout>" else name
+    return (f"cannot write {name}: {exc.strerror or exc}; the "
+            "store holds the documents judged so far, and checking the dump again gives the "
+            "same verdicts")
 
 
 def _close_all(opened: list[TextIO]) -> str:
@@ -205,7 +212,7 @@ def _close_all(opened: list[TextIO]) -> str:
         try:
             each.close()
         except OSError as exc:
-            said = said or _UNWRITTEN.format(exc.strerror or exc)
+            said = said or _unwritten(each, exc)
     return said
 
 

@@ -107,7 +107,7 @@ def test_a_full_disk_under_the_outputs_is_one_line(tmp_path: Path) -> None:
     for outputs in (["--out", "/dev/full"], ["--out", str(tmp_path / "v"), "--errors",
                                              "/dev/full"]):
         code, _, err = run("check", str(tsv), "--store", store, *outputs)
-        assert code == 1 and "cannot write the verdicts: No space left on device" in err, err
+        assert code == 1 and "cannot write /dev/full: No space left on device" in err, err
     code, _, err = run("store", "export", "--store", store, "--out", "/dev/full")
     assert code == 1 and "cannot write the export: No space left on device" in err, err
 
