@@ -62,8 +62,8 @@ class ClosedSocketRace(logging.Filter):
 class KafkaRepeats(logging.Filter):
     """kafka-python logs four lines at each reconnect attempt (about 20 a minute while a
     broker is down, forever): a line that differs from one let through in the last
-    ``every_s`` seconds only by its numbers (backoffs, times) is dropped. Other loggers'
-    records all pass."""
+    ``every_s`` seconds only by its numbers (backoffs, times) is dropped, whatever its level.
+    Records with a traceback, and other loggers' records, all pass."""
 
     def __init__(self, every_s: float = 60.0) -> None:
         super().__init__()
@@ -71,7 +71,7 @@ class KafkaRepeats(logging.Filter):
         self.shown: dict[tuple[str, int, str], float] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not record.name.startswith("kafka"):
+        if not record.name.startswith("kafka") or record.exc_info:  # a traceback is news
             return True
         key = (record.name, record.levelno, re.sub(r"[\d.]+", "#", record.getMessage()))
         now = record.created

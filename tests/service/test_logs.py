@@ -72,3 +72,5 @@ def test_kafka_pythons_reconnect_lines_show_once_a_minute_whatever_their_numbers
     assert repeats.filter(ours) and repeats.filter(ours)  # only kafka-python's are thinned
     assert repeats.filter(_kafka_line("Bootstrap connection failed (backoff 1 secs)", 63,
                                       name="kafka.conn"))  # another logger, its own line
+    traced = _transport_error(ConnectionResetError("reset"))
+    assert repeats.filter(traced) and repeats.filter(traced)  # a traceback always shows
