@@ -145,7 +145,7 @@ def test_ctrl_c_stops_check_with_one_line_and_a_sound_store(tmp_path: Path) -> N
     import sys
     import time
 
-    ads = write_ads(tmp_path / "ads.jsonl", 10_000, seed=6)
+    ads = write_ads(tmp_path / "ads.jsonl", 30_000, seed=6)  # seconds of work left to stop
     proc = subprocess.Popen([sys.executable, "-m", "streamdedup", "check", str(ads),
                              "--store", str(tmp_path / "s"), "--out", str(tmp_path / "o")],
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
