@@ -170,13 +170,13 @@ class Checkpoint:
                 sent.append((o, self.producer.send(o.topic, value=o.value, key=o.key,
                                                    headers=o.headers)))
             except _SIZE_ERRORS as exc:  # over the producer's own max_request_size
-                refused.append((o, f"{describe(exc)}"))
+                refused.append((o, describe(exc)))
         self.producer.flush(timeout=self.flush_timeout_s)
         for o, future in sent:
             try:
                 future.get(timeout=0)  # raises if the broker refused the record
             except _SIZE_ERRORS as exc:
-                refused.append((o, f"{describe(exc)}"))
+                refused.append((o, describe(exc)))
         return refused
 
     def _produce_alone(self, refused: list[tuple[Outgoing, str]]) -> None:

@@ -261,7 +261,7 @@ class Service:
                 raise
             except Exception as exc:
                 log.exception("document %r failed", doc.id)
-                results.append(MessageError("internal_error", f"{describe(exc)}"))
+                results.append(MessageError("internal_error", describe(exc)))
         return results
 
     def _judge(self, docs: list[Document]) -> list[Verdict | MessageError]:

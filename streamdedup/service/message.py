@@ -46,6 +46,7 @@ def _parse_int(text: str) -> int | Decimal:
 # One decoder for every message: ``json.loads`` with ``parse_int`` builds a decoder and its
 # scanner on each call (15 -> 10 us for a generated ad).
 _DECODER = json.JSONDecoder(parse_int=_parse_int)
+_NUMBERS = (int, float, Decimal)  # kept as their decimal text (bool, an int, is not)
 # JSON's names for what a message that is no object holds ("got JSON NoneType" said Python's)
 _JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", Decimal: "number",
                bool: "true/false", type(None): "null"}
@@ -98,8 +99,9 @@ def document_from_object(obj: Any, text_fields: tuple[str, ...], time_field: str
             raise MessageError("not_utf8", f"{name} holds a lone UTF-16 surrogate") from None
     if not any((obj.get(name) or "").strip() for name in text_fields):
         raise MessageError("empty_text", f"none of {', '.join(text_fields)} has text")
+    # Strings tested first and alone: a union's isinstance made this 1.9 us a message, not 0.7.
     fields = {k: v if isinstance(v, str) else str(v) for k, v in obj.items()
-              if isinstance(v, str | int | float | Decimal) and not isinstance(v, bool)}
+              if isinstance(v, str) or (isinstance(v, _NUMBERS) and not isinstance(v, bool))}
     raw_time = obj.get(time_field) if time_field else None
     if raw_time is None or raw_time == "":
         return Document(doc_id, fields)
