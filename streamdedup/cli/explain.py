@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from streamdedup.cli.options import make_settings, settings_options
+from streamdedup.cli.options import make_settings, settings_options, topic_flag
 from streamdedup.errors import InputError, StreamdedupError
 from streamdedup.replay.dump import FORMATS
 from streamdedup.settings import Settings
@@ -140,9 +140,8 @@ def _scan(settings: Settings, topic: str, ids: set[str]) -> dict[str, dict[str, 
     try:
         observer.refresh()
         if not observer.assigned:  # it said "no verdict for X in T", as if T were read
-            flag = "--input-topic" if topic == settings.input_topic else "--output-topic"
-            raise InputError(f"topic {topic} is not on {settings.bootstrap_servers} (is {flag} "
-                             "the detector's?)")
+            raise InputError(f"topic {topic} is not on {settings.bootstrap_servers} (is "
+                             f"{topic_flag(settings, topic)} the detector's?)")
         ends = observer.consumer.end_offsets(sorted(observer.assigned))
         found: dict[str, dict[str, Any]] = {}
         while any(observer.consumer.position(tp) < end for tp, end in ends.items()):

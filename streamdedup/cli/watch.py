@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from streamdedup.cli.options import make_settings, settings_options
+from streamdedup.cli.options import make_settings, settings_options, topic_flag
 from streamdedup.errors import StreamdedupError, describe
 from streamdedup.replay.dump import FORMATS
 
@@ -111,9 +111,8 @@ def tail_command(start: str, count: int, preset: str | None, **options: Any) -> 
                     break
             for topic in sorted(set(observer.health()["waiting_for"]) - said):  # (looked in
                 said.add(topic)                                   # the poll) it was silent
-                flag = "--input-topic" if topic == settings.input_topic else "--output-topic"
                 click.echo(f"waiting for topic {topic}: not on {settings.bootstrap_servers} "
-                           f"yet (is {flag} the detector's?)", err=True)
+                           f"yet (is {topic_flag(settings, topic)} the detector's?)", err=True)
     except KeyboardInterrupt:
         pass
     finally:
