@@ -127,6 +127,11 @@ def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
             bar.update(len(batch))
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:  # as produce says it: where it stopped, and that again is safe
+        click.echo(f"interrupted: {tally.docs} documents judged, {tally.errors} bad rows; the "
+                   "store holds the documents judged so far, and checking the dump again "
+                   "gives the same verdicts", err=True)
+        raise click.exceptions.Exit(130) from None
     finally:
         bar.close()
         if ahead is not None:
