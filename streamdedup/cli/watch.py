@@ -7,7 +7,6 @@ dump (TSV or JSONL) to the input topic, keyed by id, as the scraper would.
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import time
@@ -137,6 +136,7 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
     from streamdedup.errors import MessageError
     from streamdedup.replay.dump import read_dump, row_number_warning
     from streamdedup.service.kafka import kafka_security
+    from streamdedup.service.message import encode_message
 
     settings = make_settings(preset, options)
     if not rate >= 0:  # NaN too: it was accepted as "no limit"
@@ -163,10 +163,8 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
                 bad += 1
                 click.echo(f"row {row}: {item.reason}: {item.detail}", err=True)
                 continue
-            body = {"id": item.id, **{k: v for k, v in item.fields.items() if k != "id"}}
             producer.send(settings.input_topic, key=item.id.encode("utf-8"),
-                          value=json.dumps(body, ensure_ascii=False).encode("utf-8")
-                          ).add_errback(refused.append)
+                          value=encode_message(item)).add_errback(refused.append)
             sent += 1
             if rate:
                 delay = start + sent / rate - time.monotonic()

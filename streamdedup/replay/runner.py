@@ -39,7 +39,7 @@ from streamdedup.errors import InputError, MessageError, StreamdedupError
 from streamdedup.replay.config import ReplayConfig
 from streamdedup.replay.dump import read_dump
 from streamdedup.replay.process import ChildProcess, free_port
-from streamdedup.service.message import decode_message
+from streamdedup.service.message import decode_message, encode_message
 from streamdedup.settings import ENV_PREFIX, Settings, build_settings
 
 # Columns of the Kijiji TSV: read as announcement fields even when the settings' text
@@ -85,8 +85,7 @@ def load_rows(path: Path, fmt: str | None, settings: Settings) -> tuple[list[_Ro
         if item.id in seen:
             raise InputError(f"{path}: id {item.id!r} occurs twice; ids must be unique")
         seen.add(item.id)
-        payload = json.dumps({**item.fields, "id": item.id}, ensure_ascii=False,
-                             separators=(",", ":")).encode("utf-8", "surrogatepass")
+        payload = encode_message(item)
         try:
             doc: Document | None = decode_message(payload, settings.text_fields,
                                                   settings.max_message_bytes)

@@ -510,6 +510,40 @@ def test_produce_warns_of_row_number_ids_and_refuses_a_rate_that_is_no_number(
     assert code == 2 and "--rate must be >= 0, not nan" in err, err
 
 
+@pytest.mark.broker
+def test_produce_sends_an_id_less_row_that_the_consumer_gives_the_same_id(
+        tmp_path: Path, kafka_bootstrap: str) -> None:
+    """Rows without an id holding a number, a null or a list went out as their string fields
+    under the id their whole content gave: every one was a ``reserved_id`` dead letter."""
+    import uuid
+
+    from kafka import KafkaConsumer
+
+    from streamdedup.core.document import Document
+    from streamdedup.replay.dump import read_dump
+    from streamdedup.service.message import decode_message
+
+    rows = [{"title": f"annuncio {i}", "description": "cameriere", "timestamp": 1700000000 + i,
+             "remote": i % 2 == 0, "salary": None, "tags": ["sala", i]} for i in range(20)]
+    dump = tmp_path / "ads.jsonl"
+    dump.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    topic = f"produce-{uuid.uuid4().hex[:8]}"
+    code, _, err = run("produce", str(dump), "--bootstrap-servers", kafka_bootstrap,
+                       "--input-topic", topic)
+    assert code == 0 and "20 announcements sent" in err, err
+    fields = ("title", "description")
+    want = [d.id for _, d in read_dump(dump, None, fields) if isinstance(d, Document)]
+    reader = KafkaConsumer(topic, bootstrap_servers=kafka_bootstrap, group_id=None,
+                           auto_offset_reset="earliest", consumer_timeout_ms=10_000)
+    try:
+        sent = [(rec.key.decode(), decode_message(rec.value, fields, 1 << 20))
+                for rec in reader]
+    finally:
+        reader.close()
+    assert len(want) == 20 and [key for key, _ in sent] == want
+    assert [doc.id for _, doc in sent] == want
+
+
 def test_a_dump_refused_at_its_header_leaves_out_and_store_untouched(tmp_path: Path) -> None:
     """The header used to be read after --out was opened (emptied) and the store made (pinned
     to these settings, with nothing in it)."""

@@ -66,7 +66,8 @@ def test_load_rows_jsonl(tmp_path: Path) -> None:
     path = tmp_path / "ads.jsonl"
     path.write_text("\n".join([
         json.dumps({"id": 7, "title": "a", "description": "uno due tre", "salary": 1200}),
-        json.dumps({"title": "b", "description": "quattro cinque"}),
+        json.dumps({"title": "b", "description": "quattro cinque", "remote": True,
+                    "salary": 900, "tags": None}),  # was sent so that it came back reserved_id
         "{not json",
         json.dumps({"id": "x", "title": "", "description": "", "link": "https://l"}),
     ]) + "\n", encoding="utf-8")
