@@ -7,7 +7,9 @@ Layers, lowest first (docs/ARCHITECTURE.md draws them):
     store/     the Store interface and its backends (knows nothing of sketches)
     core/      pure functions and the detector, which talks to the Store interface
     service/   the Kafka consumer: checkpoint, records, metrics, logs
-    replay/    dumps, replays through Kafka, ground truth and reports
+    replay/    dumps, replays through Kafka, backfill, ground truth and reports
+    monitor/   the web monitor and the topic observer behind it and `tail`
+    integrations/  the Scrapy pipeline
     cli/       the command line; nothing imports it
 """
 
@@ -97,7 +99,7 @@ def test_modules_stay_small(module: str) -> None:
 
 
 def test_no_backend_imports_another() -> None:
-    """Each store backend stands alone on ``store/``'s shared modules (STYLE.md: one backend
+    """Each store backend stands alone on ``store/``'s shared modules (one backend
     importing from another is what not to copy), so one can be read, or dropped, alone."""
     backends = {"streamdedup.store.memory", "streamdedup.store.sqlite", "streamdedup.store.redis"}
 

@@ -32,9 +32,8 @@ DEFAULT = BackfillConfig  # its fields' defaults are the flags'
 @click.option("--partitions", type=click.IntRange(min=0), default=DEFAULT.partitions,
               help="Spark partitions of the dump [default: 4 per core]")
 @click.option("--order-by", type=click.Choice(ORDERS), default=DEFAULT.order_by,
-              show_default=True, help="arrival order of the rows")
-@click.option("--timestamp-field", default=DEFAULT.timestamp_field, show_default=True,
-              help="the field --order-by timestamp sorts on (ISO 8601 or epoch seconds)")
+              show_default=True, help="arrival order of the rows (timestamp: by --time-field)")
+@click.option("--timestamp-field", default=None, hidden=True)  # before --time-field was one
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), required=True,
               help="the verdicts, one JSON object per line, in arrival order")
 @click.option("--pairs/--probe", "pairs", default=DEFAULT.pairs, show_default=True,
@@ -52,7 +51,7 @@ DEFAULT = BackfillConfig  # its fields' defaults are the flags'
 @settings_options
 def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driver_memory: str,
                      partitions: int,
-                     order_by: str, timestamp_field: str, out: Path, pairs: bool,
+                     order_by: str, timestamp_field: str | None, out: Path, pairs: bool,
                      report_dir: Path | None, errors: Path | None, preset: str | None,
                      **options: Any) -> None:
     """Backfill DUMP into the store (--store DIR, or --store-backend redis --redis-url URL):
@@ -64,6 +63,12 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     from streamdedup.replay.backfill import backfill
     from streamdedup.store import open_configured
 
+    if timestamp_field is not None:  # one field for the order and for retention's times
+        if options.get("time_field") not in (None, timestamp_field):
+            raise click.UsageError("--timestamp-field is an old name of --time-field; give one")
+        click.echo("--timestamp-field is now --time-field (the field retention reads too)",
+                   err=True)
+        options["time_field"] = timestamp_field
     settings = make_settings(preset, options)
     if engine != "spark":  # a Spark flag given to the local engine: most likely a mistake
         context = click.get_current_context()
@@ -77,7 +82,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     try:  # the Spark flags are checked here, before the store is made and the dump read
         config = BackfillConfig(dump=dump, out=out, errors=errors, fmt=fmt, engine=engine,
                                 master=master, driver_memory=driver_memory,
-                                order_by=order_by, timestamp_field=timestamp_field,
+                                order_by=order_by,
                                 partitions=partitions, pairs=pairs, report_dir=report_dir)
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
@@ -128,7 +133,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
                      f"{p['over_cap']} sets over max_candidates, {result.plan_seconds:.1f} s")
     if result.unordered:
         parts.append(f"{result.unordered} rows without a readable "
-                     f"{config.timestamp_field!r} came last")
+                     f"{settings.time_field!r} came last")
     click.echo("; ".join(parts), err=True)
     if result.bad_rows and not result.documents:
         raise click.ClickException(f"every row of {dump} was bad, none was judged (why: "

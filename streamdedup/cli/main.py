@@ -1,5 +1,6 @@
 """The `streamdedup` command line (click): run, check, scurve; replay (replay.py); monitor,
-tail, produce (watch.py); explain (explain.py); backfill (backfill.py).
+tail (watch.py); produce (produce.py); explain (explain.py); backfill (backfill.py); store
+(store.py).
 
 The top layer: it imports the layers below and nothing imports it. Every ``Settings`` field is
 a flag and an environment variable (``options.py``). Heavy modules are imported inside the
@@ -23,9 +24,10 @@ from streamdedup import garbage
 from streamdedup.cli.backfill import backfill_command
 from streamdedup.cli.explain import explain_command
 from streamdedup.cli.options import make_settings, settings_options
+from streamdedup.cli.produce import produce_command
 from streamdedup.cli.replay import replay_command
 from streamdedup.cli.store import store_command
-from streamdedup.cli.watch import monitor_command, produce_command, tail_command
+from streamdedup.cli.watch import monitor_command, tail_command
 from streamdedup.errors import StreamdedupError
 from streamdedup.replay.dump import FORMATS
 from streamdedup.settings import Settings

@@ -24,7 +24,7 @@ _REPLAY_FIXED = ("bootstrap_servers", "store")  # ReplayConfig fields, not consu
 @click.command(name="replay", context_settings={"help_option_names": ["-h", "--help"],
                                                 "max_content_width": 100})
 @click.option("--dump", type=click.Path(path_type=Path, dir_okay=False, exists=True),
-              required=True, help="the dump to replay (TSV or JSONL)")
+              required=True, help="the dump to replay (TSV, JSONL or Parquet)")
 @click.option("--report-dir", type=click.Path(path_type=Path, file_okay=False), required=True,
               help="where report.json, report.md, verdicts.jsonl and the plots go")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,

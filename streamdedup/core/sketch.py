@@ -1,7 +1,7 @@
 """The pure pipeline: fields -> normalized text -> shingles -> set id -> signature -> band keys.
 
 No I/O and no state beyond what the settings fix, so it can run anywhere (a consumer, a
-replay, a future Spark backfill) and give identical keys for identical input.
+replay, a Spark executor of the backfill) and give identical keys for identical input.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from typing import Any
 
 from streamdedup.errors import StreamdedupError
 from streamdedup.extras import require
-from streamdedup.service.kafka import kafka_security
+from streamdedup.service.kafka import announcement_producer
 from streamdedup.settings import ENV_PREFIX, Settings, build_settings
 
 _scrapy = require("scrapy", "the Scrapy pipeline")
@@ -54,13 +54,7 @@ class AnnouncementPipeline:
         return cls(settings, crawler.settings.get(ID_SETTING, "id"))
 
     def open_spider(self, spider: Any) -> None:
-        from kafka import KafkaProducer
-
-        s = self.settings
-        self.producer = KafkaProducer(bootstrap_servers=s.bootstrap_servers, acks="all",
-                                      linger_ms=20,
-                                      max_request_size=s.max_message_bytes + 65536,
-                                      **kafka_security(s))
+        self.producer = announcement_producer(self.settings, "streamdedup-scrapy")
 
     def announcement(self, item: Any) -> tuple[str, bytes]:
         """The id and the JSON bytes of one item."""

@@ -116,16 +116,12 @@ def consumer_env(settings: Settings, base: Mapping[str, str]) -> dict[str, str]:
 def produce(settings: Settings, rows: Sequence[_Row], rate: float, progress: bool
             ) -> dict[str, float]:
     """Send every row to the input topic (key = id); return the send time of each id."""
-    from kafka import KafkaProducer
     from tqdm import tqdm
 
-    from streamdedup.service.kafka import kafka_security
+    from streamdedup.service.kafka import announcement_producer
 
-    producer = KafkaProducer(
-        bootstrap_servers=settings.bootstrap_servers, client_id="streamdedup-replay",
-        acks="all", linger_ms=5, max_request_size=max(1 << 20, settings.max_message_bytes + 4096),
-        **kafka_security(settings),
-    )
+    # a short linger: the replay measures each announcement's latency from its send time
+    producer = announcement_producer(settings, "streamdedup-replay", linger_ms=5)
     sent_at: dict[str, float] = {}
     start = time.monotonic()
     try:

@@ -1,2 +1,4 @@
 """The Kafka service: a thin loop around the detector (``consumer.py``), the commit order that
-makes it safe (``checkpoint.py``), message decoding, output records, metrics and logs."""
+makes it safe (``checkpoint.py``), the clients and topics (``kafka.py``), a second process
+sketching big batches ahead (``sketch_worker.py``), message decoding (``message.py``), output
+records (``records.py``), metrics (``metrics.py``) and logs (``logs.py``)."""

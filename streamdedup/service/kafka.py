@@ -1,5 +1,5 @@
 """Kafka client options and topics, shared by the consumer and everything that talks to its
-topics (the replay's producer and reader, the monitor to come).
+topics (``produce``, the Scrapy pipeline, the replay's producer and reader, the monitor).
 
 Secrets (SASL password, SSL key) come from ``Settings``, i.e. from ``STREAMDEDUP_*`` variables,
 and are passed straight to kafka-python; ``Settings.public()`` masks them wherever settings are
@@ -36,6 +36,18 @@ def kafka_security(settings: Settings) -> dict[str, Any]:
         if getattr(settings, name):
             opts[name] = getattr(settings, name)
     return opts
+
+
+def announcement_producer(settings: Settings, client_id: str, linger_ms: int = 20) -> Any:
+    """A producer of announcements to the input topic (``produce``, the Scrapy pipeline, a
+    replay): every broker in sync acknowledges (``acks="all"``), and a request has room for
+    the largest message the consumer accepts plus Kafka's headers and batch overhead."""
+    from kafka import KafkaProducer
+
+    return KafkaProducer(bootstrap_servers=settings.bootstrap_servers, client_id=client_id,
+                         acks="all", linger_ms=linger_ms,
+                         max_request_size=settings.max_message_bytes + (64 << 10),
+                         **kafka_security(settings))
 
 
 def ensure_topics(settings: Settings, bootstrap_ms: int = BOOTSTRAP_TIMEOUT_MS) -> None:

@@ -35,9 +35,6 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-STAGES = ("decode", "detect", "store_commit", "produce_flush", "offset_commit")
-
-
 class Metrics:
     """All of the service's metrics, in a registry of their own (tests can make many)."""
 

@@ -1,5 +1,7 @@
 """The Redis store: ``client.py`` (connections, key layout, errors), ``store.py`` (the Store
-contract, single writer), ``shared.py`` (the protocol a consumer group shares)."""
+contract, single writer), ``shared.py`` (the protocol a consumer group shares), ``lock.py``
+(one writer per namespace when retention is on) and ``maintenance.py`` (stats, verify,
+export, one document's verdict)."""
 
 from streamdedup.store.redis.shared import SharedRedisStore
 from streamdedup.store.redis.store import RedisStore
