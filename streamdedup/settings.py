@@ -129,7 +129,7 @@ class Settings:
     time_field: str = _opt(
         "timestamp", "message field holding the announcement time (ISO 8601 or epoch seconds;"
         " else the Kafka record time, else the newest time seen, else the wall clock); read"
-        " only with --retention",
+        " only with --retention, and by backfill --order-by timestamp",
         group="retention")
     # --- Kafka service
     bootstrap_servers: str = _opt("127.0.0.1:9092", "Kafka bootstrap servers", group="kafka")

@@ -103,7 +103,7 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
                                          "detail": item.detail}, ensure_ascii=False) + "\n")
             else:
                 good.append((row, item))
-    ordered, result.unordered = order(good, config.order_by, config.timestamp_field)
+    ordered, result.unordered = order(good, config.order_by, settings.time_field)
     docs = [d for _, d in ordered]
     if config.report_dir is not None and len({d.id for d in docs}) != len(docs):
         raise ConfigError("--report needs a dump whose ids are unique (the report's brute "

@@ -64,7 +64,6 @@ class BackfillConfig:
     master: str = "local[*]"
     driver_memory: str = "3g"  # the Spark driver's JVM (in local mode, the executors' too)
     order_by: str = "file"  # one of ORDERS
-    timestamp_field: str = "timestamp"
     partitions: int = 0  # 0: 4 per core, or ~2,000 ads each
     pairs: bool = True  # the engine finds candidate pairs and verifies them (empty store)
     report_dir: Path | None = None  # the quality report against brute force, as replay's

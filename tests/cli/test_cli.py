@@ -211,6 +211,35 @@ def test_a_backfill_of_which_no_row_can_be_judged_is_an_error(tmp_path: Path) ->
     assert code == 0, err  # without retention the times are not read
 
 
+def test_backfill_orders_by_the_time_field_retention_reads(tmp_path: Path) -> None:
+    """`backfill --order-by timestamp` sorted on its own --timestamp-field while retention read
+    --time-field: two names, two defaults, so one run could sort by one field and expire by
+    the other. The old name still works, and says so."""
+    dump = tmp_path / "ads.jsonl"
+    dump.write_text("".join(json.dumps({"id": i, "description": f"annuncio {i}",
+                                        "posted": f"2026-11-0{9 - i}T00:00:00Z"}) + "\n"
+                            for i in range(3)), encoding="utf-8")
+
+    def ids(store: str, *flags: str) -> tuple[list[str], str]:
+        out = tmp_path / f"{store}.jsonl"
+        code, _, err = run("backfill", str(dump), "--engine", "local", "--order-by",
+                           "timestamp", "--out", str(out), "--store", str(tmp_path / store),
+                           *flags)
+        assert code == 0, err
+        return [json.loads(v)["id"] for v in out.read_text().splitlines()], err
+
+    got, err = ids("a", "--time-field", "posted")
+    assert got == ["2", "1", "0"] and "came last" not in err, err
+    got, err = ids("b")  # no "timestamp" field: file order, and said
+    assert got == ["0", "1", "2"] and "3 rows without a readable 'timestamp' came last" in err
+    got, err = ids("c", "--timestamp-field", "posted")
+    assert got == ["2", "1", "0"] and "--timestamp-field is now --time-field" in err, err
+    code, _, err = run("backfill", str(dump), "--engine", "local", "--out",
+                       str(tmp_path / "d.jsonl"), "--store", str(tmp_path / "d"),
+                       "--timestamp-field", "posted", "--time-field", "other")
+    assert code == 2 and "old name of --time-field" in err, err
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (["--threshold", "2"], "threshold must be in (0, 1]"),
     (["--threshold", "0"], "threshold must be in (0, 1]"),
