@@ -150,12 +150,18 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     """One Redis call; a failure becomes StoreUnavailableError (connection) or StoreError."""
     try:
         return fn(*args, **kwargs)
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise StoreUnavailableError(f"Redis: {type(exc).__name__}: {exc}") from exc
     except redis.RedisError as exc:
-        if "LOADING" in str(exc) or "CLUSTERDOWN" in str(exc) or "TRYAGAIN" in str(exc):
-            raise StoreUnavailableError(f"Redis: {type(exc).__name__}: {exc}") from exc
-        raise StoreError(f"Redis: {type(exc).__name__}: {exc}") from exc
+        raise store_error(exc) from exc
+
+
+def store_error(exc: Exception) -> StoreError:
+    """A Redis failure as the store contract names it: unavailable (retried by the consumer)
+    when the server is away, still loading its data, or a cluster is moving slots."""
+    message = f"Redis: {type(exc).__name__}: {exc}"
+    if isinstance(exc, redis.ConnectionError | redis.TimeoutError) or any(
+            word in str(exc) for word in ("LOADING", "CLUSTERDOWN", "TRYAGAIN")):
+        return StoreUnavailableError(message)
+    return StoreError(message)
 
 
 def safe_url(url: str) -> str:

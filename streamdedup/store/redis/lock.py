@@ -18,8 +18,8 @@ from typing import Any
 
 import redis
 
-from streamdedup.errors import StoreError, StoreLockedError, StoreUnavailableError
-from streamdedup.store.redis.client import call
+from streamdedup.errors import StoreError, StoreLockedError
+from streamdedup.store.redis.client import call, store_error
 
 LOCK_TTL_MS = 30_000
 _EXTEND = """
@@ -93,10 +93,8 @@ class WriterLock:
             except redis.WatchError as exc:
                 raise StoreError("the Redis writer lock changed during a commit; the "
                                  "checkpoint is not written") from exc
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                raise StoreUnavailableError(f"Redis: {type(exc).__name__}: {exc}") from exc
             except redis.RedisError as exc:
-                raise StoreError(f"Redis: {type(exc).__name__}: {exc}") from exc
+                raise store_error(exc) from exc
 
     def release(self) -> None:
         """Stop the renewal first: one still running after the DEL found the key gone and

@@ -183,3 +183,21 @@ def test_with_retention_one_writer_holds_a_namespace(redis_url: str) -> None:
     SharedRedisStore(redis_url, shared_ns).close()
     with pytest.raises(ConfigError, match="by a consumer group"):
         open_store("redis", redis_url, {"p": 1}, shared_ns, single_writer=True)
+
+
+def test_redis_failures_are_named_once_for_calls_and_the_lock_s_commit() -> None:
+    """The writer lock's commit had its own copy of the mapping, without LOADING, CLUSTERDOWN
+    and TRYAGAIN: a server still loading its AOF stopped the consumer instead of being
+    waited for."""
+    import redis
+
+    from streamdedup.errors import StoreError
+    from streamdedup.store.redis.client import store_error
+
+    for unavailable in (redis.ConnectionError("refused"), redis.TimeoutError("slow"),
+                        redis.ResponseError("LOADING Redis is loading the dataset in memory"),
+                        redis.ResponseError("CLUSTERDOWN The cluster is down"),
+                        redis.ResponseError("TRYAGAIN Multiple keys request during rehashing")):
+        assert isinstance(store_error(unavailable), StoreUnavailableError), unavailable
+    wrong = store_error(redis.ResponseError("WRONGTYPE Operation against a key"))
+    assert type(wrong) is StoreError and "ResponseError: WRONGTYPE" in str(wrong)
