@@ -2,7 +2,8 @@
 
 Defaults are written once, here, as field defaults. A preset overrides some of them; the
 environment (``STREAMDEDUP_<FIELD>``) and then CLI flags override the preset. The CLI builds
-its options from these fields, so a new setting needs one line here and nothing else.
+its options from these fields, so a new setting needs one line here, and its row in README's
+configuration table (tests/test_settings.py checks both the name and the default there).
 """
 
 from __future__ import annotations

@@ -237,6 +237,43 @@ def test_every_setting_is_in_the_readmes_configuration_table() -> None:
     assert missing == []
 
 
+def test_the_readmes_configuration_table_gives_each_settings_default() -> None:
+    """The table repeats every default by hand; one that drifted from ``settings.py`` would
+    send a reader to the wrong value."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    table = text[text.index("## Configuration"):text.index("## Accuracy")]
+    defaults = {f.name: f.default for f in dataclasses.fields(Settings)}
+
+    def shown(value: object) -> str:
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        if isinstance(value, tuple):
+            return "`" + ",".join(value) + "`"
+        if isinstance(value, str):
+            return f"`{value}`" if value else "`''`"
+        return f"{value:g}" if isinstance(value, float) else str(value)
+
+    compared = 0
+    for line in table.splitlines():
+        if not line.startswith("| `"):
+            continue
+        names = re.findall(r"`([a-z_]+\*?)`", line.split("|")[1])
+        given = [v.strip() for v in line.split("|")[2].split(", ")]
+        if any(n.endswith("*") for n in names) or names == ["preset"]:
+            given, names = given[:1], names[:1]  # a family shares its first default
+        if len(given) == 1 and len(names) > 1:
+            given *= len(names)  # "on" for four switches
+        assert len(given) == len(names), line
+        for name, value in zip(names, given, strict=True):
+            if name in defaults:
+                assert value == shown(defaults[name]), (name, value, defaults[name])
+                compared += 1
+    assert compared == len(defaults) - 6  # not the three sasl_* and three ssl_* settings
+
+
 def test_kafka_addresses_kafka_python_takes_are_taken() -> None:
     for servers in ("kafka:9092", "[::1]:9092,kafka", "a:1, b:65535", "PLAINTEXT://host",
                     "SSL://[::1]", "[::1]", "2001:db8::", "fe80::1%eth0", "a:9092,",
