@@ -186,7 +186,7 @@ def decode(rec: Any) -> dict[str, Any] | None:
     """A record's JSON object, or None (logged) for anything else."""
     try:  # NaN and Infinity are not JSON (Python reads them; the API could not answer them)
         value = json.loads(rec.value, parse_constant=_not_json)
-    except (TypeError, ValueError, UnicodeDecodeError):
+    except (TypeError, ValueError, UnicodeDecodeError, RecursionError):  # 100,000 [s deep
         log.warning("skipping a record that is not JSON at %s/%s/%s", rec.topic, rec.partition,
                     rec.offset)
         return None

@@ -198,3 +198,18 @@ def test_a_broker_reached_after_failed_attempts_counts_as_answering_at_once(
     assert list(watched.poll(0)) == []
     health = watched.health()
     assert health["reachable"] is True and health["waiting_for"] == ["out"]
+
+
+def test_nan_and_nesting_too_deep_are_not_json_to_the_monitor() -> None:
+    from types import SimpleNamespace
+
+    from streamdedup.monitor.observer import decode
+
+    def rec(value: bytes) -> object:
+        return SimpleNamespace(value=value, topic="t", partition=0, offset=1)
+
+    assert decode(rec(b'{"id": "a", "j": 0.5}')) == {"id": "a", "j": 0.5}
+    assert decode(rec(b'{"id": "a", "j": NaN}')) is None
+    assert decode(rec(b'{"id": "a", "j": -Infinity}')) is None
+    deep = b"[" * 100_000 + b"]" * 100_000  # one such input froze the page and ended tail
+    assert decode(rec(deep)) is None

@@ -88,16 +88,3 @@ def test_records_that_are_no_verdicts_are_named_and_repeats_not_counted() -> Non
     summary = state.summary()
     assert (summary["verdicts"], summary["repeated"], summary["duplicates"]) == (3, 2, 2)
     assert state.clusters["a"].size == 3
-
-
-def test_nan_is_not_json_to_the_monitor() -> None:
-    from types import SimpleNamespace
-
-    from streamdedup.monitor.observer import decode
-
-    def rec(value: bytes) -> object:
-        return SimpleNamespace(value=value, topic="t", partition=0, offset=1)
-
-    assert decode(rec(b'{"id": "a", "j": 0.5}')) == {"id": "a", "j": 0.5}
-    assert decode(rec(b'{"id": "a", "j": NaN}')) is None
-    assert decode(rec(b'{"id": "a", "j": -Infinity}')) is None
