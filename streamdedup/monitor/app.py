@@ -96,9 +96,11 @@ class _Token(BaseHTTPMiddleware):
         given = request.query_params.get("token", "")
         auth = request.headers.get("authorization", "")
         if auth[:7].lower() == "bearer ":  # the scheme is case-insensitive (RFC 7235)
-            given = auth[7:]
+            # HTTP headers arrive as latin-1 (Starlette's reading): a UTF-8 token's bytes back
+            given = auth[7:].encode("latin-1", "replace").decode("utf-8", "replace")
         if not hmac.compare_digest(given.encode(), self.token.encode()):
-            return _error(401, "a token is needed: Authorization: Bearer <token> or ?token=")
+            return _error(401, "the token is wrong" if given else
+                          "a token is needed: Authorization: Bearer <token> or ?token=")
         return await call_next(request)
 
 

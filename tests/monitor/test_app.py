@@ -158,6 +158,12 @@ def test_a_token_guards_the_api_only() -> None:
         assert get(base + "/")[0] == 200
         assert get(base + "/static/monitor.js")[0] == 200
         assert get(base + "/anything-else")[0] == 401  # guarded unless page or script
+        assert "is needed" in get(base + "/api/summary")[1]["error"]
+        assert get(base + "/api/summary?token=s3")[1] == {"error": "the token is wrong"}
+    for base, _ in serve(token="s3crét"):  # a header's bytes are UTF-8 as curl sends them
+        utf8 = "Bearer " + "s3crét".encode().decode("latin-1")
+        assert get(base + "/api/summary", {"Authorization": utf8})[0] == 200
+        assert get(base + "/api/summary?token=s3cr%C3%A9t")[0] == 200
 
 
 def test_the_page_says_live_only_when_the_broker_answered_and_nothing_is_left_to_read(
