@@ -21,7 +21,7 @@ from scrapy.exceptions import DropItem
 from streamdedup.core.detector import Detector
 from streamdedup.integrations.scrapy import AnnouncementPipeline
 from streamdedup.service.message import decode_message
-from streamdedup.settings import Settings
+from streamdedup.settings import Settings, build_settings
 from streamdedup.store.memory import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,6 +45,74 @@ def test_items_become_announcements_keyed_by_id_or_url() -> None:
     assert doc_id == "http://x/ad/1" and json.loads(value)["id"] == doc_id
     with pytest.raises(DropItem, match="no 'ref' field and no URL"):
         pipe.announcement({"title": "no id"})
+
+
+def test_items_the_detector_could_not_take_are_dropped_with_the_reason() -> None:
+    """Non-string ids went out as Python reprs ("b'x'", "{'a': 1}", "False"), bytes fields as
+    "b'...'", NaN as bare NaN (no JSON), and an oversized item raised inside the producer."""
+    pipe = AnnouncementPipeline(build_settings(env={}, overrides={"max_message_bytes": 500}))
+    for bad_id in (b"x", {"a": 1}, ["a"], False, 1.5):
+        with pytest.raises(DropItem, match="its id must be a string or an integer"):
+            pipe.announcement({"id": bad_id, "title": "t"})
+    _, value = pipe.announcement({"id": 3, "title": b"Cameriere", "price": float("nan")})
+    assert json.loads(value) == {"id": "3", "title": "Cameriere", "price": None}
+    with pytest.raises(DropItem, match=r"oversized: 5,0.. bytes > max_message_bytes 500"):
+        pipe.announcement({"id": "big", "description": "x" * 5000})
+
+
+def test_settings_that_do_not_parse_stop_the_crawl_and_lists_are_comma_joined(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """NotConfigured turned the pipeline off and the crawl ran on, announcing nothing."""
+    from types import SimpleNamespace
+
+    from scrapy.settings import Settings as ScrapySettings
+
+    from streamdedup.errors import ConfigError
+
+    def crawler(**values: Any) -> Any:
+        return SimpleNamespace(settings=ScrapySettings(values))
+
+    for name in [k for k in os.environ if k.startswith("STREAMDEDUP_")]:
+        monkeypatch.delenv(name)
+    with pytest.raises(ConfigError, match=r"streamdedup settings: .*THRESHOLD"):
+        AnnouncementPipeline.from_crawler(crawler(STREAMDEDUP_THRESHOLD="abc"))
+    pipe = AnnouncementPipeline.from_crawler(
+        crawler(STREAMDEDUP_TEXT_FIELDS=["title", "description"]))
+    assert pipe.settings.text_fields == ("title", "description")
+
+
+@pytest.mark.broker
+def test_an_item_the_broker_refuses_is_dropped_and_the_next_is_sent(
+        kafka_bootstrap: str) -> None:
+    """Sent without waiting, a batch the broker refused (over the topic's max.message.bytes)
+    was lost with every item after it, and the crawl said all were sent."""
+    import uuid
+
+    from kafka import KafkaAdminClient, KafkaConsumer
+
+    from harness.broker import create_topics
+
+    topic = f"scrapy-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    try:
+        create_topics(admin, {topic: 1}, {"max.message.bytes": "20000"})
+    finally:
+        admin.close()
+    pipe = AnnouncementPipeline(build_settings(env={}, overrides={
+        "bootstrap_servers": kafka_bootstrap, "input_topic": topic}))
+    pipe.open_spider()
+    try:
+        assert pipe.process_item({"id": "a", "title": "primo"})["id"] == "a"
+        with pytest.raises(DropItem, match=f"not announced: {topic} at .* did not take it"):
+            pipe.process_item({"id": "b", "description": "parola " * 10_000})
+        assert pipe.process_item({"id": "c", "title": "terzo"})["id"] == "c"
+    finally:
+        pipe.close_spider()
+    assert (pipe.sent, pipe.refused) == (2, 1)
+    reader = KafkaConsumer(topic, bootstrap_servers=kafka_bootstrap, group_id=None,
+                           auto_offset_reset="earliest", consumer_timeout_ms=5_000)
+    assert [r.key for r in reader] == [b"a", b"c"]
+    reader.close()
 
 
 @pytest.fixture
