@@ -747,11 +747,19 @@ class LocalBroker:
 
 def create_topics(admin: Any, topics: Mapping[str, int],
                   configs: Mapping[str, str] | None = None, timeout_s: float = 30.0) -> None:
-    """Create ``topics`` (name -> partitions, replication 1) through a ``KafkaAdminClient``
-    and return once every partition has a leader: a client that uses a topic straight after
-    its creation otherwise meets "unknown topic" or waits for a metadata refresh. The one way
-    the harness, the benchmarks and the tests make topics."""
-    from kafka.admin import NewTopic
+    """Create ``topics`` (name -> partitions, replication 1) through a ``KafkaAdminClient``,
+    or one made for the call when ``admin`` is a bootstrap address, and return once every
+    partition has a leader: a client that uses a topic straight after its creation otherwise
+    meets "unknown topic" or waits for a metadata refresh. The one way the harness, the
+    benchmarks and the tests make topics."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    if isinstance(admin, str):
+        client = KafkaAdminClient(bootstrap_servers=admin, client_id="streamdedup-harness")
+        try:
+            return create_topics(client, topics, configs, timeout_s)
+        finally:
+            client.close()
 
     admin.create_topics([NewTopic(name, num_partitions=n, replication_factor=1,
                                   topic_configs=dict(configs or {}))

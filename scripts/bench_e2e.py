@@ -80,18 +80,6 @@ class Consumer(ChildProcess):
         ], self.log, cwd=ROOT)
 
 
-def _create_topics(bootstrap: str, names: Sequence[str]) -> None:
-    from kafka import KafkaAdminClient
-
-    from harness.broker import create_topics
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="sd-bench")
-    try:
-        create_topics(admin, dict.fromkeys(names, 1))
-    finally:
-        admin.close()
-
-
 def verdict_reader(bootstrap: str, topic: str, retry_backoff_ms: int = READER_BACKOFF_MS
                    ) -> Any:
     """The instrument that reads the verdicts. kafka-python sleeps ``retry_backoff_ms`` when a
@@ -151,7 +139,7 @@ def stage_histograms(port: int) -> dict[str, dict[str, float]]:
 def cmd_e2e(args: argparse.Namespace) -> None:
     from kafka import KafkaProducer
 
-    from harness.broker import LocalBroker
+    from harness.broker import LocalBroker, create_topics
 
     info = machine()
     settings = settings_for(args.preset)
@@ -168,7 +156,7 @@ def cmd_e2e(args: argparse.Namespace) -> None:
         for run in range(args.warmup + args.repeats if args.repeats else 0):
             tag = f"tp{run}"
             cons = Consumer(bootstrap, tag, work, args.preset)
-            _create_topics(bootstrap, cons.topics)
+            create_topics(bootstrap, dict.fromkeys(cons.topics, 1))
             producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20,
                                      batch_size=1 << 18, max_request_size=1 << 22)
             t0 = time.perf_counter()
@@ -287,8 +275,10 @@ def cmd_e2e(args: argparse.Namespace) -> None:
 def _latency_run(bootstrap: str, tag: str, work: Path, args: argparse.Namespace,
                  stream: list[Document], rate: float, interval: str) -> dict[str, Any]:
     extra = [] if interval == "default" else ["--commit-interval-s", interval]
+    from harness.broker import create_topics
+
     cons = Consumer(bootstrap, tag, work, args.preset, extra)
-    _create_topics(bootstrap, cons.topics)
+    create_topics(bootstrap, dict.fromkeys(cons.topics, 1))
     reader = verdict_reader(bootstrap, cons.topics[1], args.reader_backoff_ms)
     cons.start()
     try:

@@ -114,16 +114,6 @@ class Member(ChildProcess):
         super().__init__(f"member {log.stem}", argv, log)
 
 
-def _topics(bootstrap: str, topic: str) -> None:
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="sd-bench-group")
-    try:
-        create_topics(admin, {topic: PARTITIONS, f"{topic}-out": 1, f"{topic}-dlq": 1})
-    finally:
-        admin.close()
-
-
 def _start_members(n: int, bootstrap: str, server: RedisServer | None, topic: str, preset: str,
                    work: Path) -> list[Member]:
     ns, group = f"g{uuid.uuid4().hex[:8]}", f"{topic}-group"
@@ -145,7 +135,7 @@ def _group(kind: str, bootstrap: str, server: RedisServer | None, n: int, preset
            ) -> tuple[str, list[Member], Any]:
     """A fresh topic, ``n`` members assigned on it, and a reader of its verdicts."""
     topic = f"{kind}-{uuid.uuid4().hex[:6]}"
-    _topics(bootstrap, topic)
+    create_topics(bootstrap, {topic: PARTITIONS, f"{topic}-out": 1, f"{topic}-dlq": 1})
     members = _start_members(n, bootstrap, server, topic, preset, work)
     return topic, members, verdict_reader(bootstrap, f"{topic}-out")
 

@@ -88,16 +88,12 @@ def test_an_item_the_broker_refuses_is_dropped_and_the_next_is_sent(
     was lost with every item after it, and the crawl said all were sent."""
     import uuid
 
-    from kafka import KafkaAdminClient, KafkaConsumer
+    from kafka import KafkaConsumer
 
     from harness.broker import create_topics
 
     topic = f"scrapy-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
-    try:
-        create_topics(admin, {topic: 1}, {"max.message.bytes": "20000"})
-    finally:
-        admin.close()
+    create_topics(kafka_bootstrap, {topic: 1}, {"max.message.bytes": "20000"})
     pipe = AnnouncementPipeline(build_settings(env={}, overrides={
         "bootstrap_servers": kafka_bootstrap, "input_topic": topic}))
     pipe.open_spider()

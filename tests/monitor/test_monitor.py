@@ -67,7 +67,7 @@ def _read(bootstrap: str, topic: str, want: int, timeout_s: float = 120) -> list
 def stream(kafka_bootstrap: str, kijiji_path: Path, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[Stream]:
     """300 Kijiji ads and 2 bad messages through `produce` and `run`, once for the module."""
-    from kafka import KafkaAdminClient, KafkaProducer
+    from kafka import KafkaProducer
 
     tmp = tmp_path_factory.mktemp("watch")
     settings = build_settings("reference", env={})
@@ -79,9 +79,7 @@ def stream(kafka_bootstrap: str, kijiji_path: Path, tmp_path_factory: pytest.Tem
                             for d in rows), encoding="utf-8")
     prefix = f"watch-{os.getpid()}-{int(time.time())}"
     topics = [f"{prefix}-in", f"{prefix}-out", f"{prefix}-dlq"]
-    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
-    create_topics(admin, dict.fromkeys(topics, 1))
-    admin.close()
+    create_topics(kafka_bootstrap, dict.fromkeys(topics, 1))
     flags = ["--bootstrap-servers", kafka_bootstrap, "--input-topic", topics[0],
              "--output-topic", topics[1], "--dlq-topic", topics[2], "--preset", "reference"]
     s = Stream(kafka_bootstrap, flags, dump, tmp / "store", {}, 0, more)

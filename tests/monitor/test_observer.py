@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
+from kafka import KafkaProducer, TopicPartition
 from kafka.errors import KafkaTimeoutError
 
 from harness.broker import LocalBroker, create_topics
@@ -137,9 +137,7 @@ def test_a_killed_broker_shows_as_away_and_its_return_as_reachable(
     observer = None
     try:
         bootstrap = broker.start()
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-        create_topics(admin, {"out": 1})
-        admin.close()
+        create_topics(bootstrap, {"out": 1})
         send(bootstrap, [b"1", b"2", b"3"])
         settings = build_settings("reference", env={}, overrides={"bootstrap_servers": bootstrap})
         observer = Observer(settings, ["out"], "beginning")
