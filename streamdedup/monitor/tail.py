@@ -19,12 +19,16 @@ def line(verdict: Mapping[str, Any], state: MonitorState, width: int = 60) -> st
     if len(title) > width:
         title = title[: width - 1] + "…"
     if verdict.get("duplicate"):
-        matches = verdict.get("matches") or [{}]
-        best = matches[0].get("jaccard")
-        what = f"DUPLICATE of {verdict.get('duplicate_of')}" + (
-            f"  J={best:.3f}" if isinstance(best, (int, float)) else "")
-        if verdict.get("exact"):
-            what += " (exact)"
+        # J of this pair: duplicate_of is the earliest match, matches[0] the best (it showed
+        # 0.909 beside an X at 0.847); not shown when the cap left X out of matches
+        first = verdict.get("duplicate_of")
+        matches = [m for m in verdict.get("matches") or [] if isinstance(m, Mapping)]
+        pair = next((m.get("jaccard") for m in matches if m.get("id") == first), None)
+        what = f"DUPLICATE of {first}" + (
+            f"  J={pair:.3f}" if isinstance(pair, (int, float)) else "")
+        if verdict.get("exact"):  # the set equals an earlier one's: the best match, J = 1
+            copy = matches[0].get("id") if matches else first
+            what += " (exact)" if copy == first else f" (an exact copy of {copy})"
     else:
         what = "new"
     return f"{doc_id}  {what}  cluster {label} ({size})" + (f"  {title}" if title else "")

@@ -276,18 +276,28 @@ def test_the_page_updates_live_and_shows_a_duplicate_beside_its_match(
             producer.send(stream.flags[5], json.dumps({
                 "id": "from-elsewhere", "duplicate": False, "cluster_id": "from-elsewhere",
                 "surprise": {"nested": [1, 2]}}).encode())
+            # The earliest match (duplicate_of) is not the best: the table showed the best's J.
+            producer.send(stream.flags[5], json.dumps({
+                "id": "two-matches", "duplicate": True, "duplicate_of": "x-earliest",
+                "cluster_id": "x-earliest", "matches": [{"id": "x-best", "jaccard": 1.0},
+                                                        {"id": "x-earliest", "jaccard": 0.85}],
+                "merged": []}).encode())
             producer.flush()
             producer.close()
-            want = ADS + len(stream.more) + 1
+            want = ADS + len(stream.more) + 2
             page.wait_for_function(
                 f"document.getElementById('verdicts').textContent == '{want}'", timeout=60_000)
             page.wait_for_function("document.getElementById('bad').textContent == '3'",
                                    timeout=10_000)
             assert api(monitor, "/api/summary")["repeated"] == 1
+            pair = page.locator("#latest tbody tr", has_text="two-matches").locator("td")
+            assert pair.nth(2).text_content() == "0.850", pair.all_text_contents()
             page.wait_for_selector("#biggest tbody tr", timeout=10_000)
-            page.click("#latest tbody tr.dup >> nth=0")
+            row = page.locator("#latest tbody tr.dup", has_not_text="two-matches").first
+            shown = row.locator("td").nth(2).text_content()  # the best match's J was shown
+            row.click()
             page.wait_for_selector("#explain:not([hidden]) #a-text mark", timeout=10_000)
-            assert "Jaccard" in (page.text_content("#why") or "")
+            assert shown and f"Jaccard {shown} " in (page.text_content("#why") or "")
             page.wait_for_timeout(1500)  # one more tick: the chart has its new seconds
             artifacts = Path(__file__).resolve().parents[2] / "out" / "test-artifacts"
             artifacts.mkdir(parents=True, exist_ok=True)

@@ -61,6 +61,13 @@ def test_a_tail_line_says_what_happened() -> None:
     assert line(v("b", "a", jaccard=0.9234), st) == (
         "b  DUPLICATE of a  J=0.923  cluster a (2)  Magazziniere")
     assert line(v("a"), st) == "a  new  cluster a (2)"
+    later = {"id": "c", "duplicate": True, "duplicate_of": "a", "cluster_id": "a",
+             "exact": True, "matches": [{"id": "b", "jaccard": 1.0},
+                                        {"id": "a", "jaccard": 0.847}]}
+    # the best match (b) beside the earliest (a) was shown as a's J, and "(exact)" as a's
+    assert line(later, st) == "c  DUPLICATE of a  J=0.847 (an exact copy of b)  cluster a (2)"
+    later["matches"] = later["matches"][:1]  # a capped out of the list: no J for the pair
+    assert line(later, st).startswith("c  DUPLICATE of a (an exact copy of b)  cluster")
 
 
 def test_records_that_are_no_verdicts_are_named_and_repeats_not_counted() -> None:

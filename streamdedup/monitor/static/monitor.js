@@ -52,7 +52,9 @@
     fill($("latest"), latest, (tr, v) => {
       tr.className = "dup"; tr.dataset.id = v.id;
       cell(tr, v.id); cell(tr, v.duplicate_of);
-      cell(tr, v.matches && v.matches.length ? v.matches[0].jaccard.toFixed(3) : "");
+      // this pair's Jaccard: duplicate_of is the earliest match, matches[0] the best
+      const pair = (v.matches || []).find((m) => m.id === v.duplicate_of);
+      cell(tr, pair ? pair.jaccard.toFixed(3) : "");
       cell(tr, v.cluster_id);
       tr.addEventListener("click", () => explain(v.id, v.duplicate_of));
     });
