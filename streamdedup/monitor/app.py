@@ -105,7 +105,12 @@ class _Token(BaseHTTPMiddleware):
 
 
 def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
-               token: str | None = None, tick_s: float = 1.0) -> Starlette:
+               token: str | None = None, tick_s: float = 1.0,
+               closing: threading.Event | None = None) -> Starlette:
+    """``closing``, once set, ends every event stream: the web server waits for its open
+    connections when it stops, and an open page kept Ctrl-C from stopping the monitor."""
+    closing = closing or threading.Event()
+
     def read(fn: Callable[[], Any]) -> Any:
         with lock:
             return fn()
@@ -160,7 +165,7 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
 
         async def stream() -> AsyncIterator[str]:
             sent = start
-            while not await request.is_disconnected():
+            while not closing.is_set() and not await request.is_disconnected():
                 with lock:
                     skipped = max(0, state.index - sent - EVENT_VERDICTS)
                     sent += skipped

@@ -24,6 +24,7 @@ from streamdedup.service.metrics import is_loopback
 from streamdedup.settings import Settings
 
 log = logging.getLogger(__name__)
+CLOSE_WAIT_S = 3  # a stopping server's wait for open connections (a page's streams end at once)
 
 
 class Monitor:
@@ -38,7 +39,8 @@ class Monitor:
         self.state = MonitorState()
         self.lock = threading.Lock()
         self.sketcher = Sketcher(settings)
-        self.stopping = threading.Event()
+        self.stopping = threading.Event()  # the topic reader's
+        self.closing = threading.Event()  # the pages' event streams'
         topics = [settings.output_topic, settings.dlq_topic]
         if texts:
             topics.append(settings.input_topic)
@@ -103,14 +105,25 @@ class Monitor:
 
     def app(self) -> Any:
         return create_app(self.state, self.lock, self.explain,
-                          self.settings.monitor_token or None)
+                          self.settings.monitor_token or None, closing=self.closing)
 
     def server(self) -> Any:
-        """The web server (not started); ``serve`` runs it, tests run it in a thread."""
+        """The web server (not started); ``serve`` runs it, tests run it in a thread. Its
+        signal handler first ends the pages' event streams, which it would otherwise wait
+        for; a client that still holds on is cut after CLOSE_WAIT_S."""
         uvicorn = require("uvicorn", "the monitor")
-        return uvicorn.Server(uvicorn.Config(self.app(), host=self.settings.monitor_host,
-                                             port=self.settings.monitor_port,
-                                             log_level="warning"))
+        server = uvicorn.Server(uvicorn.Config(self.app(), host=self.settings.monitor_host,
+                                               port=self.settings.monitor_port,
+                                               log_level="warning",
+                                               timeout_graceful_shutdown=CLOSE_WAIT_S))
+        exit_on_signal = server.handle_exit
+
+        def handle_exit(sig: int, frame: Any) -> None:
+            self.closing.set()
+            exit_on_signal(sig, frame)
+
+        server.handle_exit = handle_exit
+        return server
 
     def follow(self) -> None:
         """Start reading the topics (in a daemon thread)."""
