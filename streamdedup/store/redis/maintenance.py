@@ -52,7 +52,10 @@ def stats(url: str, namespace: str, cluster: bool = False) -> dict[str, Any]:
     pipe.zrange(k("dtime"), 0, 0, withscores=True)
     meta, docs, versions, counts, seq, positions, oldest = call(pipe.execute)
     counted = {key.decode(): int(v) for key, v in counts.items()}
-    memory = call(r.info, "memory")
+    # A cluster client asks one node unless told all: that node's memory was called the
+    # whole server's (7.7 of 25 MB over three masters).
+    memory = (call(r.info, "memory", target_nodes=r.ALL_NODES) if cluster
+              else call(r.info, "memory"))
     if memory and all(isinstance(v, dict) for v in memory.values()):  # a cluster: per node
         used = sum(int(v.get("used_memory", 0)) for v in memory.values())
     else:

@@ -47,8 +47,13 @@ def test_stats_verify_and_export_of_a_sound_store(
     # what the bucket sorted sets hold (a group's stores counted none: always 0)
     r = redis.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
     held = sum(r.zcard(key) for key in r.scan_iter(match=f"{{{namespace}:b*", count=1000))
+    # the server's memory: every master's, not the one node a cluster client asks first
+    nodes = r.info("memory", target_nodes=r.ALL_NODES).values() if cluster else [r.info("memory")]
+    used = [int(n["used_memory"]) for n in nodes]
     r.close()
     assert found["bucket_entries"] == held > 0
+    assert len(used) == (3 if cluster else 1)
+    assert 0.8 * sum(used) < found["bytes"]["server_used_memory"] < 1.2 * sum(used)
     assert maintenance.verify(url, namespace, cluster) == []
 
     out = io.StringIO()
