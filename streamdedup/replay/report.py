@@ -113,8 +113,9 @@ def render_markdown(report: Mapping[str, Any], plot_base: str = "", note: str = 
     settings = r.get("settings")
     if settings:
         out.append(
-            f"Preset `{settings.get('preset', '?')}`: fields "
-            f"{', '.join(settings.get('text_fields', []))}; {settings.get('shingle_kind')} "
+            (f"Preset `{settings['preset']}`: fields " if settings.get("preset")
+             else "Settings: fields ")  # backfill's report names none (flags may override)
+            + f"{', '.join(settings.get('text_fields', []))}; {settings.get('shingle_kind')} "
             f"{settings.get('shingle_size')}-shingles; {settings.get('num_perm')} permutations, "
             f"{settings.get('bands')} bands x {settings.get('rows')} rows; "
             f"threshold {settings.get('threshold')}."

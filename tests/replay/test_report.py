@@ -79,6 +79,10 @@ def test_markdown_lists_true_pairs_apart(tmp_path: Path,
     md = rp.render_markdown(report)
     assert "(at most 10 are listed)" in md
     assert "| 7 | 9 | 0.8100 | yes, 10 |" in md
+    # backfill's report names no preset: it said Preset `?`
+    assert "Settings: fields " in md and "Preset" not in md
+    named = rp.render_markdown({**report, "settings": {"preset": "reference"}})
+    assert "Preset `reference`: fields " in named
 
 
 def test_markdown_escapes_table_cells() -> None:
