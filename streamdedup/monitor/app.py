@@ -148,10 +148,15 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
     async def explain(request: Request) -> Response:
         doc_id = request.path_params["doc_id"]
         other = request.query_params.get("other")
+        if other == "":
+            return _error(400, "?other= is empty: give the id to compare with, or leave it out")
         if other is None:
             found = read(lambda: state.verdict(doc_id))
-            if found is None or not found.get("duplicate_of"):
-                return _error(404, f"{_shown(doc_id)} has no duplicate_of here: give ?other=ID")
+            if found is None:  # "has no duplicate_of" it said, of an id it never saw
+                return _error(404, f"no verdict for {_shown(doc_id)} since the monitor "
+                                   "started: give ?other=ID to compare two texts")
+            if not found.get("duplicate_of"):
+                return _error(404, f"{_shown(doc_id)} is no duplicate: give ?other=ID")
             other = str(found["duplicate_of"])
         if other == doc_id:
             return _error(400, "?other= must name another document than the one explained")

@@ -87,7 +87,11 @@ def test_bad_requests_get_clear_errors(site: tuple[str, MonitorState]) -> None:
     assert get(base + "/api/clusters?limit=0")[0] == 400
     assert get(base + "/api/verdict/zzz") == (404, {"error": "no verdict for 'zzz' since the "
                                                              "monitor started"})
-    assert "give ?other=ID" in get(base + "/api/explain/a")[1]["error"]
+    assert get(base + "/api/explain/a") == (404, {"error": "'a' is no duplicate: give "
+                                                           "?other=ID"})
+    code, body = get(base + "/api/explain/nope")  # it said 'nope' has no duplicate_of
+    assert code == 404 and body["error"].startswith("no verdict for 'nope' since"), body
+    assert get(base + "/api/explain/b?other=")[0] == 400
     assert get(base + "/api/explain/b?other=nobody") == (404, {"error": "no text for 'nobody'"})
     assert get(base + "/api/explain/b?other=b")[0] == 400  # "a duplicate of itself"
     for odd in ("%205", "5_0", "%D9%A5"):  # int() took ' 5', '5_0' and an Arabic-Indic 5
