@@ -131,7 +131,10 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         parts.append(f"pair plan: {p['candidate_pairs']} candidate pairs of "
                      f"{p['distinct_sets']} distinct sets, {p['verified_pairs']} verified, "
                      f"{p['over_cap']} sets over max_candidates, {result.plan_seconds:.1f} s")
-    if result.unordered:
+    if result.unordered and result.unordered == result.documents:
+        parts.append(f"no row has a readable {settings.time_field!r} (ISO 8601 or epoch "
+                     "seconds): --order-by timestamp kept the file's order")
+    elif result.unordered:
         parts.append(f"{result.unordered} rows without a readable "
                      f"{settings.time_field!r} came last")
     click.echo("; ".join(parts), err=True)
