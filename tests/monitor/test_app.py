@@ -170,6 +170,34 @@ def test_a_token_guards_the_api_only() -> None:
         assert get(base + "/api/summary?token=s3cr%C3%A9t")[0] == 200
 
 
+def test_the_page_opened_without_its_token_says_so(chromium_path: str) -> None:
+    """It said "reconnecting…" for ever (the page and its script need no token, the API does),
+    and the browser's console had a 404 for /favicon.ico at every load."""
+    from playwright.sync_api import sync_playwright
+
+    for base, _ in serve(token="s3cret"):
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium_path, args=["--no-sandbox"])
+            try:
+                page = browser.new_page()
+                errors: list[str] = []
+                page.on("console", lambda m, sink=errors: sink.append(m.text)
+                        if m.type == "error" else None)
+                page.on("request", lambda r, sink=errors: sink.append(r.url)
+                        if "favicon" in r.url else None)
+                page.goto(base + "/")
+                page.wait_for_function("document.getElementById('status').textContent"
+                                       ".includes('a token is needed')", timeout=10_000)
+                assert "?token=" in (page.text_content("#status") or "")
+                page.goto(base + "/?token=s3cret")
+                page.wait_for_function("document.getElementById('verdicts').textContent == "
+                                       "'2'", timeout=10_000)
+                assert page.text_content("#reasons") == "not_utf8: 1"
+                assert not [e for e in errors if "favicon" in e], errors
+            finally:
+                browser.close()
+
+
 def test_the_page_says_live_only_when_the_broker_answered_and_nothing_is_left_to_read(
         site: tuple[str, MonitorState], chromium_path: str) -> None:
     """The status line in a real Chromium, for each of the observer's words on the broker."""

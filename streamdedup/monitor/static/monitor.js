@@ -22,7 +22,8 @@
     $("dead").textContent = s.dead_letters;
     $("bad").textContent = s.bad_records;
     const reasons = Object.entries(s.dead_letters_by_reason).sort((a, b) => b[1] - a[1]);
-    $("reasons").replaceChildren(...reasons.map(([r, n]) => { const li = document.createElement("li"); li.textContent = r + ": " + n; return li; }));
+    if (!reasons.length) reasons.push(["none", ""]);
+    $("reasons").replaceChildren(...reasons.map(([r, n]) => { const li = document.createElement("li"); li.textContent = n === "" ? r : r + ": " + n; return li; }));
   }
 
   // What the page can vouch for: "live" only when the broker answered the monitor's last ask
@@ -98,8 +99,8 @@
     // {ok, body}: a server error that is not JSON becomes a message, not an exception
     try {
       const r = await fetch(q(path));
-      try { return { ok: r.ok, body: await r.json() }; }
-      catch (e) { return { ok: false, body: { error: "HTTP " + r.status } }; }
+      try { return { ok: r.ok, status: r.status, body: await r.json() }; }
+      catch (e) { return { ok: false, status: r.status, body: { error: "HTTP " + r.status } }; }
     } catch (e) { return { ok: false, body: { error: "the monitor cannot be reached" } }; }
   }
 
@@ -126,9 +127,10 @@
     const id = $("query").value.trim(); if (!id) return;
     const r = await json("api/verdict/" + encodeURIComponent(id));
     const v = r.body;
-    if (!r.ok) { $("found").textContent = v.error; return; }
+    if (!r.ok) { $("found").textContent = v.error; $("explain").hidden = true; return; }
     $("found").textContent = v.id + ": " + (v.duplicate ? "duplicate of " + v.duplicate_of : "not a duplicate") + ", cluster " + v.cluster_id;
     if (v.duplicate) explain(v.id, v.duplicate_of);
+    else $("explain").hidden = true;  // the last pair is not this id's
   });
 
   function connect() {
@@ -138,7 +140,15 @@
       showStatus(body.summary.broker || {});
       showSummary(body.summary); showSeries(body.series); addVerdicts(body.verdicts);
     });
-    es.onerror = () => { $("status").textContent = "reconnecting…"; };
+    es.onerror = async () => {
+      $("status").textContent = "reconnecting…";
+      // A page opened without its token would say "reconnecting…" for ever: ask why.
+      const r = await json("api/summary");
+      if (r.status === 401) {
+        $("status").textContent = r.body.error + " (open the page as " + location.origin + location.pathname + "?token=…)";
+        $("status").classList.add("warn");
+      }
+    };
   }
   connect(); clusters(); setInterval(clusters, 5000);
   window.sdExplain = explain;
