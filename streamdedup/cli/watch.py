@@ -41,13 +41,14 @@ def monitor_command(start: str, no_texts: bool, preset: str | None, **options: A
         from streamdedup.monitor.server import Monitor
 
         monitor = Monitor(settings, start, texts=not no_texts)
+        sock = monitor.bind()
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"monitor on http://{settings.monitor_host}:{settings.monitor_port}/ "
+    click.echo(f"monitor on http://{settings.monitor_host}:{sock.getsockname()[1]}/ "
                f"(topics {settings.output_topic}, {settings.dlq_topic}"
                f"{'' if no_texts else ', ' + settings.input_topic} on "
                f"{settings.bootstrap_servers})", err=True)
-    monitor.serve()
+    monitor.serve(sock)
 
 
 def _exit_cleanly(_sig: int, _frame: Any) -> None:

@@ -8,6 +8,7 @@ The web server (uvicorn) binds to loopback by default; bound elsewhere it needs 
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from typing import Any
 
@@ -135,12 +136,27 @@ class Monitor:
             self.thread.join(timeout=5)
         self.observer.close()
 
-    def serve(self) -> None:
+    def bind(self) -> socket.socket:
+        """The listening socket, bound before the monitor says where it is: a port in use
+        was found by uvicorn after "monitor on ..." had been printed, in its own words."""
+        host, port = self.settings.monitor_host, self.settings.monitor_port
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            sock.close()
+            raise ConfigError(f"cannot serve the monitor on {host}:{port}: "
+                              f"{exc.strerror or exc} (another monitor? give it another "
+                              "--monitor-port)") from None
+        return sock
+
+    def serve(self, sock: socket.socket | None = None) -> None:
         """Until SIGINT/SIGTERM (uvicorn stops on both; the command turns SIGTERM into exit 0)."""
         server = self.server()
         self.follow()
         try:
-            server.run()
+            server.run(sockets=[sock] if sock is not None else None)
         finally:
             self.stop()
 

@@ -82,3 +82,26 @@ def test_the_page_is_up_while_the_broker_cannot_be_reached() -> None:
         server.should_exit = True
         thread.join(timeout=10)
         m.stop()
+
+
+def test_a_port_in_use_is_one_line_before_the_monitor_says_where_it_is() -> None:
+    """It printed "monitor on http://...:8088/", then uvicorn's own "[Errno 98] error while
+    attempting to bind", exit 3."""
+    import socket
+    import subprocess
+    import sys
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    try:
+        done = subprocess.run([sys.executable, "-m", "streamdedup", "monitor", "--monitor-port",
+                               str(port), "--bootstrap-servers", "127.0.0.1:9"],
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        taken.close()
+    assert done.returncode == 1 and "monitor on http" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"Error: cannot serve the monitor on 127.0.0.1:{port}: Address already in use "
+        "(another monitor? give it another --monitor-port)"]
