@@ -60,10 +60,26 @@ def ensure_topics(settings: Settings, bootstrap_ms: int = BOOTSTRAP_TIMEOUT_MS) 
                                      "replication_factor": 1} for t in missing},
                                 raise_errors=True)
             log.info("created topics %s", ", ".join(missing))
+        if settings.input_topic not in missing:
+            _say_fewer_partitions(admin, settings)
     except TopicAlreadyExistsError:
         pass  # another consumer of the group won the race
     finally:
         admin.close()
+
+
+def _say_fewer_partitions(admin: KafkaAdminClient, settings: Settings) -> None:
+    """--topic-partitions makes a topic, it does not grow one: a group started on an input
+    topic made earlier with one partition had all but one member idle, silently."""
+    for meta in admin.describe_topics([settings.input_topic]):
+        have = len(meta.get("partitions") or [])
+        if 0 < have < settings.topic_partitions:
+            one = have == 1
+            log.warning("topic %s has %d %s, not the %d of --topic-partitions (which only "
+                        "applies to topics it creates): at most %d %s of the group %s work; "
+                        "add partitions with kafka-topics.sh --alter", settings.input_topic,
+                        have, "partition" if one else "partitions", settings.topic_partitions,
+                        have, "consumer" if one else "consumers", "gets" if one else "get")
 
 
 def missing_topics(settings: Settings, bootstrap_ms: int = BOOTSTRAP_TIMEOUT_MS) -> list[str]:
