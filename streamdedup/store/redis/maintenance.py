@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from streamdedup.errors import StoreError
+from streamdedup.errors import StoreCorruptError, StoreError
 from streamdedup.store.base import format_time, sorted_hashes, verdict_problems
 from streamdedup.store.redis.client import Keys, call, connect, safe_url
 from streamdedup.store.redis.store import doc_record
@@ -33,11 +33,35 @@ def _open(url: str, namespace: str, cluster: bool) -> tuple[Any, Keys]:
     return r, k
 
 
-def _docs(r: Any, k: Keys) -> Iterator[tuple[str, int, int, str]]:
-    """(id, seq, set id, verdict JSON or "" while being judged) of every document."""
+def _docs(r: Any, k: Keys, problems: list[str] | None = None
+          ) -> Iterator[tuple[str, int, int, str]]:
+    """(id, seq, set id, verdict JSON or "" while being judged) of every document; a damaged
+    record is a problem in ``problems`` when given (verify), else StoreCorruptError."""
     for raw_id, raw in call(lambda: list(r.hscan_iter(k("docs"), count=_CHUNK))):
-        doc = doc_record(raw_id.decode(), raw)
+        try:
+            doc = doc_record(raw_id.decode("utf-8", "backslashreplace"), raw)
+        except StoreCorruptError as exc:
+            if problems is None:
+                raise
+            problems.append(str(exc))
+            continue
         yield doc.doc_id, doc.seq, doc.set_id, doc.verdict
+
+
+def _number(raw: bytes | None, what: str) -> int:
+    """A counter Redis holds as text; damage is named, not a ValueError traceback."""
+    try:
+        return int(raw or 0)
+    except ValueError:
+        raise StoreCorruptError(f"{what} is not a number: {(raw or b'')[:40]!r}") from None
+
+
+def _params(meta: dict[bytes, bytes]) -> Any:
+    raw = meta.get(b"params")
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError:
+        raise StoreCorruptError("the store's parameters (meta params) are not JSON") from None
 
 
 def stats(url: str, namespace: str, cluster: bool = False) -> dict[str, Any]:
@@ -51,7 +75,8 @@ def stats(url: str, namespace: str, cluster: bool = False) -> dict[str, Any]:
     pipe.hlen(k("pos"))
     pipe.zrange(k("dtime"), 0, 0, withscores=True)
     meta, docs, versions, counts, seq, positions, oldest = call(pipe.execute)
-    counted = {key.decode(): int(v) for key, v in counts.items()}
+    counted = {key.decode(): _number(v, f"the count of {key.decode()!r}")
+               for key, v in counts.items()}
     # A cluster client asks one node unless told all: that node's memory was called the
     # whole server's (7.7 of 25 MB over three masters).
     memory = (call(r.info, "memory", target_nodes=r.ALL_NODES) if cluster
@@ -60,7 +85,7 @@ def stats(url: str, namespace: str, cluster: bool = False) -> dict[str, Any]:
         used = sum(int(v.get("used_memory", 0)) for v in memory.values())
     else:
         used = int(memory.get("used_memory", 0))
-    params = meta.get(b"params")
+    params = _params(meta)
     return {
         "store": f"redis namespace {namespace!r}",
         "store_id": meta[b"store_id"].decode() if b"store_id" in meta else None,
@@ -71,11 +96,11 @@ def stats(url: str, namespace: str, cluster: bool = False) -> dict[str, Any]:
         # Retention (the single writer's namespace; RETENTION.md "What to watch").
         "clock": format_time(int(meta[b"clock"]) if b"clock" in meta else None),
         "oldest_document": format_time(int(oldest[0][1]) if oldest else None),
-        "last_seq": int(seq or 0),
+        "last_seq": _number(seq, "the seq counter"),
         "input_partitions": int(positions),
         "bytes": {"server_used_memory": used,
                   "per_document": round(used / int(docs)) if docs else 0},
-        "params": json.loads(params) if params else None,
+        "params": params,
     }
 
 
@@ -86,11 +111,22 @@ def verify(url: str, namespace: str, cluster: bool = False,
     cluster parent that is a set, and a first document its members agree with."""
     r, k = _open(url, namespace, cluster)
     problems: list[str] = []
-    last_seq = int(call(r.get, k("seq")) or 0)
+    for check in (lambda: _params(call(r.hgetall, k("meta"))),  # what stats reads, too
+                  lambda: [_number(v, f"the count of {c.decode()!r}")
+                           for c, v in call(r.hgetall, k("counts")).items()]):
+        try:
+            check()
+        except StoreCorruptError as exc:
+            problems.append(str(exc))
+    try:
+        last_seq = _number(call(r.get, k("seq")), "the seq counter")
+    except StoreCorruptError as exc:
+        problems.append(str(exc))
+        last_seq = 1 << 62  # no document is past an unreadable counter
     progress("documents and their verdicts")
     named: set[int] = set()
     oldest: dict[int, int] = {}  # set id -> the seq of its oldest document
-    for doc_id, seq, set_id, verdict in _docs(r, k):
+    for doc_id, seq, set_id, verdict in _docs(r, k, problems):
         if seq > last_seq:
             problems.append(f"document {doc_id!r}: seq {seq} is past the counter {last_seq}")
         if not verdict:
@@ -188,9 +224,14 @@ def _verdict_seq(verdict: bytes) -> int | None:
 def export(url: str, namespace: str, out: TextIO, cluster: bool = False) -> int:
     """Every judged document's verdict, one JSON object per line, in seq order (held in
     memory to sort: Redis keeps them by id)."""
-    rows = sorted((seq, verdict) for _, seq, _, verdict in _docs(*_open(url, namespace, cluster))
-                  if verdict)
-    for _, verdict in rows:
+    rows = sorted((seq, doc_id, verdict) for doc_id, seq, _, verdict
+                  in _docs(*_open(url, namespace, cluster)) if verdict)
+    for _, doc_id, verdict in rows:
+        try:  # as SQLite's export refuses a verdict that fails its checksum
+            json.loads(verdict)
+        except ValueError:
+            raise StoreCorruptError(f"the verdict of document {doc_id!r} is not JSON "
+                                    "(store verify lists every damaged record)") from None
         out.write(verdict + "\n")
     return len(rows)
 

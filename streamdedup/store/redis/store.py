@@ -43,7 +43,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from streamdedup.errors import ConfigError
+from streamdedup.errors import ConfigError, StoreCorruptError
 from streamdedup.settings import Settings
 from streamdedup.store.base import (
     DEFAULT_EDGE_CAP,
@@ -558,10 +558,15 @@ class RedisStore(Store):
 
 
 def doc_record(doc_id: str, raw: bytes) -> DocRecord:
-    """A ``docs`` hash value ("seq set_id[ time]" + "\\n" + verdict) as a record."""
-    head, _, verdict = raw.decode().partition("\n")
-    seq, set_id, *time = head.split()
-    return DocRecord(doc_id, int(seq), int(set_id), verdict, int(time[0]) if time else None)
+    """A ``docs`` hash value ("seq set_id[ time]" + "\\n" + verdict) as a record; a damaged
+    one is a StoreCorruptError that names the document (it was a ValueError traceback)."""
+    try:
+        head, _, verdict = raw.decode().partition("\n")
+        seq, set_id, *time = head.split()
+        return DocRecord(doc_id, int(seq), int(set_id), verdict, int(time[0]) if time else None)
+    except ValueError as exc:  # UnicodeDecodeError is one
+        raise StoreCorruptError(f"document {doc_id!r}: its record is damaged "
+                                f"({str(exc)[:100]})") from None
 
 
 def _set_record(set_id: int, raw: Mapping[bytes, bytes]) -> SetRecord:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import subprocess
 import sys
 import uuid
@@ -75,6 +76,52 @@ def test_damage_is_found_and_named(redis_url: str) -> None:
     assert any("seq 999 is past the counter 200" in p for p in problems), problems
     assert any("but its verdict says" in p for p in problems)
     assert any(f"set {set_id}: its shingles are missing" in p for p in problems)
+
+
+@pytest.mark.parametrize(("key", "field", "value", "said"), [
+    ("meta", "params", b"not json{", "the store's parameters (meta params) are not JSON"),
+    ("seq", None, b"abc", "the seq counter is not a number: b'abc'"),
+    ("counts", "sets", b"banana", "the count of 'sets' is not a number: b'banana'"),
+    ("docs", "ad3", b"garbage", "document 'ad3': its record is damaged"),
+    ("docs", "ad4", b"-5 x\n{}", "document 'ad4': its record is damaged"),
+    ("docs", "ad5", b"6 1\xff\n{}", "document 'ad5': its record is damaged"),
+])
+def test_damaged_records_are_named_not_tracebacks(redis_url: str, key: str, field: str | None,
+                                                   value: bytes, said: str) -> None:
+    """Each was a ValueError, JSONDecodeError or UnicodeDecodeError traceback from stats,
+    verify or export; verify said "ok" of the first and third."""
+    from streamdedup.errors import StoreCorruptError
+
+    namespace, _ = built(redis_url)
+    r = redis.Redis.from_url(redis_url)
+    k = Keys(namespace)
+    if field is None:
+        r.set(k(key), value)
+    else:
+        r.hset(k(key), field, value)
+    r.close()
+    assert any(p.startswith(said) for p in maintenance.verify(redis_url, namespace)), said
+    if key != "docs":
+        with pytest.raises(StoreCorruptError, match=re.escape(said.split(":")[0])):
+            maintenance.stats(redis_url, namespace)
+    else:
+        with pytest.raises(StoreCorruptError, match=re.escape(said.split(":")[0])):
+            maintenance.export(redis_url, namespace, io.StringIO())
+
+
+def test_export_refuses_a_verdict_that_is_not_json(redis_url: str) -> None:
+    """It wrote "{not json" into the export and said 200 documents exported, exit 0 (SQLite's
+    export refuses a verdict that fails its checksum)."""
+    from streamdedup.errors import StoreCorruptError
+
+    namespace, _ = built(redis_url)
+    r = redis.Redis.from_url(redis_url)
+    k = Keys(namespace)
+    head = (r.hget(k("docs"), "ad7") or b"").split(b"\n", 1)[0]
+    r.hset(k("docs"), "ad7", head + b"\n{not json")
+    r.close()
+    with pytest.raises(StoreCorruptError, match="the verdict of document 'ad7' is not JSON"):
+        maintenance.export(redis_url, namespace, io.StringIO())
 
 
 def test_replaced_ids_and_ids_back_at_an_earlier_text_verify_clean(redis_url: str) -> None:
