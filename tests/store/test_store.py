@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import SUPPORTED_STORES
+from mounts import tmpfs, umount
 from shingle_sets import u64
 
 from streamdedup.core.sketch import Sketcher
@@ -444,37 +445,21 @@ def test_sqlite_second_writer_is_refused_whatever_files_are_removed(
         SqliteStore(d)
 
 
-def _tmpfs(path: Path, size: str, *options: str) -> None:
-    path.mkdir(parents=True, exist_ok=True)
-    opts = ",".join((f"size={size}", *options))
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs",
-                                            str(path)], capture_output=True).returncode:
-        pytest.skip("needs root to mount a small tmpfs (CI runs as root)")
-
-
-def _umount(path: Path) -> None:
-    """Unmount; a busy mount (a file handle left open) fails the test."""
-    done = subprocess.run(["umount", str(path)], capture_output=True, text=True, check=False)
-    if done.returncode:
-        subprocess.run(["umount", "-l", str(path)], check=False)
-        pytest.fail(f"{path} was still busy (a store left a file open): {done.stderr}")
-
-
 def test_sqlite_read_only_directory_is_one_clear_error(tmp_path: Path) -> None:
     mnt = tmp_path / "ro"
-    _tmpfs(mnt, "1m", "ro")
+    tmpfs(mnt, "1m", "ro")
     try:
         with pytest.raises(StoreError, match=r"is not writable .*Read-only file system"):
             SqliteStore(mnt / "store")
     finally:
-        _umount(mnt)
+        umount(mnt)
 
 
 def test_sqlite_full_disk_is_said_as_such_not_as_damage(tmp_path: Path) -> None:
     """A full disk, on a new store and on an existing one, is 'no space left', never
     'cannot be read as a store' (which sounds like damage)."""
     mnt = tmp_path / "small"
-    _tmpfs(mnt, "256k")
+    tmpfs(mnt, "256k")
     try:
         SqliteStore(mnt / "existing").close()
         with (mnt / "filler").open("wb") as fh, contextlib.suppress(OSError):
@@ -484,7 +469,7 @@ def test_sqlite_full_disk_is_said_as_such_not_as_damage(tmp_path: Path) -> None:
                 SqliteStore(mnt / where)
             assert not isinstance(info.value, StoreCorruptError)
     finally:
-        _umount(mnt)
+        umount(mnt)
 
 
 def test_sqlite_second_open_in_another_process_is_locked(tmp_path: Path) -> None:

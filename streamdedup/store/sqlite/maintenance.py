@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -37,6 +38,7 @@ from streamdedup.store.sqlite.file import (
     checksum_column,
     decode_log_row,
     file_bytes,
+    os_problem,
     verdict_intact,
 )
 
@@ -61,7 +63,9 @@ def reading(directory: Path) -> Iterator[sqlite3.Connection]:
     except sqlite3.OperationalError as exc:
         if "locked" in str(exc) or "busy" in str(exc):
             raise StoreError(f"{path} is busy ({exc}); try again") from exc
-        if "readonly" in str(exc):  # not damage: the WAL's index (-shm) must be writable
+        if "readonly" in str(exc) or ("unable to open" in str(exc)
+                                      and not os.access(path.parent, os.W_OK)):
+            # not damage: the WAL's index (-shm) must be writable, or makable beside it
             raise StoreError(f"{path} cannot be read by this user: SQLite reads a store through "
                              f"its -shm file beside it, which must be writable; run as the "
                              f"store's owner ({exc})") from exc
@@ -303,7 +307,10 @@ def compact(directory: Path) -> tuple[int, int]:
     directory = Path(directory)
     if not (directory / DB_NAME).is_file():
         raise StoreError(f"no store at {directory} (no {DB_NAME})")
-    fd = acquire_lock(directory)  # StoreLockedError names the writer's pid
+    try:
+        fd = acquire_lock(directory)  # StoreLockedError names the writer's pid
+    except OSError as exc:  # a read-only mount: it was a traceback
+        raise StoreError(os_problem(directory, exc)) from None
     try:
         before = file_bytes(directory)
         conn = sqlite3.connect(directory / DB_NAME, timeout=30)
@@ -327,8 +334,14 @@ def compact(directory: Path) -> tuple[int, int]:
                     f"kept the old pages for {_CHECKPOINT_TRIES} s: the space comes back at "
                     "the next checkpoint, or run compact again")
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"compacting {directory} failed: {exc} (VACUUM needs free disk "
-                             "space up to twice the size of the store)") from exc
+            # The disk only where it can be the cause: SQLite says "database or disk is full"
+            # of some damaged files too, and the hint blamed the disk with 57 GB free.
+            if shutil.disk_usage(directory).free < 2 * before:
+                raise StoreError(f"compacting {directory} failed: {exc} (VACUUM needs free "
+                                 "disk space up to twice the size of the store)") from exc
+            raise StoreCorruptError(f"compacting {directory} failed: {exc}, with room enough "
+                                    "on the disk: the file is damaged; store verify says "
+                                    "where") from exc
         finally:
             conn.close()
         return before, file_bytes(directory)

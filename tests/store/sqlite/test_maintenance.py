@@ -273,3 +273,41 @@ def test_a_store_this_user_cannot_write_beside_is_not_called_damaged(
     with pytest.raises(StoreError, match="cannot be read by this user") as found:
         stats(tmp_path / "s")
     assert not isinstance(found.value, StoreCorruptError)
+
+
+def test_on_a_read_only_mount_compact_and_the_readers_say_so(tmp_path: Path) -> None:
+    """compact ended in an OSError traceback (its lock file); stats, verify and export said
+    "cannot be read: unable to open database file", which reads as damage."""
+    from mounts import read_only, tmpfs, umount
+
+    mnt = tmp_path / "ro"
+    tmpfs(mnt, "8m")
+    try:
+        built(mnt / "s", n=50)
+        read_only(mnt)
+        with pytest.raises(StoreError, match=r"is not writable \(Read-only file system\)"):
+            compact(mnt / "s")
+        for reader in (stats, verify):
+            with pytest.raises(StoreError, match="-shm file beside it") as found:
+                reader(mnt / "s")
+            assert not isinstance(found.value, StoreCorruptError)
+    finally:
+        umount(mnt)
+
+
+def test_compact_of_a_damaged_file_does_not_blame_the_disk(tmp_path: Path) -> None:
+    """SQLite says "database or disk is full" of some damaged files: compact added "VACUUM
+    needs free disk space", with gigabytes free. (These bytes at this place give it.)"""
+    import os
+
+    built(tmp_path / "s", n=300)
+    path = tmp_path / "s" / DB_NAME
+    with path.open("r+b") as fh:
+        fh.seek(random.Random(0).randrange(4096 * 2, path.stat().st_size - 4096))
+        fh.write(random.Random(1).randbytes(2000))
+    with pytest.raises(StoreCorruptError) as found:
+        compact(tmp_path / "s")
+    assert "the file is damaged" in str(found.value) and "VACUUM" not in str(found.value)
+    assert os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize > 4 * path.stat(
+        ).st_size  # the disk had room
+
