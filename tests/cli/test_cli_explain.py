@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_cli import ADS, run, write_tsv
+from command_line import ADS, run, write_tsv
 
 
 def _dump(tmp_path: Path, name: str = "ads.tsv") -> Path:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 import pytest
-from test_cli import ADS, run, write_tsv
+from command_line import ADS, run, write_tsv
 
 from streamdedup.cli.output import open_output
 
