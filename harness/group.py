@@ -27,7 +27,7 @@ from typing import Any
 from harness.chaos.config import ChaosConfig
 from harness.chaos.harness import Harness, wait_assigned
 from harness.chaos.outcome import check, collect
-from harness.chaos.stream import Announcement, _split
+from harness.chaos.stream import Announcement, split
 from harness.redis import RedisServer
 from streamdedup.core.document import Document
 from streamdedup.core.sketch import Sketcher
@@ -71,14 +71,14 @@ class GroupRun(Harness):
     def _trickle(self, lane: Any, chunk: Sequence[Announcement], slices: int = 10,
                  gap_s: float = 0.25) -> None:
         """Produce a chunk over a few seconds, so that a fault finds work in flight."""
-        for part in _split(chunk, slices):
+        for part in split(chunk, slices):
             self.produce(lane, part)
             time.sleep(gap_s)
 
     def run(self, stream: Sequence[Announcement]) -> dict[str, Any]:
         c = self.c
         lane = self.lane("grp", partitions=self.partitions)
-        chunks = _split(stream, 5)
+        chunks = split(stream, 5)
         kind = f"cluster of {self.redis.cluster}" if self.redis.cluster else "one server"
         c.say(f"group: {len(stream)} messages, {self.members} members, {self.partitions} "
               f"partitions, Redis {kind}")

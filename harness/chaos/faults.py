@@ -27,7 +27,7 @@ from harness.chaos.errors import ChaosError, ConsumerDied
 from harness.chaos.harness import Harness, wait_assigned
 from harness.chaos.outcome import Outcome, check, collect
 from harness.chaos.store import StoreDir, corrupt_store
-from harness.chaos.stream import Announcement, _split
+from harness.chaos.stream import Announcement, split
 from harness.chaos.trips import TRIP_MARK, TRIP_STAGES
 from streamdedup.replay.process import ChildProcess
 
@@ -98,7 +98,7 @@ class ChaosRun(Harness):
     def run(self, stream: Sequence[Announcement]) -> dict[str, Any]:
         c = self.c
         steps = self.steps()
-        chunks = _split(stream, len(steps) + 1)
+        chunks = split(stream, len(steps) + 1)
         c.say(f"phase A: {len(stream)} messages, {len(steps)} fault steps, store "
               f"{'on tmpfs' if self.store.mounted else 'on disk'}")
         t0 = time.monotonic()
@@ -139,7 +139,7 @@ class ChaosRun(Harness):
         so that messages are at every stage: fetched, detected, stored, produced."""
         proc = self.running()
         sent: list[str] = []
-        feeder = threading.Thread(target=self._trickle, args=(_split(chunk, 10), 0.04, sent),
+        feeder = threading.Thread(target=self._trickle, args=(split(chunk, 10), 0.04, sent),
                                   daemon=True)
         delay = self.rng.uniform(0.05, 0.45)
         feeder.start()

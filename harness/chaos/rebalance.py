@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.chaos.harness import Harness, _last_assignment, wait_assigned
 from harness.chaos.outcome import check, collect
-from harness.chaos.stream import Announcement, _split
+from harness.chaos.stream import Announcement, split
 
 
 class RebalanceRun(Harness):
@@ -28,7 +28,7 @@ class RebalanceRun(Harness):
     def run(self, stream: Sequence[Announcement]) -> dict[str, Any]:
         c = self.c
         lane = self.lane("rb", partitions=c.rebalance_partitions)
-        chunks = _split(stream, 3)
+        chunks = split(stream, 3)
         c.say(f"phase C: {len(stream)} messages on {c.rebalance_partitions} partitions")
         extra = ["--topic-partitions", str(c.rebalance_partitions)]
         a = self.launch("rb-a", self.consumer_argv(lane, self.workdir / "store-a",

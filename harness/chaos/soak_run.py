@@ -18,7 +18,7 @@ from harness.chaos.errors import ChaosError
 from harness.chaos.harness import Harness, wait_assigned
 from harness.chaos.outcome import check, collect
 from harness.chaos.resources import open_fds, rss_mb
-from harness.chaos.stream import _split, build_stream, read_rows
+from harness.chaos.stream import build_stream, read_rows, split
 
 
 def run_soak(config: ChaosConfig, messages: int, variant_share: float = 0.1
@@ -35,7 +35,7 @@ def run_soak(config: ChaosConfig, messages: int, variant_share: float = 0.1
         lane = h.lane("soak")
         config.say(f"soak: producing {len(stream)} messages")
         t0 = time.monotonic()
-        for chunk in _split(stream, max(1, len(stream) // 5000)):
+        for chunk in split(stream, max(1, len(stream) // 5000)):
             h.produce(lane, chunk)
         produced_s = time.monotonic() - t0
         total = len(lane.ids)

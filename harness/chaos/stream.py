@@ -3,7 +3,7 @@
 Rows in file order (then again as reposts under new ids), near-duplicates of earlier rows
 made by the dump-text edits of ``harness/edits.py``, a few exact resends and about 1% bad
 messages (every kind of unusable payload, each of which must become a dead letter).
-``_split`` cuts a stream into the chunks that a run sends between faults.
+``split`` cuts a stream into the chunks that a run sends between faults.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def build_stream(rows: Sequence[Mapping[str, str]], n: int, seed: int = 7,
     return out
 
 
-def _split(items: Sequence[Announcement], parts: int) -> list[Sequence[Announcement]]:
+def split(items: Sequence[Announcement], parts: int) -> list[Sequence[Announcement]]:
     size = max(1, -(-len(items) // max(1, parts)))
     chunks = [items[i : i + size] for i in range(0, len(items), size)]
     while len(chunks) < parts:
