@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from streamdedup.cli.options import make_settings, settings_options, topic_flag
+from streamdedup.cli.options import make_settings, settings_options
 from streamdedup.errors import InputError, StreamdedupError
 from streamdedup.replay.dump import FORMATS
 from streamdedup.settings import Settings
@@ -135,6 +135,7 @@ def _texts(settings: Settings, ids: set[str], dump: Path | None, fmt: str | None
 def _scan(settings: Settings, topic: str, ids: set[str]) -> dict[str, dict[str, Any]]:
     """The last record of each id in ``topic``, reading it once from the beginning."""
     from streamdedup.monitor.observer import Observer, decode
+    from streamdedup.monitor.tail import topic_flag
 
     observer = Observer(settings, [topic], "beginning", client_id="streamdedup-explain")
     try:

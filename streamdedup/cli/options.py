@@ -51,11 +51,3 @@ def make_settings(preset: str | None, options: dict[str, Any]) -> Settings:
         return build_settings(preset, overrides=options)
     except StreamdedupError as exc:
         raise click.UsageError(str(exc)) from None
-
-
-
-def topic_flag(settings: Settings, topic: str) -> str:
-    """The flag that names ``topic``: what `tail` and `explain` point at when the broker does
-    not have it (most likely a flag that is not the detector's)."""
-    return {settings.input_topic: "--input-topic", settings.dlq_topic: "--dlq-topic"}.get(
-        topic, "--output-topic")

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from streamdedup.cli.options import make_settings, settings_options, topic_flag
+from streamdedup.cli.options import make_settings, settings_options
 from streamdedup.errors import StreamdedupError, describe
 
 _FROM_HELP = ("where to start reading: 'beginning', 'latest', or an ISO 8601 time "
@@ -63,9 +63,8 @@ def _exit_cleanly(_sig: int, _frame: Any) -> None:
 def tail_command(start: str, count: int, preset: str | None, **options: Any) -> None:
     """One readable line per verdict as it arrives: id, duplicate of, Jaccard, cluster size,
     title (titles come from the input topic); duplicates only with --only-duplicates."""
-    from streamdedup.monitor.observer import Observer, decode
-    from streamdedup.monitor.state import MonitorState
-    from streamdedup.monitor.tail import line
+    from streamdedup.monitor.observer import Observer
+    from streamdedup.monitor.tail import follow
 
     settings = make_settings(preset, options)
     try:
@@ -76,37 +75,11 @@ def tail_command(start: str, count: int, preset: str | None, **options: Any) -> 
     except Exception as exc:  # kafka-python: the broker cannot be reached
         raise click.ClickException(f"cannot read from {settings.bootstrap_servers}: "
                                    f"{describe(exc)}") from None
-    state = MonitorState(keep=50_000)
-    stop = []
+    stop: list[int] = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    printed = 0
-    said: set[str] = set()
     try:
-        while not stop and (not count or printed < count):
-            for topic, rec in observer.poll(500):
-                body = decode(rec)
-                if body is None:
-                    continue
-                if topic == settings.input_topic:
-                    state.add_announcement(body)
-                    continue
-                try:
-                    if not state.add_verdict(body, rec.timestamp / 1000):
-                        continue  # delivered again: said already
-                except ValueError as exc:  # no verdict
-                    click.echo(f"skipped a record at {topic}/{rec.partition}/{rec.offset}: "
-                               f"{exc}", err=True)
-                    continue
-                if settings.only_duplicates and not body.get("duplicate"):
-                    continue
-                click.echo(line(body, state))
-                printed += 1
-                if count and printed >= count:
-                    break
-            for topic in sorted(set(observer.health()["waiting_for"]) - said):  # (looked in
-                said.add(topic)                                   # the poll) it was silent
-                click.echo(f"waiting for topic {topic}: not on {settings.bootstrap_servers} "
-                           f"yet (is {topic_flag(settings, topic)} the detector's?)", err=True)
+        follow(settings, observer, count, stop, click.echo,
+               lambda text: click.echo(text, err=True))
     except KeyboardInterrupt:
         pass
     finally:

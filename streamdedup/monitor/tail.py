@@ -1,12 +1,15 @@
-"""``streamdedup tail``: one readable line per verdict as it arrives (pure formatting here;
-the loop reads the topics with ``observer.py`` and keeps counts in ``state.py``)."""
+"""``streamdedup tail``: one readable line per verdict as it arrives. ``line`` formats one
+(pure); ``follow`` is the loop: records from ``observer.py``, titles and clusters kept in
+``state.py``, a verdict delivered again said once."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from streamdedup.monitor.observer import Observer, decode
 from streamdedup.monitor.state import MonitorState
+from streamdedup.settings import Settings
 
 
 def line(verdict: Mapping[str, Any], state: MonitorState, width: int = 60) -> str:
@@ -32,3 +35,44 @@ def line(verdict: Mapping[str, Any], state: MonitorState, width: int = 60) -> st
     else:
         what = "new"
     return f"{doc_id}  {what}  cluster {label} ({size})" + (f"  {title}" if title else "")
+
+
+def follow(settings: Settings, observer: Observer, count: int, stop: list[int],
+           say: Callable[[str], None], warn: Callable[[str], None]) -> None:
+    """Print a line per verdict (``say``) until ``count`` are printed (0: no end) or ``stop``
+    holds anything (SIGTERM's handler appends); records that are no verdicts and topics not
+    there yet go to ``warn``."""
+    state = MonitorState(keep=50_000)
+    printed = 0
+    said: set[str] = set()
+    while not stop and (not count or printed < count):
+        for topic, rec in observer.poll(500):
+            body = decode(rec)
+            if body is None:
+                continue
+            if topic == settings.input_topic:
+                state.add_announcement(body)
+                continue
+            try:
+                if not state.add_verdict(body, rec.timestamp / 1000):
+                    continue  # delivered again: said already
+            except ValueError as exc:  # no verdict
+                warn(f"skipped a record at {topic}/{rec.partition}/{rec.offset}: {exc}")
+                continue
+            if settings.only_duplicates and not body.get("duplicate"):
+                continue
+            say(line(body, state))
+            printed += 1
+            if count and printed >= count:
+                break
+        for topic in sorted(set(observer.health()["waiting_for"]) - said):  # (looked in the
+            said.add(topic)                                        # poll) it was silent
+            warn(f"waiting for topic {topic}: not on {settings.bootstrap_servers} yet (is "
+                 f"{topic_flag(settings, topic)} the detector's?)")
+
+
+def topic_flag(settings: Settings, topic: str) -> str:
+    """The flag that names ``topic``: what `tail` and `explain` point at when the broker does
+    not have it (most likely a flag that is not the detector's)."""
+    return {settings.input_topic: "--input-topic", settings.dlq_topic: "--dlq-topic"}.get(
+        topic, "--output-topic")
