@@ -84,6 +84,10 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
                                 master=master, driver_memory=driver_memory,
                                 order_by=order_by,
                                 partitions=partitions, pairs=pairs, report_dir=report_dir)
+        if engine == "spark":  # before the store is made and the dump read
+            from streamdedup.replay.spark import check_master_answers
+
+            check_master_answers(master)
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
     directory = store_directory(settings)

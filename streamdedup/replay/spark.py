@@ -29,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import sys
 import tempfile
 import threading
@@ -83,6 +84,7 @@ def session(master: str, say: Callable[[str], None], driver_memory: str = "3g"
     require("pyspark", "the Spark backfill")
     from pyspark.sql import SparkSession
 
+    check_master_answers(master)
     given, master = master, with_retries(master)
     # The driver's JVM is started by this process, so its memory can still be set here.
     # Local mode runs the executors in it too: 1 GB (Spark's default) ran out on 50,000
@@ -110,6 +112,23 @@ def session(master: str, say: Callable[[str], None], driver_memory: str = "3g"
         with suppress(Exception):  # a JVM that died already: its error is raised
             spark.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def check_master_answers(master: str, timeout_s: float = 5.0) -> None:
+    """A spark:// master that no address answers: one line now, not a minute of the JVM's
+    retries and stack traces that ended in "Cannot call methods on a stopped SparkContext"."""
+    if not master.startswith("spark://"):
+        return
+    tried: list[str] = []
+    for address in master[len("spark://"):].split(","):  # a standby master: any may answer
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout_s).close()
+            return
+        except (OSError, ValueError) as exc:
+            tried.append(f"{address}: {getattr(exc, 'strerror', None) or exc}")
+    raise ConfigError(f"no Spark master answers at --master {master} ({'; '.join(tried)}): "
+                      "is it running, and is this its address?")
 
 
 class SparkSketches:

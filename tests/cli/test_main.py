@@ -445,6 +445,21 @@ def test_replay_and_backfill_flags_default_to_their_configs_fields(command: str)
     assert {name: params[name] for name in shared} == {name: defaults[name] for name in shared}
 
 
+def test_a_spark_master_no_one_answers_at_is_one_line_before_the_store_is_made(
+        tmp_path: Path) -> None:
+    """It was a minute of the JVM's retries and stack traces, ending in "Cannot call methods
+    on a stopped SparkContext", after the dump had been read and the store made."""
+    from streamdedup.replay.process import free_port
+
+    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020", f"l{i}"]
+                                           for i, (t, d) in enumerate(ADS)])
+    master = f"spark://127.0.0.1:{free_port()}"
+    code, _, err = run("backfill", str(tsv), "--engine", "spark", "--master", master,
+                       "--out", str(tmp_path / "v.jsonl"), "--store", str(tmp_path / "s"))
+    assert code == 1 and f"no Spark master answers at --master {master}" in err, err
+    assert "Connection refused" in err and not (tmp_path / "s").exists()
+
+
 def test_spark_flags_given_to_the_local_engine_are_refused(tmp_path: Path) -> None:
     """They were accepted and ignored, invalid values included (--partitions 0, --master
     bogus)."""
