@@ -59,6 +59,21 @@ class ClosedSocketRace(logging.Filter):
         return True
 
 
+class CancelledAtClose(logging.Filter):
+    """Closing a client cancels its metadata request in flight, and kafka-python logs that as
+    "ERROR kafka.cluster: Metadata refresh: failed Cancelled": a stopped monitor or tail said
+    ERROR at about one stop in two, with nothing wrong. That record is demoted to DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from kafka.errors import Cancelled
+
+        args = record.args if isinstance(record.args, tuple) else ()
+        if args and isinstance(args[0], Cancelled):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
 class KafkaRepeats(logging.Filter):
     """kafka-python logs four lines at each reconnect attempt (about 20 a minute while a
     broker is down, forever): a line that differs from one let through in the last
@@ -92,6 +107,8 @@ def setup_logging(level: str = "INFO", json_lines: bool = False) -> None:
     root.setLevel(level.upper())
     # kafka-python is chatty at INFO during reconnects; its warnings still show.
     logging.getLogger("kafka").setLevel(max(logging.WARNING, root.level))
-    transport = logging.getLogger("kafka.net.transport")
-    if not any(isinstance(f, ClosedSocketRace) for f in transport.filters):
-        transport.addFilter(ClosedSocketRace())
+    for name, kind in (("kafka.net.transport", ClosedSocketRace),
+                       ("kafka.cluster", CancelledAtClose)):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, kind) for f in logger.filters):
+            logger.addFilter(kind())

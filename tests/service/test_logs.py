@@ -54,6 +54,27 @@ def test_the_close_race_in_kafka_python_is_demoted_without_its_traceback() -> No
     assert "Traceback" in PlainFormatter().format(other)
 
 
+def test_a_metadata_request_cancelled_by_a_close_is_no_error() -> None:
+    """`monitor` and `tail` said "ERROR kafka.cluster: Metadata refresh: failed Cancelled" at
+    about one stop in two."""
+    from kafka.errors import Cancelled, KafkaConnectionError
+
+    from streamdedup.service.logs import CancelledAtClose
+
+    logging.getLogger("kafka.cluster").setLevel(logging.WARNING)
+
+    def refresh_failed(exc: Exception) -> logging.LogRecord:
+        return logging.makeLogRecord({"name": "kafka.cluster", "levelno": logging.ERROR,
+                                      "levelname": "ERROR", "args": (exc,),
+                                      "msg": "Metadata refresh: failed %s"})
+
+    cancelled = refresh_failed(Cancelled())
+    assert CancelledAtClose().filter(cancelled) is False
+    assert cancelled.levelno == logging.DEBUG
+    away = refresh_failed(KafkaConnectionError("refused"))  # a broker away is still said
+    assert CancelledAtClose().filter(away) is True and away.levelno == logging.ERROR
+
+
 def _kafka_line(msg: str, at: float, name: str = "kafka.net.manager") -> logging.LogRecord:
     return logging.makeLogRecord({"name": name, "levelno": logging.WARNING,
                                   "levelname": "WARNING", "msg": msg, "created": at})
