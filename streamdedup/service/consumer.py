@@ -79,6 +79,7 @@ FATAL_KAFKA_ERRORS = (
 
 
 PING_EVERY_S = 1.0  # an idle consumer checks the store this often (readiness)
+STORE_DOWN_SAID_EVERY_S = 60.0  # ... and says it does not answer at most this often
 
 
 class BrokerRefused(Exception):
@@ -116,6 +117,8 @@ class Service:
         self.duplicates = 0
         self.dead = 0
         self._stats_at = float("-inf")
+        self._store_down_at: float | None = None  # since when the store does not answer
+        self._store_said_at = float("-inf")
         self.sketch_worker: SketchWorker | None = None  # started by run()
 
     def _open_store(self) -> Store:
@@ -451,11 +454,21 @@ class Service:
             log.warning("committing failed offsets again failed; retrying when idle: %s", exc)
 
     def _store_answers(self) -> bool:
+        """Said when the store stops answering, then once a minute (it was every second,
+        the ping's pace), and when it answers again."""
+        now = time.monotonic()
         try:
             self.store.ping()
         except StoreError as exc:
-            log.warning("the store does not answer: %s", exc)
+            down_at = self._store_down_at = self._store_down_at or now
+            if now - self._store_said_at >= STORE_DOWN_SAID_EVERY_S:
+                self._store_said_at = now
+                log.warning("the store does not answer%s: %s",
+                            f" (for {now - down_at:.0f} s)" if now > down_at else "", exc)
             return False
+        if self._store_down_at is not None:
+            log.info("the store answers again, after %.0f s", now - self._store_down_at)
+            self._store_down_at, self._store_said_at = None, float("-inf")
         return True
 
     def _reconcile(self, consumer: KafkaConsumer, tps: set[TopicPartition]

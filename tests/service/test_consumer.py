@@ -711,3 +711,37 @@ def test_retention_reads_the_kafka_record_time_when_a_message_has_none(
     # Day 95: day30-1 (day 30) has left the window too, so nothing is left to match.
     assert not got["own-time"]["duplicate"]
     assert [d["reason"] for d in dead] == ["bad_time"]
+
+
+def test_a_store_that_does_not_answer_is_said_once_a_minute_and_its_return_once(
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An idle consumer pings its store every second, and said so at WARNING every second
+    while Redis was down."""
+    import logging
+
+    from streamdedup.errors import StoreUnavailableError
+    from streamdedup.service import consumer as consumer_module
+    from streamdedup.service.consumer import Service
+
+    class Down(MemoryStore):
+        answers = False
+
+        def ping(self) -> None:
+            if not self.answers:
+                raise StoreUnavailableError("Redis: ConnectionError: refused")
+
+    clock = [1000.0]
+    monkeypatch.setattr(consumer_module.time, "monotonic", lambda: clock[0])
+    store = Down()
+    service = Service(build_settings(env={}), store)
+    with caplog.at_level(logging.INFO, logger="streamdedup.service.consumer"):
+        for _ in range(120):  # two minutes of pings, one a second
+            assert service._store_answers() is False
+            clock[0] += 1.0
+        store.answers = True
+        assert service._store_answers() is True
+        assert service._store_answers() is True
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["the store does not answer: Redis: ConnectionError: refused",
+                    "the store does not answer (for 60 s): Redis: ConnectionError: refused",
+                    "the store answers again, after 120 s"]
