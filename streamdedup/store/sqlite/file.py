@@ -368,12 +368,23 @@ def checksum_column(conn: sqlite3.Connection) -> str:
     return "v.checksum" if version >= 6 else "NULL"
 
 
+def no_store(directory: Path) -> StoreError:
+    """What is at ``directory`` instead of a store, said as it is ("no index.sqlite" was said
+    of a regular file given as the store, and of an index.sqlite that is a directory)."""
+    path = directory / DB_NAME
+    if directory.is_file():
+        return StoreError(f"{directory} is a file, not a store's directory")
+    if path.exists() and not path.is_file():
+        return StoreError(f"{path} is not a file: not a store")
+    return StoreError(f"no store at {directory} (no {DB_NAME})")
+
+
 def read_verdict(directory: Path, doc_id: str) -> str | None:
     """A document's stored verdict JSON, read beside a running consumer: a read-only
     connection that takes no writer lock (WAL lets readers in while the writer works)."""
     path = directory / DB_NAME
-    if not path.exists():
-        raise StoreError(f"no store at {directory}")
+    if not path.is_file():
+        raise no_store(directory)
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
     try:
         row = conn.execute(

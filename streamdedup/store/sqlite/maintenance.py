@@ -38,6 +38,7 @@ from streamdedup.store.sqlite.file import (
     checksum_column,
     decode_log_row,
     file_bytes,
+    no_store,
     os_problem,
     verdict_intact,
 )
@@ -54,7 +55,7 @@ def reading(directory: Path) -> Iterator[sqlite3.Connection]:
     into the file, so the WAL grows by what the consumer writes meanwhile."""
     path = Path(directory) / DB_NAME
     if not path.is_file():
-        raise StoreError(f"no store at {directory} (no {DB_NAME})")
+        raise no_store(directory)
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, isolation_level=None)
     try:
         conn.execute("BEGIN")
@@ -306,7 +307,7 @@ def compact(directory: Path) -> tuple[int, int]:
     bytes before and after."""
     directory = Path(directory)
     if not (directory / DB_NAME).is_file():
-        raise StoreError(f"no store at {directory} (no {DB_NAME})")
+        raise no_store(directory)
     try:
         fd = acquire_lock(directory)  # StoreLockedError names the writer's pid
     except OSError as exc:  # a read-only mount: it was a traceback

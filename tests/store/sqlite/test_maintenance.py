@@ -218,9 +218,19 @@ def test_the_command_line(tmp_path: Path) -> None:
 
 
 def test_a_missing_store_is_a_clear_error(tmp_path: Path) -> None:
-    for action in (stats, verify, compact):
+    """A regular file given as the store, or an index.sqlite that is a directory, was "no
+    store at ... (no index.sqlite)" too."""
+    from streamdedup.store.sqlite.file import read_verdict
+
+    (tmp_path / "afile").write_text("x", encoding="utf-8")
+    (tmp_path / "odd" / DB_NAME).mkdir(parents=True)
+    for action in (stats, verify, compact, lambda d: read_verdict(d, "a")):
         with pytest.raises(StoreError, match="no store at"):
             action(tmp_path / "none")  # type: ignore[operator]
+        with pytest.raises(StoreError, match="afile is a file, not a store's directory"):
+            action(tmp_path / "afile")  # type: ignore[operator]
+        with pytest.raises(StoreError, match=r"index\.sqlite is not a file: not a store"):
+            action(tmp_path / "odd")  # type: ignore[operator]
 
 
 @pytest.mark.parametrize("content", ["empty", "foreign", "truncated"])
