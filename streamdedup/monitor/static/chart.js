@@ -1,5 +1,6 @@
 // A tiny line-and-bar chart on a canvas, written for this page (no library, no CDN).
-// draw(canvas, points, {line: key, bars: key, barMax: number}): points are objects with t.
+// draw(canvas, points, {line: key, bars: key, barMax: number, barLabel: text}): points are
+// objects with t, one a second.
 (function () {
   "use strict";
   function draw(canvas, points, opts) {
@@ -10,10 +11,12 @@
     ctx.strokeStyle = "#ccd";
     ctx.beginPath(); ctx.moveTo(pad, h - pad); ctx.lineTo(w - 4, h - pad); ctx.stroke();
     if (!points.length) { ctx.fillStyle = "#889"; ctx.fillText("no verdicts yet", pad + 8, h / 2); return; }
+    // One slot per second, the last one's bar inside the frame (it was drawn past the edge).
     const t0 = points[0].t, t1 = Math.max(points[points.length - 1].t, t0 + 1);
-    const x = (t) => pad + (w - pad - 8) * (t - t0) / (t1 - t0);
+    const slot = (w - pad - 8) / (t1 - t0 + 1);
+    const x = (t) => pad + slot * (t - t0);
     const lineMax = Math.max(1, ...points.map((p) => p[opts.line]));
-    const barW = Math.max(1, (w - pad - 8) / (t1 - t0 + 1) - 1);
+    const barW = Math.max(1, slot - 1);
     ctx.fillStyle = "rgba(217, 83, 79, 0.35)";
     for (const p of points) {
       const v = p[opts.bars] / (opts.barMax || 1);
@@ -23,11 +26,16 @@
     ctx.strokeStyle = "#2a6fdb"; ctx.lineWidth = 2; ctx.beginPath();
     points.forEach((p, i) => {
       const y = h - pad - (h - 2 * pad) * p[opts.line] / lineMax;
-      if (i) ctx.lineTo(x(p.t), y); else ctx.moveTo(x(p.t), y);
+      if (i) ctx.lineTo(x(p.t) + slot / 2, y); else ctx.moveTo(x(p.t) + slot / 2, y);
     });
     ctx.stroke();
     ctx.fillStyle = "#445";
     ctx.fillText(String(lineMax) + "/s", 2, pad - 6);
+    if (opts.barLabel) {  // the bars' scale: their full height
+      ctx.fillStyle = "rgb(190, 70, 66)";
+      ctx.fillText(opts.barLabel, w - 8 - ctx.measureText(opts.barLabel).width, pad - 6);
+      ctx.fillStyle = "#445";
+    }
     ctx.fillText(new Date(t0 * 1000).toLocaleTimeString(), pad, h - 8);
     const end = new Date(t1 * 1000).toLocaleTimeString();
     ctx.fillText(end, w - 8 - ctx.measureText(end).width, h - 8);

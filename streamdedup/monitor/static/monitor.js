@@ -71,7 +71,7 @@
         rated.push({ t: t, verdicts: p.verdicts, rate: p.verdicts ? p.duplicates / p.verdicts : 0 });
       }
     }
-    SdChart.draw($("chart"), rated, { line: "verdicts", bars: "rate", barMax: 1 });
+    SdChart.draw($("chart"), rated, { line: "verdicts", bars: "rate", barMax: 1, barLabel: "bars: duplicate rate, top = 100 %" });
   }
 
   async function clusters() {
