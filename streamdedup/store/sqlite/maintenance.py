@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -301,6 +300,13 @@ def export(directory: Path, out: TextIO) -> int:
     return count
 
 
+def _structure_damaged(conn: sqlite3.Connection) -> bool:
+    try:
+        return conn.execute("PRAGMA quick_check").fetchone()[0] != "ok"
+    except sqlite3.DatabaseError:
+        return True
+
+
 def compact(directory: Path) -> tuple[int, int]:
     """Rewrite the file without its free pages (VACUUM), then truncate the write-ahead
     log. Needs the writer's lock: a running consumer must be stopped first. Returns the
@@ -335,14 +341,16 @@ def compact(directory: Path) -> tuple[int, int]:
                     f"kept the old pages for {_CHECKPOINT_TRIES} s: the space comes back at "
                     "the next checkpoint, or run compact again")
         except sqlite3.DatabaseError as exc:
-            # The disk only where it can be the cause: SQLite says "database or disk is full"
-            # of some damaged files too, and the hint blamed the disk with 57 GB free.
-            if shutil.disk_usage(directory).free < 2 * before:
-                raise StoreError(f"compacting {directory} failed: {exc} (VACUUM needs free "
-                                 "disk space up to twice the size of the store)") from exc
-            raise StoreCorruptError(f"compacting {directory} failed: {exc}, with room enough "
-                                    "on the disk: the file is damaged; store verify says "
-                                    "where") from exc
+            # SQLite says "database or disk is full" of some damaged files too (the disk was
+            # blamed with 57 GB free), and of a full temporary directory (VACUUM's copy goes
+            # there, not beside the store): damage is named only when the file's structure
+            # check finds it.
+            if _structure_damaged(conn):
+                raise StoreCorruptError(f"compacting {directory} failed: {exc}; the file is "
+                                        "damaged (store verify says where)") from exc
+            raise StoreError(f"compacting {directory} failed: {exc} (VACUUM needs free disk "
+                             "space up to twice the size of the store, beside it and in "
+                             "SQLite's temporary directory, SQLITE_TMPDIR or /tmp)") from exc
         finally:
             conn.close()
         return before, file_bytes(directory)

@@ -297,9 +297,9 @@ def test_on_a_read_only_mount_compact_and_the_readers_say_so(tmp_path: Path) -> 
         read_only(mnt)
         with pytest.raises(StoreError, match=r"is not writable \(Read-only file system\)"):
             compact(mnt / "s")
-        for reader in (stats, verify):
+        for reader in (stats, verify, lambda d: export(d, io.StringIO())):
             with pytest.raises(StoreError, match="-shm file beside it") as found:
-                reader(mnt / "s")
+                reader(mnt / "s")  # type: ignore[operator]
             assert not isinstance(found.value, StoreCorruptError)
     finally:
         umount(mnt)
@@ -320,4 +320,26 @@ def test_compact_of_a_damaged_file_does_not_blame_the_disk(tmp_path: Path) -> No
     assert "the file is damaged" in str(found.value) and "VACUUM" not in str(found.value)
     assert os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize > 4 * path.stat(
         ).st_size  # the disk had room
+
+
+def test_compact_with_its_temporary_directory_full_says_so_not_damage(tmp_path: Path) -> None:
+    """VACUUM copies the store into SQLite's temporary directory: with that one full, the
+    sound store was called damaged (the check looked at the store's own disk only)."""
+    from mounts import tmpfs, umount
+
+    small = tmp_path / "tmp"
+    tmpfs(small, "64k")
+    try:
+        built(tmp_path / "s", n=4000)  # past what SQLite keeps of the copy in memory
+        import os
+
+        done = subprocess.run([sys.executable, "-m", "streamdedup", "store", "compact",
+                               "--store", str(tmp_path / "s")], capture_output=True,
+                              text=True, timeout=120,
+                              env={**os.environ, "SQLITE_TMPDIR": str(small)})
+    finally:
+        umount(small)
+    assert done.returncode == 1, done.stderr
+    assert "SQLite's temporary directory" in done.stderr and "damaged" not in done.stderr
+    assert verify(tmp_path / "s") == []
 
