@@ -77,9 +77,9 @@ def stats(url: str, namespace: str, cluster: bool = False) -> dict[str, Any]:
     meta, docs, versions, counts, seq, positions, oldest = call(pipe.execute)
     counted = {key.decode(): _number(v, f"the count of {key.decode()!r}")
                for key, v in counts.items()}
-    # A cluster client asks one node unless told all: that node's memory was called the
-    # whole server's (7.7 of 25 MB over three masters).
-    memory = (call(r.info, "memory", target_nodes=r.ALL_NODES) if cluster
+    # A cluster client asks one node unless told: that node's memory was called the whole
+    # server's (7.7 of 25 MB over three masters). The masters' (replicas hold copies).
+    memory = (call(r.info, "memory", target_nodes=r.PRIMARIES) if cluster
               else call(r.info, "memory"))
     if memory and all(isinstance(v, dict) for v in memory.values()):  # a cluster: per node
         used = sum(int(v.get("used_memory", 0)) for v in memory.values())
@@ -88,13 +88,15 @@ def stats(url: str, namespace: str, cluster: bool = False) -> dict[str, Any]:
     params = _params(meta)
     return {
         "store": f"redis namespace {namespace!r}",
-        "store_id": meta[b"store_id"].decode() if b"store_id" in meta else None,
+        "store_id": (meta[b"store_id"].decode("utf-8", "backslashreplace")
+                     if b"store_id" in meta else None),
         "documents": int(docs),
         "versions": int(versions),
         "distinct_sets": counted.get("sets", 0),
         "bucket_entries": counted.get("bucket_entries", 0),
         # Retention (the single writer's namespace; RETENTION.md "What to watch").
-        "clock": format_time(int(meta[b"clock"]) if b"clock" in meta else None),
+        "clock": format_time(_number(meta[b"clock"], "the retention clock (meta clock)")
+                             if b"clock" in meta else None),
         "oldest_document": format_time(int(oldest[0][1]) if oldest else None),
         "last_seq": _number(seq, "the seq counter"),
         "input_partitions": int(positions),
@@ -111,7 +113,10 @@ def verify(url: str, namespace: str, cluster: bool = False,
     cluster parent that is a set, and a first document its members agree with."""
     r, k = _open(url, namespace, cluster)
     problems: list[str] = []
-    for check in (lambda: _params(call(r.hgetall, k("meta"))),  # what stats reads, too
+    meta = call(r.hgetall, k("meta"))
+    for check in (lambda: _params(meta),  # what stats reads, too
+                  lambda: b"clock" in meta and _number(meta[b"clock"],
+                                                       "the retention clock (meta clock)"),
                   lambda: [_number(v, f"the count of {c.decode()!r}")
                            for c, v in call(r.hgetall, k("counts")).items()]):
         try:
