@@ -93,13 +93,15 @@ class _Token(BaseHTTPMiddleware):
             path = path[len(root):]  # behind a proxy prefix, the route's own path
         if path == "/" or path.startswith("/static/"):
             return await call_next(request)  # the page and its scripts hold no data
-        given = request.query_params.get("token", "")
+        given = [request.query_params.get("token", "")]
         auth = request.headers.get("authorization", "")
         if auth[:7].lower() == "bearer ":  # the scheme is case-insensitive (RFC 7235)
-            # HTTP headers arrive as latin-1 (Starlette's reading): a UTF-8 token's bytes back
-            given = auth[7:].encode("latin-1", "replace").decode("utf-8", "replace")
-        if not hmac.compare_digest(given.encode(), self.token.encode()):
-            return _error(401, "the token is wrong" if given else
+            # Starlette reads a header as latin-1: curl sends a token's UTF-8 bytes, Python's
+            # clients and browsers latin-1 where they can; either reading may be the token.
+            raw = auth[7:]
+            given = [raw, raw.encode("latin-1", "replace").decode("utf-8", "replace")]
+        if not any([hmac.compare_digest(g.encode(), self.token.encode()) for g in given]):
+            return _error(401, "the token is wrong" if given[0] else
                           "a token is needed: Authorization: Bearer <token> or ?token=")
         return await call_next(request)
 
