@@ -81,11 +81,14 @@ class AnnouncementPipeline:
         if isinstance(doc_id, bool) or not isinstance(doc_id, str | int):
             raise DropItem(f"its id must be a string or an integer, not "
                            f"{type(doc_id).__name__} ({_shown(doc_id)})")
-        # NaN is no JSON: the detector reads it, the monitor and any strict reader would not
-        body = {**{k: None if isinstance(v, float) and not math.isfinite(v) else v
-                   for k, v in fields.items()}, "id": str(doc_id)}
-        value = json.dumps(body, ensure_ascii=False, default=_as_json).encode("utf-8",
-                                                                            "surrogatepass")
+        body = {**_finite(fields), "id": str(doc_id)}
+        text = json.dumps(body, ensure_ascii=False, default=_as_json)
+        try:
+            value = text.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate: escaped, as JSON allows. (Its bytes, which are no UTF-8, were
+            # sent, and the consumer dead-lettered them not_utf8.)
+            value = json.dumps(body, default=_as_json).encode("ascii")
         if len(value) > self.settings.max_message_bytes:
             raise DropItem(f"oversized: {len(value):,} bytes > max_message_bytes "
                            f"{self.settings.max_message_bytes:,} (the detector would not "
@@ -123,6 +126,18 @@ class AnnouncementPipeline:
                 self.settings.input_topic,
                 f", {self.refused} not taken by the broker (dropped, with the reason)"
                 if self.refused else "")
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities, at any depth, as null: they are no JSON (the detector reads them,
+    the monitor and any strict reader would not)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _setting_text(value: Any) -> str:

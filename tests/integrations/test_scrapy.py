@@ -54,8 +54,14 @@ def test_items_the_detector_could_not_take_are_dropped_with_the_reason() -> None
     for bad_id in (b"x", {"a": 1}, ["a"], False, 1.5):
         with pytest.raises(DropItem, match="its id must be a string or an integer"):
             pipe.announcement({"id": bad_id, "title": "t"})
-    _, value = pipe.announcement({"id": 3, "title": b"Cameriere", "price": float("nan")})
-    assert json.loads(value) == {"id": "3", "title": "Cameriere", "price": None}
+    _, value = pipe.announcement({"id": 3, "title": b"Cameriere", "price": float("nan"),
+                                  "pay": {"min": float("inf"), "tags": [float("-inf"), 1.5]}})
+    assert json.loads(value, parse_constant=lambda c: pytest.fail(f"{c} is no JSON")) == {
+        "id": "3", "title": "Cameriere", "price": None, "pay": {"min": None,
+                                                               "tags": [None, 1.5]}}
+    _, value = pipe.announcement({"id": 4, "title": "Cameriere", "link": "https://x/\udc80"})
+    doc = decode_message(value, ("title",), 1 << 20)  # escaped: valid UTF-8, no dead letter
+    assert doc.fields["link"] == "https://x/\udc80"
     with pytest.raises(DropItem, match=r"oversized: 5,0.. bytes > max_message_bytes 500"):
         pipe.announcement({"id": "big", "description": "x" * 5000})
 
