@@ -7,6 +7,7 @@ The web server (uvicorn) binds to loopback by default; bound elsewhere it needs 
 
 from __future__ import annotations
 
+import errno
 import logging
 import socket
 import threading
@@ -146,9 +147,11 @@ class Monitor:
             sock.bind((host, port))
         except OSError as exc:
             sock.close()
+            hint = (" (another monitor? give it another --monitor-port)"
+                    if exc.errno == errno.EADDRINUSE else
+                    " (is --monitor-host an address of this machine?)")
             raise ConfigError(f"cannot serve the monitor on {host}:{port}: "
-                              f"{exc.strerror or exc} (another monitor? give it another "
-                              "--monitor-port)") from None
+                              f"{exc.strerror or exc}{hint}") from None
         return sock
 
     def serve(self, sock: socket.socket | None = None) -> None:

@@ -105,3 +105,8 @@ def test_a_port_in_use_is_one_line_before_the_monitor_says_where_it_is() -> None
     assert done.stderr.strip().splitlines() == [
         f"Error: cannot serve the monitor on 127.0.0.1:{port}: Address already in use "
         "(another monitor? give it another --monitor-port)"]
+    away = subprocess.run([sys.executable, "-m", "streamdedup", "monitor", "--monitor-host",
+                           "192.0.2.1", "--monitor-token", "t", "--bootstrap-servers",
+                           "127.0.0.1:9"], capture_output=True, text=True, timeout=60)
+    assert away.returncode == 1 and "another monitor" not in away.stderr, away.stderr
+    assert "is --monitor-host an address of this machine?" in away.stderr
