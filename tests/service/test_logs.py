@@ -6,6 +6,8 @@ import json
 import logging
 import sys
 
+import pytest
+
 from streamdedup.service.logs import JsonFormatter, PlainFormatter
 
 
@@ -54,14 +56,15 @@ def test_the_close_race_in_kafka_python_is_demoted_without_its_traceback() -> No
     assert "Traceback" in PlainFormatter().format(other)
 
 
-def test_a_metadata_request_cancelled_by_a_close_is_no_error() -> None:
+def test_a_metadata_request_cancelled_by_a_close_is_no_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """`monitor` and `tail` said "ERROR kafka.cluster: Metadata refresh: failed Cancelled" at
     about one stop in two."""
     from kafka.errors import Cancelled, KafkaConnectionError
 
     from streamdedup.service.logs import CancelledAtClose
 
-    logging.getLogger("kafka.cluster").setLevel(logging.WARNING)
+    monkeypatch.setattr(logging.getLogger("kafka.cluster"), "level", logging.WARNING)
 
     def refresh_failed(exc: Exception) -> logging.LogRecord:
         return logging.makeLogRecord({"name": "kafka.cluster", "levelno": logging.ERROR,
