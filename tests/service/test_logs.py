@@ -64,7 +64,9 @@ def test_a_metadata_request_cancelled_by_a_close_is_no_error(
 
     from streamdedup.service.logs import CancelledAtClose
 
-    monkeypatch.setattr(logging.getLogger("kafka.cluster"), "level", logging.WARNING)
+    cluster = logging.getLogger("kafka.cluster")
+    monkeypatch.setattr(cluster, "level", cluster.level)  # set back after the test
+    cluster.setLevel(logging.WARNING)  # (setLevel also clears the loggers' level cache)
 
     def refresh_failed(exc: Exception) -> logging.LogRecord:
         return logging.makeLogRecord({"name": "kafka.cluster", "levelno": logging.ERROR,
