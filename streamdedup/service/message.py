@@ -104,7 +104,8 @@ def document_from_object(obj: Any, text_fields: tuple[str, ...], time_field: str
               if isinstance(v, str) or (isinstance(v, _NUMBERS) and not isinstance(v, bool))}
     source = obj if doc_id.startswith(AUTO_PREFIX) else None  # an id from its content
     raw_time = obj.get(time_field) if time_field else None
-    if raw_time is None or raw_time == "":
+    # Empty or blank: no time, as an empty TSV cell ("  " was bad_time, "... got str").
+    if raw_time is None or (isinstance(raw_time, str) and not raw_time.strip()):
         return Document(doc_id, fields, None, source)
     try:
         time_ms = parse_time(raw_time)

@@ -86,7 +86,8 @@ def test_announcement_time_is_read_only_when_asked() -> None:
                     (b"1709287200", 1_709_287_200_000),  # epoch seconds
                     (b"1709287200000", 1_709_287_200_000),  # epoch milliseconds
                     (b'"1709287200.5"', 1_709_287_200_500),
-                    (b'""', None), (b"null", None)):  # missing: the caller falls back
+                    (b'""', None), (b'" \\t"', None),  # blank: as empty (was bad_time)
+                    (b"null", None)):  # missing: the caller falls back
         doc = decode(b'{"id": "a", "title": "x", "timestamp": ' + raw + b"}")
         assert doc.time == ms, raw
     kijiji = b'{"id": "a", "title": "x", "timestamp": "21 ottobre, 17:41"}'
