@@ -41,6 +41,7 @@ from streamdedup.extras import require
 require("starlette", "the monitor")
 
 from starlette.applications import Starlette  # noqa: E402
+from starlette.convertors import PathConvertor, register_url_convertor  # noqa: E402
 from starlette.middleware import Middleware  # noqa: E402
 from starlette.middleware.base import BaseHTTPMiddleware  # noqa: E402
 from starlette.requests import Request  # noqa: E402
@@ -57,6 +58,16 @@ EVENT_VERDICTS = 200  # verdicts a tick carries at most: the newest, for a clien
 
 class NotFound(Exception):
     """An id the monitor knows nothing about; the message says what is missing."""
+
+
+class _AnyId(PathConvertor):
+    """An id, whatever it holds: "path" (``.*``) stopped at a newline, and the detector takes
+    ids with newlines (``/api/verdict/a%0Ab`` was "no such page")."""
+
+    regex = "(?s:.*)"
+
+
+register_url_convertor("any_id", _AnyId())
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -204,8 +215,8 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
         Route("/api/clusters", clusters),
         Route("/api/verdicts", verdicts),
         Route("/api/duplicates", duplicates),
-        Route("/api/verdict/{doc_id:path}", verdict),
-        Route("/api/explain/{doc_id:path}", explain),
+        Route("/api/verdict/{doc_id:any_id}", verdict),
+        Route("/api/explain/{doc_id:any_id}", explain),
         Route("/api/events", events),
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
     ]

@@ -7,6 +7,7 @@ import json
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -150,6 +151,15 @@ def test_the_page_and_its_assets_come_from_the_package(site: tuple[str, MonitorS
     for asset in ("monitor.js", "chart.js", "monitor.css"):
         assert get(f"{base}/static/{asset}")[0] == 200
     assert "http" not in page.replace("http-equiv", "")  # nothing loaded from elsewhere
+
+
+def test_an_id_with_a_newline_or_a_slash_is_found(site: tuple[str, MonitorState]) -> None:
+    """The detector takes any id; the routes stopped at a newline ("no such page")."""
+    base, state = site
+    for doc_id in ("a\nb\tc", "https://x/ad/1"):
+        state.add_verdict({"id": doc_id, "duplicate": False, "cluster_id": doc_id})
+        code, body = get(base + "/api/verdict/" + urllib.parse.quote(doc_id, safe=""))
+        assert code == 200 and body["id"] == doc_id, body
 
 
 def test_a_token_guards_the_api_only() -> None:
