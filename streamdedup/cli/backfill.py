@@ -48,7 +48,8 @@ DEFAULT = BackfillConfig  # its fields' defaults are the flags'
 @click.option("--errors", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="unusable rows with their row number (0-based, header not counted) and "
               "reason [default: --out with the suffix .errors.jsonl]")
-@settings_options
+@settings_options(shown=("text", "sketch", "store", "retention", "only_duplicates",
+                           "max_message_bytes"))
 def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driver_memory: str,
                      partitions: int,
                      order_by: str, timestamp_field: str | None, out: Path, pairs: bool,

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from streamdedup.cli.options import make_settings, settings_options
+from streamdedup.cli.options import KAFKA_CLIENT, make_settings, settings_options
 from streamdedup.errors import InputError, StreamdedupError
 from streamdedup.replay.dump import FORMATS
 from streamdedup.settings import Settings
@@ -37,7 +37,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
               help="take OTHER_ID from the document's stored verdict (--store, or Redis)")
 @click.option("--color/--no-color", default=None, help="highlight [default: on a terminal]")
 @click.option("--json", "as_json", is_flag=True, help="print the explanation as JSON")
-@settings_options
+@settings_options(shown=(*KAFKA_CLIENT, "input_topic", "output_topic", "max_message_bytes",
+                         "max_output_bytes", "text", "sketch", "store"))
 def explain_command(doc_id: str, other_id: str | None, dump: Path | None, fmt: str | None,
                     use_store: bool, color: bool | None, as_json: bool, preset: str | None,
                     **options: Any) -> None:

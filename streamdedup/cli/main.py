@@ -65,7 +65,8 @@ def run(preset: str | None, **options: Any) -> None:
 @click.option("--errors", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="write the bad rows (JSONL: row, error, detail) here [default: among the "
                    "verdicts]")
-@settings_options
+@settings_options(shown=("text", "sketch", "store", "retention", "only_duplicates",
+                           "max_message_bytes", "sketch_ahead"))
 def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
           preset: str | None, **options: Any) -> None:
     """Run a dump through the detector in file order; one verdict per line (JSONL), and one

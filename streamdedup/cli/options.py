@@ -2,14 +2,15 @@
 
 Every ``Settings`` field is a flag (``--input-topic``) and an environment variable
 (``STREAMDEDUP_INPUT_TOPIC``); the flags are generated from the dataclass, so a new setting
-needs one line in ``settings.py`` and nothing here. Precedence: defaults < ``--preset`` <
+needs one line in ``settings.py`` and nothing here (a command that reads it names its group
+or name in ``shown``, else its --help leaves it out). Precedence: defaults < ``--preset`` <
 environment < flags. Options default to None, meaning "not given", so that the environment
 is not overridden by a flag's default.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import fields
 from typing import Any
 
@@ -18,25 +19,46 @@ import click
 from streamdedup.errors import StreamdedupError
 from streamdedup.settings import ENV_PREFIX, PRESETS, Settings, build_settings
 
+# What a Kafka client reads: where the broker is and how to reach it.
+KAFKA_CLIENT = ("bootstrap_servers", "security_protocol", "sasl_*", "ssl_*")
 
-def settings_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Add one option per Settings field (default None: 'not given')."""
+
+def settings_options(func: Callable[..., Any] | None = None, *,
+                     shown: Iterable[str] | None = None) -> Any:
+    """Add one option per Settings field (default None: 'not given'). ``shown``: the groups
+    (``settings.py``'s: text, sketch, store, ...), field names and ``prefix_*`` names the
+    command reads; the other flags are still taken (a script or an environment shared with
+    ``run`` keeps working) but left out of its --help, where ~60 flags, most of them without
+    effect (Kafka's on ``check``), hid the few that matter."""
+    if func is None:
+        return lambda f: settings_options(f, shown=shown)
+    wanted = None if shown is None else set(shown)
+
+    def is_shown(name: str, group: str) -> bool:
+        return wanted is None or group in wanted or name in wanted or any(
+            w.endswith("*") and name.startswith(w[:-1]) for w in wanted)
+
     for f in reversed(fields(Settings)):
         flag = "--" + f.name.replace("_", "-")
         env = ENV_PREFIX + f.name.upper()
         default = ",".join(f.default) if isinstance(f.default, tuple) else f.default
         help_text = f"{f.metadata['help']} [default: {default!r}; env {env}]"
+        hidden = not is_shown(f.name, f.metadata.get("group", ""))
         if isinstance(f.default, bool):
-            opt = click.option(f"{flag}/--no-{flag[2:]}", f.name, default=None, help=help_text)
+            opt = click.option(f"{flag}/--no-{flag[2:]}", f.name, default=None, help=help_text,
+                               hidden=hidden)
         elif isinstance(f.default, tuple):
             opt = click.option(flag, f.name, default=None, help=help_text + " (comma-separated)",
-                               callback=_split_commas)
+                               callback=_split_commas, hidden=hidden)
         else:
-            opt = click.option(flag, f.name, type=type(f.default), default=None, help=help_text)
+            opt = click.option(flag, f.name, type=type(f.default), default=None, help=help_text,
+                               hidden=hidden)
         func = opt(func)
     return click.option(
         "--preset", type=click.Choice(sorted(PRESETS)), default=None,
-        help=f"named settings bundle [default: 'default'; env {ENV_PREFIX}PRESET]",
+        help=f"named settings bundle; it changes the defaults shown (reference: description "
+             f"only, 100 permutations, 20x5 bands; words-en: word 3-grams, English stopwords "
+             f"and stems) [default: 'default'; env {ENV_PREFIX}PRESET]",
     )(func)
 
 

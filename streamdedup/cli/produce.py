@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from streamdedup.cli.options import make_settings, settings_options
+from streamdedup.cli.options import KAFKA_CLIENT, make_settings, settings_options
 from streamdedup.errors import StreamdedupError, describe
 from streamdedup.replay.dump import FORMATS
 
@@ -23,7 +23,7 @@ PRODUCE_FLUSH_S = 60.0  # the wait for the broker's acknowledgements at the end
               help="input format [default: from the file name]")
 @click.option("--rate", type=float, default=0.0, show_default=True,
               help="at most this many messages per second (0 = as fast as possible)")
-@settings_options
+@settings_options(shown=(*KAFKA_CLIENT, "input_topic", "max_message_bytes", "text_fields"))
 def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None,
                     **options: Any) -> None:
     """Send a dump (TSV, JSONL or Parquet) to --input-topic, one announcement per message, key = id.

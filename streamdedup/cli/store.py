@@ -42,7 +42,7 @@ def store_command() -> None:
 
 @store_command.command(name="stats")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object instead of lines")
-@settings_options
+@settings_options(shown=("store",))
 def stats_command(as_json: bool, preset: str | None, **options: Any) -> None:
     """Counts and sizes (read-only, beside a running consumer)."""
     from streamdedup.store.sqlite import maintenance
@@ -75,7 +75,7 @@ def stats_command(as_json: bool, preset: str | None, **options: Any) -> None:
 
 
 @store_command.command(name="verify")
-@settings_options
+@settings_options(shown=("store",))
 def verify_command(preset: str | None, **options: Any) -> None:
     """The full integrity check (read-only): exit 1 and the problems if any."""
     from streamdedup.store.sqlite import maintenance
@@ -105,7 +105,7 @@ def verify_command(preset: str | None, **options: Any) -> None:
 
 
 @store_command.command(name="compact")
-@settings_options
+@settings_options(shown=("store",))
 def compact_command(preset: str | None, **options: Any) -> None:
     """Reclaim free space (VACUUM); needs the writer's lock: stop the consumer first."""
     from streamdedup.store.sqlite.maintenance import compact
@@ -126,7 +126,7 @@ def compact_command(preset: str | None, **options: Any) -> None:
 @store_command.command(name="export")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="the JSONL file [default: standard output]")
-@settings_options
+@settings_options(shown=("store",))
 def export_command(out: Path | None, preset: str | None, **options: Any) -> None:
     """Every document's verdict as JSONL, in seq order (read-only)."""
     from streamdedup.cli.output import checked_output, open_output, store_directory

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from streamdedup.cli.options import make_settings, settings_options
+from streamdedup.cli.options import KAFKA_CLIENT, make_settings, settings_options
 from streamdedup.errors import StreamdedupError, describe
 
 _FROM_HELP = ("where to start reading: 'beginning', 'latest', or an ISO 8601 time "
@@ -22,7 +22,9 @@ _FROM_HELP = ("where to start reading: 'beginning', 'latest', or an ISO 8601 tim
 @click.option("--from", "start", default="beginning", show_default=True, help=_FROM_HELP)
 @click.option("--no-texts", is_flag=True,
               help="do not read the input topic (no titles, no side-by-side texts)")
-@settings_options
+@settings_options(shown=(*KAFKA_CLIENT, "input_topic", "output_topic", "dlq_topic",
+                         "max_output_bytes", "monitor", "text", "sketch", "log_json",
+                         "log_level"))
 def monitor_command(start: str, no_texts: bool, preset: str | None, **options: Any) -> None:
     """A live web page of the duplicates topic, and its JSON API (see the README).
 
@@ -59,7 +61,8 @@ def _exit_cleanly(_sig: int, _frame: Any) -> None:
 @click.option("--from", "start", default="latest", show_default=True, help=_FROM_HELP)
 @click.option("--count", type=click.IntRange(min=0), default=0,
               help="stop after this many lines (0 = follow until interrupted)")
-@settings_options
+@settings_options(shown=(*KAFKA_CLIENT, "input_topic", "output_topic", "only_duplicates",
+                         "max_output_bytes"))
 def tail_command(start: str, count: int, preset: str | None, **options: Any) -> None:
     """One readable line per verdict as it arrives: id, duplicate of, Jaccard, cluster size,
     title (titles come from the input topic); duplicates only with --only-duplicates."""

@@ -187,7 +187,8 @@ def _decide(detector: Any, store: Store, docs: Sequence[Document], rows: Iterato
         found = (detector.process_many(part, (shingled, keys)) if plan is None else
                  detector.process_many(part, (shingled, keys), planned=plan.sets))
         for verdict in found:
-            out.write(verdict.to_json() + "\n")
+            if verdict.duplicate or not detector.settings.only_duplicates:  # as check does
+                out.write(verdict.to_json() + "\n")
             result.documents += 1
             result.duplicates += verdict.duplicate
         if keep is not None:

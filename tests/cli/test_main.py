@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,18 @@ def test_check_with_only_duplicates_writes_the_duplicates_and_the_bad_rows(
     assert [(r.get("id"), r.get("duplicate_of"), r.get("error")) for r in records] == [
         ("1", "0", None), (None, None, "empty_text")]
     assert "3 documents, 1 duplicates, 1 bad rows" in err
+
+
+def test_backfill_with_only_duplicates_writes_what_check_writes(tmp_path: Path) -> None:
+    """backfill listed --only-duplicates and wrote every verdict."""
+    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020", f"l{i}"]
+                                           for i, (t, d) in enumerate(ADS)])
+    code, _, err = run("backfill", str(tsv), "--engine", "local", "--store-backend",
+                       "memory", "--only-duplicates", "--out", str(tmp_path / "v.jsonl"))
+    assert code == 0, err
+    lines = (tmp_path / "v.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(v)["id"] for v in lines] == ["1"]
+    assert "3 documents, 1 duplicates" in err, err
 
 
 def test_check_bad_rows_become_error_records_and_the_rest_is_processed(tmp_path: Path) -> None:
@@ -600,3 +613,30 @@ def test_a_tsv_of_row_numbers_into_a_store_with_documents_is_warned_of(
     assert "day2.tsv has no id column" in said and "already holds 2 documents" in said
     with_ids = tsv("day3.tsv", "id\ttitle\tdescription\nd3-0\tCuoco\tRoma\n")
     assert "no id column" not in judge(with_ids, 3)
+
+
+@pytest.mark.parametrize(("command", "shown", "hidden"), [
+    (["check"], ["--store", "--threshold", "--retention", "--only-duplicates"],
+     ["--bootstrap-servers", "--metrics-port", "--monitor-port", "--input-topic"]),
+    (["tail"], ["--bootstrap-servers", "--output-topic", "--ssl-cafile"],
+     ["--store", "--threshold", "--metrics-port"]),
+    (["store", "stats"], ["--store", "--redis-url"], ["--bootstrap-servers", "--threshold"]),
+    (["run"], ["--store", "--bootstrap-servers", "--metrics-port", "--threshold"], []),
+])
+def test_a_commands_help_shows_the_settings_it_reads(command: list[str], shown: list[str],
+                                                    hidden: list[str]) -> None:
+    """Every command listed all ~60 settings flags, most without effect there (Kafka's on
+    check, the detector's on tail); the others are still taken, so a shared environment or
+    script keeps working."""
+    code, out, _ = run(*command, "--help")
+    assert code == 0
+    flags = set(re.findall(r"--[a-z][a-z-]+", out))
+    assert set(shown) <= flags and not set(hidden) & flags, sorted(flags)
+
+
+def test_a_flag_left_out_of_a_commands_help_is_still_taken(tmp_path: Path) -> None:
+    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020", f"l{i}"]
+                                           for i, (t, d) in enumerate(ADS)])
+    code, _, err = run("check", str(tsv), "--store", str(tmp_path / "s"), "--out",
+                       str(tmp_path / "v.jsonl"), "--bootstrap-servers", "kafka:9092")
+    assert code == 0, err
