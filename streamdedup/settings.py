@@ -176,8 +176,8 @@ class Settings:
     log_level: str = _opt("INFO", "log level", group="ops")
     log_every_s: float = _opt(10.0, "seconds between throughput log lines", group="ops")
     sketch_ahead: bool = _opt(
-        True, "sketch ahead in a second process: check, the next batch; run, the next part of"
-        " a big batch (two cores: ~1.5x on fresh ads; same verdicts)", group="ops")
+        True, "sketch ahead in a second process, same verdicts: check the next batch (~1.5x on"
+        " fresh ads, two cores), run the next part of a big batch (~1.1x)", group="ops")
     # --- the monitor (streamdedup monitor)
     monitor_host: str = _opt("127.0.0.1", "address the monitor's web page binds to",
                              group="monitor")

@@ -19,7 +19,8 @@ from streamdedup.replay.dump import FORMATS
 DEFAULT = BackfillConfig  # its fields' defaults are the flags'
 
 
-@click.command(name="backfill")
+@click.command(name="backfill",
+               short_help="Judge a historical dump into the store (Spark or local).")
 @click.argument("dump", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="dump format [default: from the file name]")
@@ -30,7 +31,8 @@ DEFAULT = BackfillConfig  # its fields' defaults are the flags'
 @click.option("--driver-memory", default=DEFAULT.driver_memory, show_default=True,
               help="the Spark driver's JVM heap (in local mode the executors run in it too)")
 @click.option("--partitions", type=click.IntRange(min=0), default=DEFAULT.partitions,
-              help="Spark partitions of the dump [default: 4 per core]")
+              help="Spark partitions of the dump; 0 = 4 per core, or one per ~2,000 ads when "
+                   "that is more [default: 0]")
 @click.option("--order-by", type=click.Choice(ORDERS), default=DEFAULT.order_by,
               show_default=True, help="arrival order of the rows (timestamp: by --time-field)")
 @click.option("--timestamp-field", default=None, hidden=True)  # before --time-field was one

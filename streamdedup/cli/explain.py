@@ -43,7 +43,9 @@ def explain_command(doc_id: str, other_id: str | None, dump: Path | None, fmt: s
                     use_store: bool, color: bool | None, as_json: bool, preset: str | None,
                     **options: Any) -> None:
     """Two announcements side by side: shared passages highlighted, exact Jaccard, MinHash
-    estimate, bands shared, and why they were or were not a candidate pair."""
+    estimate, bands shared, and why they were or were not a candidate pair. Without
+    OTHER_ID: DOC_ID's duplicate_of, read from --output-topic (from the store with
+    --use-store)."""
     import json
 
     from kafka.errors import KafkaError

@@ -70,7 +70,9 @@ def run(preset: str | None, **options: Any) -> None:
 def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
           preset: str | None, **options: Any) -> None:
     """Run a dump through the detector in file order; one verdict per line (JSONL), and one
-    line per bad row saying why."""
+    line per bad row saying why. The judged documents are added to --store (default
+    ./streamdedup-store, the same as run's: give check a store of its own), so a later dump
+    is judged against this one; --store-backend memory keeps nothing."""
     from streamdedup.cli.output import checked_output, open_output, store_directory
     from streamdedup.cli.progress import progress_bar
     from streamdedup.core.shared import detector_for
@@ -225,16 +227,23 @@ def _close_all(opened: list[TextIO]) -> str:
 
 
 @main.command()
-@click.option("--threshold", type=float, default=None, help="mark this similarity")
-@click.option("--num-perm", type=int, default=None, help="permutations (bands chosen for it)")
-@click.option("--bands", type=int, default=None)
-@click.option("--rows", type=int, default=None)
+@click.option("--threshold", type=float, default=None,
+              help="mark this similarity [default: 0.8]")
+@click.option("--num-perm", type=int, default=None,
+              help="permutations; bands chosen for them [default: 128, or bands x rows "
+                   "when more]")
+@click.option("--bands", type=int, default=None,
+              help="LSH bands; give --rows too [default: chosen from --threshold]")
+@click.option("--rows", type=int, default=None,
+              help="rows per band; give --bands too [default: chosen from --threshold]")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False),
               default=Path("scurve.png"), show_default=True,
               help="the plot (PNG unless the name says another format matplotlib writes)")
 def scurve(threshold: float | None, num_perm: int | None, bands: int | None,
            rows: int | None, out: Path) -> None:
-    """Plot P(candidate | s) = 1 - (1 - s^r)^b, with the threshold marked."""
+    """Plot P(candidate | s) = 1 - (1 - s^r)^b, with the threshold marked. From these flags
+    and the default preset only (no STREAMDEDUP_* variables): for a store's curve, give its
+    --bands and --rows (the reference preset's: 20 and 5)."""
     from dataclasses import replace
 
     from streamdedup.cli.output import checked_output

@@ -37,7 +37,8 @@ _REPLAY_FIXED = ("bootstrap_servers", "store")  # ReplayConfig fields, not consu
               default=ReplayConfig.timeout_s, show_default=True,
               help="give up when no verdict arrived for this many seconds")
 @click.option("--topic-prefix", default=None,
-              help="prefix of the replay's topics and group [default: unique per replay]")
+              help="prefix of the replay's topics and group [default: unique per replay; "
+                   "none with --no-consumer]")
 @click.option("--no-band-table", is_flag=True, help="skip the study's LSH table and its plots")
 @click.option("--progress/--no-progress", default=ReplayConfig.progress, show_default=True,
               help="progress bars (on a terminal)")

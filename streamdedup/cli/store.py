@@ -35,9 +35,11 @@ def _redis_maintenance() -> Any:
     return maintenance
 
 
-@click.group(name="store")
+@click.group(name="store", short_help="Stats, verify, export or compact a store.")
 def store_command() -> None:
-    """Administer a store: --store DIR (SQLite), or --store-backend redis --redis-url URL."""
+    """Administer a store: stats, verify, export, compact. Give the store after the
+    subcommand: `store stats --store DIR` (SQLite), or `--store-backend redis --redis-url
+    URL`."""
 
 
 @store_command.command(name="stats")
