@@ -2,7 +2,9 @@
 
 The work is ``replay/runner.py``'s; this module only turns flags into a ``ReplayConfig`` and
 the result into lines and an exit status. The replay's own flags come first; every
-``Settings`` flag is accepted too and handed to the consumer it starts.
+``Settings`` flag is accepted too and handed to the consumer it starts, except what the
+replay fixes for it (``runner.py``'s ``replay_settings``): its topics and group (under the
+replay's prefix), its store, one partition, and metrics on a free loopback port.
 """
 
 from __future__ import annotations
