@@ -26,7 +26,7 @@ MARK, PLAIN = "\x1b[30;43m", "\x1b[0m"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-@click.command(name="explain")
+@click.command(name="explain", short_help="Two announcements side by side, and why.")
 @click.argument("doc_id")
 @click.argument("other_id", required=False)
 @click.option("--dump", type=click.Path(path_type=Path, dir_okay=False, exists=True),

@@ -38,7 +38,7 @@ def main() -> None:
     """Streaming near-duplicate detection for job announcements."""
 
 
-@main.command()
+@main.command(short_help="Consume announcements from Kafka; a verdict or dead letter each.")
 @settings_options
 def run(preset: str | None, **options: Any) -> None:
     """Consume announcements from Kafka and emit a verdict (or dead letter) for each."""
@@ -56,7 +56,7 @@ def run(preset: str | None, **options: Any) -> None:
     sys.exit(code)
 
 
-@main.command()
+@main.command(short_help="Judge a dump in file order into a store; verdicts as JSONL.")
 @click.argument("path", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="input format [default: from the file name]")
@@ -226,7 +226,7 @@ def _close_all(opened: list[TextIO]) -> str:
     return said
 
 
-@main.command()
+@main.command(short_help="Plot the LSH S-curve P(candidate | similarity).")
 @click.option("--threshold", type=float, default=None,
               help="mark this similarity [default: 0.8]")
 @click.option("--num-perm", type=int, default=None,

@@ -54,8 +54,9 @@ def settings_options(func: Callable[..., Any] | None = None, *,
             opt = click.option(flag, f.name, type=type(f.default), default=None, help=help_text,
                                hidden=hidden)
         func = opt(func)
+    reads_preset = wanted is None or bool({"text", "sketch", "text_fields"} & wanted)
     return click.option(
-        "--preset", type=click.Choice(sorted(PRESETS)), default=None,
+        "--preset", type=click.Choice(sorted(PRESETS)), default=None, hidden=not reads_preset,
         help=f"named settings bundle; it changes the defaults shown (reference: description "
              f"only, 100 permutations, 20x5 bands; words-en: word 3-grams, English stopwords "
              f"and stems) [default: 'default'; env {ENV_PREFIX}PRESET]",

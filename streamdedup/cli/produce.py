@@ -17,7 +17,7 @@ from streamdedup.replay.dump import FORMATS
 PRODUCE_FLUSH_S = 60.0  # the wait for the broker's acknowledgements at the end
 
 
-@click.command(name="produce")
+@click.command(name="produce", short_help="Send a dump to the input topic, keyed by id.")
 @click.argument("path", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="input format [default: from the file name]")

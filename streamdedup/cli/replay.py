@@ -23,8 +23,9 @@ from streamdedup.replay.dump import FORMATS
 _REPLAY_FIXED = ("bootstrap_servers", "store")  # ReplayConfig fields, not consumer overrides
 
 
-@click.command(name="replay", context_settings={"help_option_names": ["-h", "--help"],
-                                                "max_content_width": 100})
+@click.command(name="replay", short_help="A dump through Kafka and the consumer, then a report.",
+               context_settings={"help_option_names": ["-h", "--help"],
+                                 "max_content_width": 100})
 @click.option("--dump", type=click.Path(path_type=Path, dir_okay=False, exists=True),
               required=True, help="the dump to replay (TSV, JSONL or Parquet)")
 @click.option("--report-dir", type=click.Path(path_type=Path, file_okay=False), required=True,

@@ -18,7 +18,7 @@ _FROM_HELP = ("where to start reading: 'beginning', 'latest', or an ISO 8601 tim
               "(2026-11-30T08:00:00Z)")
 
 
-@click.command(name="monitor")
+@click.command(name="monitor", short_help="A live web page of the duplicates topic.")
 @click.option("--from", "start", default="beginning", show_default=True, help=_FROM_HELP)
 @click.option("--no-texts", is_flag=True,
               help="do not read the input topic (no titles, no side-by-side texts)")
@@ -57,7 +57,7 @@ def _exit_cleanly(_sig: int, _frame: Any) -> None:
     raise SystemExit(0)
 
 
-@click.command(name="tail")
+@click.command(name="tail", short_help="One readable line per verdict as it arrives.")
 @click.option("--from", "start", default="latest", show_default=True, help=_FROM_HELP)
 @click.option("--count", type=click.IntRange(min=0), default=0,
               help="stop after this many lines (0 = follow until interrupted)")

@@ -634,6 +634,15 @@ def test_a_commands_help_shows_the_settings_it_reads(command: list[str], shown: 
     assert set(shown) <= flags and not set(hidden) & flags, sorted(flags)
 
 
+def test_the_command_list_says_each_command_whole() -> None:
+    """Most commands' lines in `streamdedup --help` were cut at "..." mid-sentence."""
+    code, out, _ = run("--help")
+    commands = out[out.index("Commands:"):].splitlines()[1:]
+    assert code == 0 and len(commands) == len(main.commands) == 10
+    assert not [c for c in commands if c.rstrip().endswith("...")], commands
+    assert "--preset" not in run("store", "stats", "--help")[1]  # nothing there reads it
+
+
 def test_a_flag_left_out_of_a_commands_help_is_still_taken(tmp_path: Path) -> None:
     tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020", f"l{i}"]
                                            for i, (t, d) in enumerate(ADS)])
