@@ -21,7 +21,6 @@ crawl at its start.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -30,6 +29,7 @@ from typing import Any
 from streamdedup.errors import ConfigError, StreamdedupError, describe
 from streamdedup.extras import require
 from streamdedup.service.kafka import announcement_producer
+from streamdedup.service.message import json_bytes
 from streamdedup.settings import ENV_PREFIX, Settings, build_settings
 
 _scrapy = require("scrapy", "the Scrapy pipeline")
@@ -81,14 +81,7 @@ class AnnouncementPipeline:
         if isinstance(doc_id, bool) or not isinstance(doc_id, str | int):
             raise DropItem(f"its id must be a string or an integer, not "
                            f"{type(doc_id).__name__} ({_shown(doc_id)})")
-        body = {**_finite(fields), "id": str(doc_id)}
-        text = json.dumps(body, ensure_ascii=False, default=_as_json)
-        try:
-            value = text.encode("utf-8")
-        except UnicodeEncodeError:
-            # A lone surrogate: escaped, as JSON allows. (Its bytes, which are no UTF-8, were
-            # sent, and the consumer dead-lettered them not_utf8.)
-            value = json.dumps(body, default=_as_json).encode("ascii")
+        value = json_bytes({**_finite(fields), "id": str(doc_id)}, _as_json, (", ", ": "))
         if len(value) > self.settings.max_message_bytes:
             raise DropItem(f"oversized: {len(value):,} bytes > max_message_bytes "
                            f"{self.settings.max_message_bytes:,} (the detector would not "

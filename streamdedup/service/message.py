@@ -20,6 +20,7 @@ of that kind becomes its digits), instead of both being called ``malformed_json`
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -124,11 +125,19 @@ def encode_message(doc: Document) -> bytes:
     # default=str as in auto_id: a value JSON has no form for (a big integer's Decimal, a
     # Parquet column's bytes) is its text in the id's canonical JSON, so sent as that text
     # the consumer computes the same id.
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str)
+    return json_bytes(body, str)
+
+
+def json_bytes(body: Any, default: Callable[[Any], Any],
+               separators: tuple[str, str] = (",", ":")) -> bytes:
+    """A message's UTF-8 JSON; a lone surrogate ("\\ud800", which JSON allows in a string)
+    escaped as JSON writes it, where encoding it raw gave bytes that are no UTF-8 and a
+    ``not_utf8`` dead letter. ``default``: what a value JSON has no form for becomes."""
+    text = json.dumps(body, ensure_ascii=False, separators=separators, default=default)
     try:
         return text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate ("\ud800" in the row): sent as JSON wrote it
-        return json.dumps(body, separators=(",", ":"), default=str).encode("ascii")
+    except UnicodeEncodeError:
+        return json.dumps(body, separators=separators, default=default).encode("ascii")
 
 
 def decode_message(
