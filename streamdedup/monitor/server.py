@@ -7,7 +7,6 @@ The web server (uvicorn) binds to loopback by default; bound elsewhere it needs 
 
 from __future__ import annotations
 
-import errno
 import logging
 import socket
 import threading
@@ -22,7 +21,7 @@ from streamdedup.extras import require
 from streamdedup.monitor.app import NotFound, create_app
 from streamdedup.monitor.observer import Observer, decode
 from streamdedup.monitor.state import MonitorState
-from streamdedup.service.metrics import is_loopback
+from streamdedup.service.metrics import cannot_serve, is_loopback
 from streamdedup.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -147,11 +146,9 @@ class Monitor:
             sock.bind((host, port))
         except OSError as exc:
             sock.close()
-            hint = (" (another monitor? give it another --monitor-port)"
-                    if exc.errno == errno.EADDRINUSE else
-                    " (is --monitor-host an address of this machine?)")
-            raise ConfigError(f"cannot serve the monitor on {host}:{port}: "
-                              f"{exc.strerror or exc}{hint}") from None
+            raise cannot_serve("the monitor", host, port, exc,
+                               "another monitor? give it another --monitor-port",
+                               "is --monitor-host an address of this machine?") from None
         return sock
 
     def serve(self, sock: socket.socket | None = None) -> None:

@@ -35,6 +35,15 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def cannot_serve(what: str, host: str, port: int, exc: OSError, in_use: str,
+                 elsewhere: str = "") -> ConfigError:
+    """A server's port refused, in one line: ``in_use`` is the hint when the port is taken,
+    ``elsewhere`` for any other refusal (metrics and the monitor say them alike)."""
+    hint = in_use if exc.errno == errno.EADDRINUSE else elsewhere
+    return ConfigError(f"cannot serve {what} on {host}:{port}: {exc.strerror or exc}"
+                       + (f" ({hint})" if hint else ""))
+
+
 class Metrics:
     """All of the service's metrics, in a registry of their own (tests can make many)."""
 
@@ -90,11 +99,8 @@ class HealthServer:
         try:
             self.server = ThreadingHTTPServer((host, port), handler)
         except OSError as exc:
-            hint = (" (another consumer on this host? give each its own --metrics-port, or 0)"
-                    if exc.errno == errno.EADDRINUSE else "")
-            raise ConfigError(
-                f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}{hint}"
-            ) from None
+            raise cannot_serve("metrics", host, port, exc, "another consumer on this host? "
+                               "give each its own --metrics-port, or 0") from None
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True,
