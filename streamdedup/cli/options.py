@@ -54,7 +54,10 @@ def settings_options(func: Callable[..., Any] | None = None, *,
             opt = click.option(flag, f.name, type=type(f.default), default=None, help=help_text,
                                hidden=hidden)
         func = opt(func)
-    reads_preset = wanted is None or bool({"text", "sketch", "text_fields"} & wanted)
+    # --preset where the command reads a field some preset sets (tail and store read none)
+    groups = {f.name: f.metadata.get("group", "") for f in fields(Settings)}
+    reads_preset = any(is_shown(name, groups[name])
+                       for preset in PRESETS.values() for name in preset)
     return click.option(
         "--preset", type=click.Choice(sorted(PRESETS)), default=None, hidden=not reads_preset,
         help=f"named settings bundle; it changes the defaults shown (reference: description "

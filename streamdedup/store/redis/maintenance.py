@@ -56,6 +56,12 @@ def _number(raw: bytes | None, what: str) -> int:
         raise StoreCorruptError(f"{what} is not a number: {(raw or b'')[:40]!r}") from None
 
 
+def _clock(meta: dict[bytes, bytes]) -> int | None:
+    """The retention clock, if the namespace ever ran with retention."""
+    raw = meta.get(b"clock")
+    return None if raw is None else _number(raw, "the retention clock (meta clock)")
+
+
 def _params(meta: dict[bytes, bytes]) -> Any:
     raw = meta.get(b"params")
     try:
@@ -95,8 +101,7 @@ def stats(url: str, namespace: str, cluster: bool = False) -> dict[str, Any]:
         "distinct_sets": counted.get("sets", 0),
         "bucket_entries": counted.get("bucket_entries", 0),
         # Retention (the single writer's namespace; RETENTION.md "What to watch").
-        "clock": format_time(_number(meta[b"clock"], "the retention clock (meta clock)")
-                             if b"clock" in meta else None),
+        "clock": format_time(_clock(meta)),
         "oldest_document": format_time(int(oldest[0][1]) if oldest else None),
         "last_seq": _number(seq, "the seq counter"),
         "input_partitions": int(positions),
@@ -115,8 +120,7 @@ def verify(url: str, namespace: str, cluster: bool = False,
     problems: list[str] = []
     meta = call(r.hgetall, k("meta"))
     for check in (lambda: _params(meta),  # what stats reads, too
-                  lambda: b"clock" in meta and _number(meta[b"clock"],
-                                                       "the retention clock (meta clock)"),
+                  lambda: _clock(meta),
                   lambda: [_number(v, f"the count of {c.decode()!r}")
                            for c, v in call(r.hgetall, k("counts")).items()]):
         try:
