@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from command_line import ADS, run, write_tsv
+from topics import topic_keys, topic_records
 
 from streamdedup.cli.main import main
 
@@ -506,7 +507,9 @@ def test_replay_refuses_retention_whose_forgetting_its_report_would_count_as_mis
 def test_produce_says_when_the_broker_refused_announcements(tmp_path: Path,
                                                             kafka_bootstrap: str) -> None:
     """A batch over the topic's max.message.bytes is refused whole by the broker; produce
-    used to say every announcement was sent and exit 0 (50 of 101 were on the topic)."""
+    used to say every announcement was sent and exit 0 (50 of 101 were on the topic). Then
+    kafka-python's idempotent producer failed every send after the refused one (a gap in its
+    sequence numbers), so one oversized ad lost the rest of the dump."""
     import uuid
 
     from harness.broker import create_topics
@@ -519,7 +522,9 @@ def test_produce_says_when_the_broker_refused_announcements(tmp_path: Path,
     dump.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     code, _, err = run("produce", str(dump), "--bootstrap-servers", kafka_bootstrap,
                        "--input-topic", topic)
-    assert code == 1 and "the broker refused" in err and "of 101 announcements" in err, err
+    assert code == 1 and "the broker refused 1 of 101 announcements" in err, err
+    assert "100 were written" in err and sorted(map(int, topic_keys(kafka_bootstrap, topic))) == [
+        i for i in range(101) if i != 60]
     code, _, err = run("produce", str(tmp_path / "ads.jsonl"), "--bootstrap-servers",
                        kafka_bootstrap, "--input-topic", topic, "--max-message-bytes", "1000")
     assert code == 0 and "100 announcements sent" in err, err
@@ -548,8 +553,6 @@ def test_produce_sends_an_id_less_row_that_the_consumer_gives_the_same_id(
     under the id their whole content gave: every one was a ``reserved_id`` dead letter."""
     import uuid
 
-    from kafka import KafkaConsumer
-
     from streamdedup.core.document import Document
     from streamdedup.replay.dump import read_dump
     from streamdedup.service.message import decode_message
@@ -564,13 +567,8 @@ def test_produce_sends_an_id_less_row_that_the_consumer_gives_the_same_id(
     assert code == 0 and "20 announcements sent" in err, err
     fields = ("title", "description")
     want = [d.id for _, d in read_dump(dump, None, fields) if isinstance(d, Document)]
-    reader = KafkaConsumer(topic, bootstrap_servers=kafka_bootstrap, group_id=None,
-                           auto_offset_reset="earliest", consumer_timeout_ms=10_000)
-    try:
-        sent = [(rec.key.decode(), decode_message(rec.value, fields, 1 << 20))
-                for rec in reader]
-    finally:
-        reader.close()
+    sent = [(rec.key.decode(), decode_message(rec.value, fields, 1 << 20))
+            for rec in topic_records(kafka_bootstrap, topic, 10_000)]
     assert len(want) == 20 and [key for key, _ in sent] == want
     assert [doc.id for _, doc in sent] == want
 
