@@ -10,7 +10,7 @@ import pytest
 
 from streamdedup.core.document import Document
 from streamdedup.errors import InputError, MessageError
-from streamdedup.replay.dump import read_dump
+from streamdedup.replay.dump import FIELD_BOUND, read_dump
 
 FIELDS = ("title", "description")
 
@@ -172,6 +172,28 @@ def test_rows_over_the_message_limit_are_oversized_errors_not_read_whole(
     rows = list(read_dump(tsv, None, ("title", "description"), max_bytes=1000))
     kinds = [r.reason if isinstance(r, MessageError) else r.id for _, r in rows]
     assert kinds == ["0", "oversized", "oversized", "3"]
+
+
+def test_a_quoted_multi_line_field_over_the_limit_is_one_oversized_row(
+        tmp_path: Path) -> None:
+    """The csv module's field limit was the message limit: it raised inside the quoted field
+    and read on from there, so the rest of a 1.2 MB description came back as thousands of
+    rows (8,698 documents from 3 rows) and the last row got id 8699. A field past
+    FIELD_BOUND stops the read with the row's line instead."""
+    tsv = tmp_path / "d.tsv"
+    long = "\n".join(f"riga {i} " + "x" * 200 for i in range(6000))  # ~1.2 MB, 6,000 lines
+    tsv.write_text(f'id\ttitle\tdescription\na\tprimo\tbreve\nb\tsecondo\t"{long}"\n'
+                   "c\tterzo\tbreve anche\n", encoding="utf-8")
+    got = list(read_dump(tsv, None, ("title", "description"), max_bytes=1 << 20))
+    assert [(i, outcome(item)) for i, item in got] == [(0, "doc:a"), (1, "oversized"),
+                                                      (2, "doc:c")]
+    huge = tmp_path / "huge.tsv"
+    huge.write_text(f'id\tdescription\na\tbreve\nb\t"{"y" * (FIELD_BOUND + 1)}"\n'
+                    "c\tbreve\n", encoding="utf-8")
+    read = read_dump(huge, None, ("description",), max_bytes=1000)
+    assert outcome(next(read)[1]) == "doc:a"
+    with pytest.raises(InputError, match=r"row 1 \(line 3\) has a field over 16,777,216 "):
+        next(read)
 
 
 def test_parquet_rows_are_read_in_order_with_their_errors(tmp_path: Path) -> None:
