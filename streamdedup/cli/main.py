@@ -61,7 +61,8 @@ def run(preset: str | None, **options: Any) -> None:
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="input format [default: from the file name]")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="write verdicts (JSONL) here [default: standard output]")
+              help="write verdicts (JSONL) here; - is standard output [default: standard "
+                   "output]")
 @click.option("--errors", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="write the bad rows (JSONL: row, error, detail) here [default: among the "
                    "verdicts]")
@@ -82,6 +83,8 @@ def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
     from streamdedup.store import open_configured
 
     settings = make_settings(preset, options)
+    if out == Path("-"):  # wrote a file named "-"
+        out = None
     if out is not None:
         checked_output(out, path, store=store_directory(settings))
     if errors is not None:

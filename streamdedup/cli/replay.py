@@ -21,6 +21,14 @@ from streamdedup.replay.config import ReplayConfig
 from streamdedup.replay.dump import FORMATS
 
 _REPLAY_FIXED = ("bootstrap_servers", "store")  # ReplayConfig fields, not consumer overrides
+# What the replay's consumer reads, less what the replay refuses (--retention, its
+# --time-field, --only-duplicates) or sets itself (one partition, topics created) and the
+# monitor's flags. Its topics and group are --topic-prefix + the names given.
+_REPLAY_SHOWN = ("text", "sketch", "store", "ops", "bootstrap_servers", "commit_every",
+                 "commit_interval_s", "dlq_topic", "group_id", "group_instance_id",
+                 "input_topic", "max_message_bytes", "max_output_bytes", "output_topic",
+                 "poll_max_records", "sasl_*", "security_protocol", "session_timeout_ms",
+                 "ssl_*")
 
 
 @click.command(name="replay", short_help="A dump through Kafka and the consumer, then a report.",
@@ -45,7 +53,7 @@ _REPLAY_FIXED = ("bootstrap_servers", "store")  # ReplayConfig fields, not consu
 @click.option("--no-band-table", is_flag=True, help="skip the study's LSH table and its plots")
 @click.option("--progress/--no-progress", default=ReplayConfig.progress, show_default=True,
               help="progress bars (on a terminal)")
-@settings_options
+@settings_options(shown=_REPLAY_SHOWN)
 def replay_command(dump: Path, report_dir: Path, fmt: str | None, no_consumer: bool, rate: float,
             timeout_s: float, topic_prefix: str | None, no_band_table: bool, progress: bool,
             preset: str | None, **options: Any) -> None:
@@ -73,6 +81,10 @@ def replay_command(dump: Path, report_dir: Path, fmt: str | None, no_consumer: b
 
     try:
         result = replay(config, say)
+    except KeyboardInterrupt:  # as check and produce say it; the consumer it started is ended
+        click.echo("replay: interrupted before its report; run it again to measure (a replay "
+                   "sends the whole dump to topics of its own)", err=True)
+        raise click.exceptions.Exit(130) from None
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:  # the report directory: cannot be made, or the disk is full

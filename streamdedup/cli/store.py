@@ -5,6 +5,7 @@ and export only read, beside running consumers; compact (SQLite) needs the write
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -156,6 +157,9 @@ def export_command(out: Path | None, preset: str | None, **options: Any) -> None
                 count = write(fh)
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
-    except OSError as exc:  # writing: a full disk, a closed pipe (the store is only read)
+    except BrokenPipeError:  # `export | head`: the reader has what it wanted; quiet, as a
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # filter would be
+        raise click.exceptions.Exit(141) from None  # (128 + SIGPIPE; nothing was changed)
+    except OSError as exc:  # writing: a full disk (the store is only read)
         raise click.ClickException(f"cannot write the export: {exc.strerror or exc}") from None
     click.echo(f"{count:,} documents exported", err=True)

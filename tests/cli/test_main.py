@@ -32,6 +32,18 @@ def test_check_writes_one_verdict_per_row_and_a_summary(tmp_path: Path) -> None:
     assert code == 0 and again.read_text() == out.read_text()
 
 
+def test_check_out_dash_is_standard_output(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """--out - wrote a file named "-" in the working directory and printed nothing."""
+    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020", f"l{i}"]
+                                           for i, (t, d) in enumerate(ADS)])
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run("check", str(tsv), "--store-backend", "memory", "--out", "-")
+    assert code == 0, err
+    assert [json.loads(line)["id"] for line in out.splitlines()] == ["0", "1", "2"]
+    assert not (tmp_path / "-").exists()
+
+
 def test_check_with_only_duplicates_writes_the_duplicates_and_the_bad_rows(
         tmp_path: Path) -> None:
     rows = [[t, d, "Milano", "2020", f"l{i}"] for i, (t, d) in enumerate(ADS)]
@@ -104,6 +116,27 @@ def test_a_full_disk_under_the_outputs_is_one_line(tmp_path: Path) -> None:
         assert code == 1 and "cannot write /dev/full: No space left on device" in err, err
     code, _, err = run("store", "export", "--store", store, "--out", "/dev/full")
     assert code == 1 and "cannot write the export: No space left on device" in err, err
+
+
+def test_store_export_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    """`store export | head -1` ended with "Error: cannot write the export: Broken pipe"
+    and exit 1, as if the export had failed."""
+    import subprocess
+    import sys
+
+    rows = [[f"annuncio {i}", f"testo numero {i} di prova", "Milano", "2020", f"l{i}"]
+            for i in range(3000)]
+    store = str(tmp_path / "s")
+    code, _, err = run("check", str(write_tsv(tmp_path / "ads.tsv", rows)), "--store", store,
+                       "--out", str(tmp_path / "v.jsonl"))
+    assert code == 0, err
+    export = subprocess.Popen([sys.executable, "-m", "streamdedup", "store", "export",
+                               "--store", store], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    assert export.stdout is not None and export.stdout.readline().startswith(b'{"id":')
+    export.stdout.close()
+    assert export.wait(timeout=120) == 141
+    assert export.stderr is not None and b"Error" not in export.stderr.read()
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -503,6 +536,22 @@ def test_replay_refuses_retention_whose_forgetting_its_report_would_count_as_mis
     assert code == 1 and "drop it here" in err and not (tmp_path / "r").exists(), err
 
 
+def test_replay_interrupted_says_so_and_exits_130(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C printed click's bare "Aborted!" and exit 1, where check and produce exit 130
+    and say where they stopped. (The replay itself is faked: what is tested is the command
+    around it.)"""
+    import streamdedup.replay.runner as runner
+
+    def interrupted(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "replay", interrupted)
+    tsv = write_tsv(tmp_path / "ads.tsv", [["t", "d", "Milano", "2020", "l"]])
+    code, _, err = run("replay", "--dump", str(tsv), "--report-dir", str(tmp_path / "r"))
+    assert code == 130 and "replay: interrupted before its report" in err, err
+
+
 @pytest.mark.broker
 def test_produce_says_when_the_broker_refused_announcements(tmp_path: Path,
                                                             kafka_bootstrap: str) -> None:
@@ -620,6 +669,9 @@ def test_a_tsv_of_row_numbers_into_a_store_with_documents_is_warned_of(
      ["--store", "--threshold", "--metrics-port"]),
     (["store", "stats"], ["--store", "--redis-url"], ["--bootstrap-servers", "--threshold"]),
     (["run"], ["--store", "--bootstrap-servers", "--metrics-port", "--threshold"], []),
+    (["replay"], ["--store", "--bootstrap-servers", "--threshold", "--input-topic"],
+     ["--retention", "--time-field", "--only-duplicates", "--monitor-port",
+      "--topic-partitions"]),
 ])
 def test_a_commands_help_shows_the_settings_it_reads(command: list[str], shown: list[str],
                                                     hidden: list[str]) -> None:
