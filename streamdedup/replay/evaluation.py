@@ -285,7 +285,7 @@ def band_table(
     Rows: the study's layouts at ``num_perm`` permutations, and the layout the threshold
     chooses for the settings' own ``num_perm``. A row's time is signing the distinct sets
     (done once per permutation count) plus band keys and grouping; the brute-force time is
-    ``jaccard.all_pairs`` on all documents. Neither includes shingling, which both need.
+    ``truth.all_pairs`` on all documents. Neither includes shingling, which both need.
     """
     c = truth.corpus
     chosen = lsh.choose_bands(settings.threshold, settings.num_perm)

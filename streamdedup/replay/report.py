@@ -116,8 +116,9 @@ def render_markdown(report: Mapping[str, Any], plot_base: str = "", note: str = 
             (f"Preset `{settings['preset']}`: fields " if settings.get("preset")
              else "Settings: fields ")  # backfill's report names none (flags may override)
             + f"{', '.join(settings.get('text_fields', []))}; {settings.get('shingle_kind')} "
-            f"{settings.get('shingle_size')}-shingles; {settings.get('num_perm')} permutations, "
-            f"{settings.get('bands')} bands x {settings.get('rows')} rows; "
+            f"{settings.get('shingle_size')}-shingles; {settings.get('num_perm')} permutations"
+            + (f" (`{settings['minhash_scheme']}`)" if settings.get("minhash_scheme") else "")
+            + f", {settings.get('bands')} bands x {settings.get('rows')} rows; "
             f"threshold {settings.get('threshold')}."
         )
     out += ["", "## Results", "", "| metric | value |", "|---|---|"]
@@ -176,7 +177,7 @@ def render_markdown(report: Mapping[str, Any], plot_base: str = "", note: str = 
                 "band. FP rate = " + table["fp_rate_definition"] + "; FN rate = "
                 + table["fn_rate_definition"] + " (as the study defined them). Times are "
                 "signing + banding + grouping, from shingle sets; brute force is exact "
-                "Jaccard over all pairs: `jaccard.all_pairs` collapses identical texts and "
+                "Jaccard over all pairs: `truth.all_pairs` collapses identical texts and "
                 "uses one sparse product"
                 + (" (timed when the ground truth was cached)" if
                    table.get("brute_force_cached") else "")
@@ -195,7 +196,7 @@ def render_markdown(report: Mapping[str, Any], plot_base: str = "", note: str = 
                 f"{row['time_s']:.2f} |"
             )
         true_pairs = r["pair_counts"]["true_pairs"]
-        out.append(f"| brute force (`jaccard.all_pairs`) | — | — | — | {true_pairs:,} | — | — | "
+        out.append(f"| brute force (`truth.all_pairs`) | — | — | — | {true_pairs:,} | — | — | "
                    f"{table['brute_force_s']:.2f} |")
         if "pairwise_estimate_s" in table:
             out.append(f"| brute force, pair by pair (estimated from a sample) | — | — | — | "

@@ -61,7 +61,7 @@ def test_markdown_tells_the_same_numbers(
     assert f"{report['pair_counts']['true_pairs']:,} true pairs" in md
     for row in report["band_table"]["rows"]:
         assert f"| {row['setting']} | {row['num_perm']} |" in md
-    assert "| brute force (`jaccard.all_pairs`) |" in md
+    assert "| brute force (`truth.all_pairs`) |" in md
     assert "| brute force, pair by pair (estimated from a sample) |" in md
     assert "The same between distinct texts" in md
     assert "FP rate = candidate pairs that are not true pairs / candidate pairs" in md

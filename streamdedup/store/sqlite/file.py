@@ -59,7 +59,8 @@ UPGRADES = {5: "ALTER TABLE verdicts ADD COLUMN checksum INTEGER"}  # 5's rows k
 # of a long ad is ~8 KB, and 65,536 of them (the former bound) were half a GiB of RSS.
 _PAGE_CACHE_KIB = 128 * 1024
 
-# Layout for a growing index: nothing on disk is keyed by a set id (a random fingerprint).
+# Layout for a growing index: no growing table is keyed by a set id (a random fingerprint;
+# only edges and crowded are, written for the sets that matched).
 # Sets are numbered in arrival order (``set_no``; the map from id to number is held in memory,
 # see set_numbers.py), and the sets table and the documents-by-set index are keyed by that
 # number, so new sets and their documents append to the last pages. The bulky payloads (a
