@@ -58,6 +58,14 @@ def imports(path: Path, *, top_level_only: bool = False) -> set[str]:
 MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_are_absolute(module: str) -> None:
+    """The layer checks below read absolute imports only: a relative one would pass unseen."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    relative = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level]
+    assert not relative, f"{module}: relative imports at lines {relative}"
+
+
 def test_the_scan_sees_every_layer() -> None:
     assert {layer(m) for m in MODULES} == set(range(len(LAYERS)))
     assert layer("streamdedup.settings") == 0 and layer("streamdedup.store") == 1
