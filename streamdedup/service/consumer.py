@@ -82,6 +82,22 @@ PING_EVERY_S = 1.0  # an idle consumer checks the store this often (readiness)
 STORE_DOWN_SAID_EVERY_S = 60.0  # ... and says it does not answer at most this often
 
 
+class _FencedWatch(logging.Handler):
+    """Set when kafka-python's heartbeat thread finds this member fenced: another consumer
+    joined with the same --group-instance-id. The thread only logs it and stops beating, so
+    the loop went on judging what it had fetched and published those verdicts until the
+    offset commit was refused (two different verdicts per message on the topic, measured
+    with two stores). The loop checks this after each poll and before each checkpoint."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.fenced = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "fenced" in str(record.msg):
+            self.fenced.set()
+
+
 class BrokerRefused(Exception):
     """The broker refused our settings or credentials; see ``FATAL_KAFKA_ERRORS``."""
 
@@ -356,6 +372,15 @@ class Service:
                                 shrink=lambda o, why: too_large_letter(s.dlq_topic, o, why),
                                 renew_producer=self._renew_producer)
         consumer.subscribe([s.input_topic], listener=_Revoked(self, checkpoint))
+        watch = _FencedWatch()
+        heartbeat_log = logging.getLogger("kafka.coordinator.heartbeat")
+        heartbeat_log.addHandler(watch)
+
+        def refuse_if_fenced() -> None:
+            if watch.fenced.is_set():
+                raise BrokerRefused.of("in the group", FencedInstanceIdError(
+                    f"heartbeat: group_instance_id {s.group_instance_id} fenced"), s)
+
         garbage.settle()
         backoff = 0.0
         failures = 0  # checkpoints or batches in a row that failed and rewound
@@ -383,6 +408,7 @@ class Service:
                     log.warning("poll failed, retrying in 0.5s: %s", exc)
                     self.stopping.wait(0.5)
                     batches = {}
+                refuse_if_fenced()  # what was fetched is another member's now
                 assigned = consumer.assignment()
                 if not batches and time.monotonic() - pinged >= PING_EVERY_S:
                     pinged = time.monotonic()
@@ -418,6 +444,7 @@ class Service:
                     for tp, offset, out in processed:
                         checkpoint.add(tp, offset, out)
                 if checkpoint.due():
+                    refuse_if_fenced()  # nothing published: the verdicts are the new member's
                     try:
                         checkpoint.commit(wait=False)
                         backoff, failures = 0.0, 0
@@ -437,6 +464,7 @@ class Service:
                     last_log, last_count = now, self.processed
             exit_code = self._final_commit(checkpoint)
         finally:
+            heartbeat_log.removeHandler(watch)
             self.metrics.ready = False
             self.store_in_use.release()
             consumer.close(autocommit=False)  # leaving the group revokes (the listener runs)
