@@ -120,6 +120,9 @@ def os_problem(directory: Path, exc: OSError) -> str:
     if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
         return (f"store directory {directory} is not writable ({exc.strerror or exc}); a store "
                 f"needs a directory its writer may write to")
+    if exc.errno == errno.EEXIST and directory.exists() and not directory.is_dir():
+        return (f"store {directory} is a file, not a directory: --store names the directory "
+                f"a store lives in (a new one is made there)")  # was "[Errno 17] File exists"
     return f"store {directory} cannot be opened: {exc}"
 
 

@@ -126,6 +126,15 @@ def test_sqlite_second_writer_is_refused_whatever_files_are_removed(
         SqliteStore(d)
 
 
+def test_sqlite_a_file_given_as_the_store_is_said_to_be_one(tmp_path: Path) -> None:
+    """`check --store ads.tsv` said "[Errno 17] File exists" of the dump."""
+    dump = tmp_path / "ads.tsv"
+    dump.write_text("title\nt\n", encoding="utf-8")
+    with pytest.raises(StoreError, match=r"ads.tsv is a file, not a directory: --store names"):
+        SqliteStore(dump)
+    assert dump.read_text(encoding="utf-8") == "title\nt\n"
+
+
 def test_sqlite_read_only_directory_is_one_clear_error(tmp_path: Path) -> None:
     mnt = tmp_path / "ro"
     tmpfs(mnt, "1m", "ro")
