@@ -84,18 +84,34 @@ STORE_DOWN_SAID_EVERY_S = 60.0  # ... and says it does not answer at most this o
 
 class _FencedWatch(logging.Handler):
     """Set when kafka-python's heartbeat thread finds this member fenced: another consumer
-    joined with the same --group-instance-id. The thread only logs it and stops beating, so
-    the loop went on judging what it had fetched and published those verdicts until the
-    offset commit was refused (two different verdicts per message on the topic, measured
-    with two stores). The loop checks this after each poll and before each checkpoint."""
+    joined with the same --group-instance-id. The thread only logs it (at ERROR, naming the
+    instance id) and stops beating, so the loop went on judging what it had fetched and
+    published those verdicts until the offset commit was refused (two different verdicts per
+    message on the topic, measured with two stores). The loop checks this after each poll
+    and before each checkpoint; its held work is then dropped, not published."""
 
-    def __init__(self) -> None:
+    LOGGER = "kafka.coordinator.heartbeat"
+
+    def __init__(self, instance_id: str) -> None:
         super().__init__(logging.ERROR)
+        self.instance_id = instance_id
         self.fenced = threading.Event()
+        self.logger = logging.getLogger(self.LOGGER)
+        self.level_before = self.logger.level
 
     def emit(self, record: logging.LogRecord) -> None:
-        if "fenced" in str(record.msg):
+        if "fenced" in str(record.msg) and self.instance_id in map(str, record.args or ()):
             self.fenced.set()
+
+    def start(self) -> threading.Event:
+        if self.logger.getEffectiveLevel() > logging.ERROR:  # --log-level critical: the
+            self.logger.setLevel(logging.ERROR)  # record was never made, the watch blind
+        self.logger.addHandler(self)
+        return self.fenced
+
+    def stop(self) -> None:
+        self.logger.removeHandler(self)
+        self.logger.setLevel(self.level_before)
 
 
 class BrokerRefused(Exception):
@@ -118,6 +134,7 @@ class Service:
                  handle_signals: bool = False) -> None:
         self.settings = settings
         self.stopping = threading.Event()
+        self.fenced = threading.Event()  # set by _FencedWatch: another member took our id
         if handle_signals:
             self.install_signal_handlers()
         self.sketcher = Sketcher(settings)
@@ -372,12 +389,10 @@ class Service:
                                 shrink=lambda o, why: too_large_letter(s.dlq_topic, o, why),
                                 renew_producer=self._renew_producer)
         consumer.subscribe([s.input_topic], listener=_Revoked(self, checkpoint))
-        watch = _FencedWatch()
-        heartbeat_log = logging.getLogger("kafka.coordinator.heartbeat")
-        heartbeat_log.addHandler(watch)
 
         def refuse_if_fenced() -> None:
-            if watch.fenced.is_set():
+            if self.fenced.is_set():
+                checkpoint.rewind()  # held verdicts and store writes: the new member's now
                 raise BrokerRefused.of("in the group", FencedInstanceIdError(
                     f"heartbeat: group_instance_id {s.group_instance_id} fenced"), s)
 
@@ -391,6 +406,9 @@ class Service:
         last_count = 0
         exit_code = 0
         self.store_in_use.acquire()
+        watch = _FencedWatch(s.group_instance_id) if s.group_instance_id else None
+        if watch is not None:
+            self.fenced = watch.start()
         try:
             while not self.stopping.is_set():
                 self.metrics.beat()
@@ -464,7 +482,8 @@ class Service:
                     last_log, last_count = now, self.processed
             exit_code = self._final_commit(checkpoint)
         finally:
-            heartbeat_log.removeHandler(watch)
+            if watch is not None:
+                watch.stop()
             self.metrics.ready = False
             self.store_in_use.release()
             consumer.close(autocommit=False)  # leaving the group revokes (the listener runs)
@@ -577,7 +596,7 @@ class _Revoked(ConsumerRebalanceListener):
 
     def on_partitions_revoked(self, revoked: Any) -> None:
         self.checkpoint.forget(revoked)
-        if self.checkpoint.empty:
+        if self.checkpoint.empty or self.service.fenced.is_set():  # fenced: nothing goes out
             return
         if not self.service.store_in_use.acquire(timeout=REVOKE_WAIT_S):
             log.warning("commit before rebalance skipped (the loop holds the store); %d "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import os
 import random
 import signal
@@ -381,26 +382,62 @@ def test_a_second_consumer_with_the_same_instance_id_fences_the_first(
         kafka_bootstrap: str, topics: Topics, consumer_process: Any, tmp_path: Path) -> None:
     """Two processes given one id: the broker hands the partitions to the newer one, and the
     older stops with exit 2 and a line that says why, instead of retrying forever. It stops
-    once its heartbeat is fenced: it used to go on fetching, judging against its own store
-    and publishing until an offset commit was refused, so the messages after the takeover
-    got two different verdicts (one from each store)."""
-    ads = make_ads(40, seed=12)
+    once its heartbeat is fenced, and what it held is dropped: it used to go on fetching,
+    judging against its own store and publishing until an offset commit was refused (and
+    then published its held verdicts while leaving), so messages after the takeover got two
+    different verdicts, one from each store; an idle one never stopped."""
+    ads = make_ads(19, seed=12)[:19]  # 19 announcements (copies and near ones included)
     member = ("--group-instance-id", "same-id")
-    produce(kafka_bootstrap, topics.input, encode(ads[:20]))
-    older = consumer_process(*member, store=tmp_path / "store-a")
-    assert len(read_topic(kafka_bootstrap, topics.output, 20)) == 20
+    held = ("--commit-every", "10", "--commit-interval-s", "120")  # 10 out at once, 9 held
+    produce(kafka_bootstrap, topics.input, encode(ads[:10]))
+    older = consumer_process(*member, *held, store=tmp_path / "store-a")
+    assert len(read_topic(kafka_bootstrap, topics.output, 10)) == 10
+    produce(kafka_bootstrap, topics.input, encode(ads[10:]))
+    time.sleep(3)  # judged by the older, their verdicts held
     newer = consumer_process(*member, store=tmp_path / "store-b")
-    assert older.wait(timeout=60) == 2  # idle: no commit of its own meets the fence
+    assert older.wait(timeout=60) == 2
     out = (tmp_path / "consumer-0.log").read_text(encoding="utf-8", errors="replace")
     assert "FencedInstanceIdError" in out and "'same-id'" in out, out[-2000:]
     assert "Traceback" not in out
-    produce(kafka_bootstrap, topics.input, encode(ads[20:]))
-    got = read_topic(kafka_bootstrap, topics.output, 40)
-    later = [v for v in got if v["id"] in {a["id"] for a in ads[20:]}]
-    assert sorted(v["id"] for v in later) == sorted(a["id"] for a in ads[20:])  # one each
+    got = read_topic(kafka_bootstrap, topics.output, 19)
+    time.sleep(2)  # anything the older would have sent on its way out is there by now
+    got = read_topic(kafka_bootstrap, topics.output, len(got))
+    later = [v for v in got if v["id"] in {a["id"] for a in ads[10:]}]
+    assert sorted(v["id"] for v in later) == sorted(a["id"] for a in ads[10:])  # one each
+    assert max(v["seq"] for v in later) <= 9, later  # the newer's store (the older's: 11+)
     assert newer.poll() is None, "the newer consumer goes on"
     newer.send_signal(signal.SIGTERM)
     assert newer.wait(timeout=60) == 0
+
+
+def test_the_fence_is_seen_at_every_log_level() -> None:
+    """kafka-python's heartbeat thread only logs the fence; at --log-level critical that
+    line was never made, and the watch was blind. Another instance id's line is not ours."""
+    from streamdedup.service.consumer import _FencedWatch
+    from streamdedup.service.logs import setup_logging
+
+    heartbeat = logging.getLogger(_FencedWatch.LOGGER)
+    templates = [("Heartbeat thread caught fenced group_instance_id %s error", ("{id}",)),
+                 ("Heartbeat failed for group %s due to fenced id error: %s", ("g", "{id}"))]
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        for log_level in ("DEBUG", "WARNING", "CRITICAL"):
+            setup_logging(log_level, False)
+            for template, args in templates:
+                watch = _FencedWatch("vm-1")
+                fenced = watch.start()
+                heartbeat.error(template, *(a.format(id="vm-2") for a in args))
+                assert not fenced.is_set()
+                heartbeat.error(template, *(a.format(id="vm-1") for a in args))
+                watch.stop()
+                assert fenced.is_set(), (log_level, template)
+                assert heartbeat.level == logging.NOTSET and heartbeat not in (
+                    h for h in heartbeat.handlers if isinstance(h, _FencedWatch))
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        logging.getLogger("kafka").setLevel(logging.NOTSET)
 
 
 def test_a_memory_store_is_said_to_forget_at_exit(caplog: pytest.LogCaptureFixture,
