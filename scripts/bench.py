@@ -502,6 +502,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import bench_group
     import bench_growth
     import bench_retention
+    import bench_scrapy
 
     bench_compare.add_parser(sub)
     bench_e2e.add_parser(sub)
@@ -512,6 +513,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench_fresh.add_parser(sub)
     bench_fresh.add_hotsoak_parser(sub)
     bench_fresh.add_reopen_parser(sub)
+    bench_scrapy.add_parser(sub)
 
     p = sub.add_parser("profile", help="pyinstrument over the whole core")
     p.add_argument("--preset", default="reference")

@@ -24,6 +24,7 @@ Settings that do not parse, or a broker that cannot be reached, stop the crawl a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import os
@@ -46,6 +47,9 @@ URL_FIELDS = ("url", "link")
 # broker restart (tens of seconds) loses nothing; meanwhile the items wait and, once
 # Scrapy's scraper slot holds 5 MB of their responses, the crawl holds back.
 SEND_TIMEOUT_S = 120.0
+# How long send() may hold the crawl while the topic's partitions are not known (its only
+# wait in Scrapy's thread; they are fetched at the start, so a topic deleted mid-crawl).
+METADATA_WAIT_S = 5.0
 
 
 class AnnouncementPipeline:
@@ -72,7 +76,11 @@ class AnnouncementPipeline:
         try:  # linger 0: an item's acknowledgement is awaited, not a batch's
             self.producer = announcement_producer(
                 self.settings, "streamdedup-scrapy", linger_ms=0,
-                delivery_timeout_ms=int(self.send_timeout_s * 1000))
+                delivery_timeout_ms=int(self.send_timeout_s * 1000),
+                max_block_ms=int(METADATA_WAIT_S * 1000))
+            # The topic's partitions, known before the first item: send() waits for them in
+            # Scrapy's thread (up to 60 s by default, each item while a topic is missing).
+            self.producer.partitions_for(self.settings.input_topic)
         except Exception as exc:  # kafka-python's NoBrokersAvailable, an SSL file, ...
             raise StreamdedupError(f"cannot produce to {self.settings.bootstrap_servers}: "
                                    f"{describe(exc)}; nothing would be announced") from None
@@ -138,8 +146,13 @@ def _settled(future: Any) -> Any:
         future.add_errback(lambda exc: reactor.callFromThread(deferred.errback, Failure(exc)))
         return deferred
     done = loop.create_future()
-    future.add_callback(lambda value: loop.call_soon_threadsafe(_settle, done, value, None))
-    future.add_errback(lambda exc: loop.call_soon_threadsafe(_settle, done, None, exc))
+
+    def settle_in_loop(value: Any, exc: BaseException | None) -> None:
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody awaits it any more
+            loop.call_soon_threadsafe(_settle, done, value, exc)
+
+    future.add_callback(lambda value: settle_in_loop(value, None))
+    future.add_errback(lambda exc: settle_in_loop(None, exc))
     return done
 
 

@@ -178,6 +178,31 @@ def test_while_the_broker_is_away_items_wait_without_holding_the_crawl(
     assert sorted(topic_keys(local_broker.bootstrap, topic)) == ["a", "b", "c"]
 
 
+def test_an_acknowledgement_after_the_crawl_ended_is_dropped_quietly(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """kafka-python settles a send on its sender thread; once the crawl's loop was closed,
+    handing it over raised there, and kafka-python logged a traceback."""
+    from kafka.future import Future
+
+    from streamdedup.integrations.scrapy import _settled
+
+    sent, refused = Future(), Future()
+
+    async def in_flight() -> None:
+        _settled(sent)
+        _settled(refused)
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(in_flight())
+    loop.close()
+    with caplog.at_level("ERROR"):
+        threading.Thread(target=lambda: (sent.success("acknowledged"),
+                                         refused.failure(RuntimeError("refused")))).start()
+        time.sleep(0.5)
+    assert sent.is_done and refused.is_done
+    assert not [r for r in caplog.records if "Error processing callback" in r.getMessage()]
+
+
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[str]:
     """A two-page listing of ads, served from tmp_path on a free loopback port."""
