@@ -21,6 +21,7 @@ duplicates found, and the store's bytes per ad.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import shutil
 import statistics
@@ -28,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -90,45 +91,61 @@ def alternated(kinds: Mapping[str, Callable[[int], dict[str, Any]]], repeats: in
     return runs
 
 
+@contextlib.contextmanager
+def worktree(rev: str, path: Path) -> Iterator[Path | None]:
+    """A git worktree of ``rev`` at ``path`` for the block (None when no ``rev`` is given):
+    the "before" of a speed-up, run from its own tree."""
+    if not rev:
+        yield None
+        return
+    subprocess.run(["git", "worktree", "add", "--detach", str(path), rev], cwd=ROOT,
+                   check=True, capture_output=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT,
+                       capture_output=True)
+
+
+def median_rates(runs: Mapping[str, list[dict[str, Any]]]) -> dict[str, float]:
+    """Each kind's median documents (or items) per second over its runs."""
+    return {name: statistics.median(r["documents"] / r["s"] for r in rs)
+            for name, rs in runs.items()}
+
+
 def cmd_fresh(args: argparse.Namespace) -> None:
     info = machine()
     work = Path(tempfile.mkdtemp(prefix="bench-fresh-"))
-    before = None
     try:
         ads = work / "ads.jsonl"
         write_ads(args.dump, args.messages, args.seed, ads)
-        if args.before:
-            before = work / "before"
-            subprocess.run(["git", "worktree", "add", "--detach", str(before), args.before],
-                           cwd=ROOT, check=True, capture_output=True)
-        kinds: dict[str, Callable[[int], dict[str, Any]]] = {"check": lambda i: timed_check(
-            ads, work / f"s-new-{i}", [], ROOT)}
-        if args.one_process:
-            kinds["check --no-sketch-ahead"] = lambda i: timed_check(
-                ads, work / f"s-one-{i}", ["--no-sketch-ahead"], ROOT)
-        if args.old_scheme:
-            kinds["check --minhash multiply-shift"] = lambda i: timed_check(
-                ads, work / f"s-ms-{i}", ["--minhash", "multiply-shift"], ROOT)
-        if before is not None:
-            kinds[f"check @{args.before}"] = lambda i: timed_check(
-                ads, work / f"s-old-{i}", [], before)
-        n_ds = min(args.messages, args.ds_limit)
-        if n_ds:
-            kinds["datasketch, exact-set shortcut"] = lambda i: timed_datasketch(ads, n_ds, True)
-            kinds["datasketch, plain"] = lambda i: timed_datasketch(ads, n_ds, False)
-        runs = alternated(kinds, args.repeats)
+        with worktree(args.before, work / "before") as before:
+            kinds: dict[str, Callable[[int], dict[str, Any]]] = {
+                "check": lambda i: timed_check(ads, work / f"s-new-{i}", [], ROOT)}
+            if args.one_process:
+                kinds["check --no-sketch-ahead"] = lambda i: timed_check(
+                    ads, work / f"s-one-{i}", ["--no-sketch-ahead"], ROOT)
+            if args.old_scheme:
+                kinds["check --minhash multiply-shift"] = lambda i: timed_check(
+                    ads, work / f"s-ms-{i}", ["--minhash", "multiply-shift"], ROOT)
+            if before is not None:
+                tree = before
+                kinds[f"check @{args.before}"] = lambda i: timed_check(
+                    ads, work / f"s-old-{i}", [], tree)
+            n_ds = min(args.messages, args.ds_limit)
+            if n_ds:
+                kinds["datasketch, exact-set shortcut"] = lambda i: timed_datasketch(
+                    ads, n_ds, True)
+                kinds["datasketch, plain"] = lambda i: timed_datasketch(ads, n_ds, False)
+            runs = alternated(kinds, args.repeats)
     finally:
-        if before is not None:
-            subprocess.run(["git", "worktree", "remove", "--force", str(before)], cwd=ROOT,
-                           capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
-    base = statistics.median(r["documents"] / r["s"] for r in runs["check"])
+    rates = median_rates(runs)
     rows = []
     for name, rs in runs.items():
-        rate = statistics.median(r["documents"] / r["s"] for r in rs)
         size = rs[-1].get("store_bytes")
-        rows.append([name, f"{rs[-1]['documents']:,}", fmt_rate(rate),
-                     f"{base / rate:.2f}x", rs[-1]["duplicates"],
+        rows.append([name, f"{rs[-1]['documents']:,}", fmt_rate(rates[name]),
+                     f"{rates['check'] / rates[name]:.2f}x", rs[-1]["duplicates"],
                      f"{size / rs[-1]['documents']:,.0f}" if size else "",
                      ", ".join(f"{r['s']:.1f}" for r in rs)])
     md = (f"```\n{header(args, info)}\n```\n\n{args.messages:,} generated ads (seed "

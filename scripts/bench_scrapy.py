@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,7 @@ from typing import Any
 
 from bench import fmt_rate, header, machine, md_table, save
 from bench_backfill import write_ads
-from bench_fresh import alternated
+from bench_fresh import alternated, median_rates, worktree
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,34 +75,25 @@ def cmd_scrapy(args: argparse.Namespace) -> None:
     info = machine()
     work = Path(tempfile.mkdtemp(prefix="bench-scrapy-"))
     broker = LocalBroker(work / "broker", die_with_parent=True, startup_timeout=180.0)
-    before = None
     try:
         ads = work / "ads.jsonl"
         write_ads(args.dump, args.items, args.seed, ads)
         bootstrap = broker.start()
-        if args.before:
-            before = work / "before"
-            subprocess.run(["git", "worktree", "add", "--detach", str(before), args.before],
-                           cwd=ROOT, check=True, capture_output=True)
-        kinds = {"pipeline": lambda i: timed_pipeline(ROOT, bootstrap, f"new-{i}", ads,
-                                                      args.concurrent)}
-        if before is not None:
-            tree = before
-            kinds[f"pipeline @{args.before}"] = lambda i: timed_pipeline(
-                tree, bootstrap, f"old-{i}", ads, args.concurrent)
-        runs = alternated(kinds, args.repeats)
+        with worktree(args.before, work / "before") as before:
+            kinds = {"pipeline": lambda i: timed_pipeline(ROOT, bootstrap, f"new-{i}", ads,
+                                                          args.concurrent)}
+            if before is not None:
+                tree = before
+                kinds[f"pipeline @{args.before}"] = lambda i: timed_pipeline(
+                    tree, bootstrap, f"old-{i}", ads, args.concurrent)
+            runs = alternated(kinds, args.repeats)
     finally:
         broker.stop()
-        if before is not None:
-            subprocess.run(["git", "worktree", "remove", "--force", str(before)], cwd=ROOT,
-                           capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
-    base = statistics.median(r["documents"] / r["s"] for r in runs["pipeline"])
-    rows = []
-    for name, rs in runs.items():
-        rate = statistics.median(r["documents"] / r["s"] for r in rs)
-        rows.append([name, f"{rs[-1]['documents']:,}", fmt_rate(rate), f"{base / rate:.2f}x",
-                     ", ".join(f"{r['s']:.2f}" for r in rs)])
+    rates = median_rates(runs)
+    rows = [[name, f"{rs[-1]['documents']:,}", fmt_rate(rates[name]),
+             f"{rates['pipeline'] / rates[name]:.2f}x", ", ".join(f"{r['s']:.2f}" for r in rs)]
+            for name, rs in runs.items()]
     md = (f"```\n{header(args, info)}\n```\n\n{args.items:,} generated ads (seed {args.seed}) "
           f"through `AnnouncementPipeline` into a local broker (acks=all), up to "
           f"{args.concurrent} in flight where `process_item` is a coroutine, one by one "
