@@ -64,8 +64,8 @@ def run(preset: str | None, **options: Any) -> None:
               help="write verdicts (JSONL) here; - is standard output [default: standard "
                    "output]")
 @click.option("--errors", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="write the bad rows (JSONL: row, error, detail) here [default: among the "
-                   "verdicts]")
+              help="write the bad rows (JSONL: row, error, detail) here; - is standard "
+                   "output [default: among the verdicts]")
 @settings_options(shown=("text", "sketch", "store", "retention", "only_duplicates",
                            "max_message_bytes", "sketch_ahead"))
 def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
@@ -83,8 +83,9 @@ def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
     from streamdedup.store import open_configured
 
     settings = make_settings(preset, options)
-    if out == Path("-"):  # wrote a file named "-"
-        out = None
+    out = None if out == Path("-") else out  # "-" wrote a file named "-"
+    errors_to_stdout = errors == Path("-")
+    errors = None if errors_to_stdout else errors
     if out is not None:
         checked_output(out, path, store=store_directory(settings))
     if errors is not None:
@@ -125,7 +126,7 @@ def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
             each.close()
         raise
     sink: TextIO = opened[0] if out else sys.stdout
-    bad: TextIO = opened[-1] if errors else sink
+    bad: TextIO = opened[-1] if errors else sys.stdout if errors_to_stdout else sink
     tally = _Tally()
     start = time.perf_counter()
     bar = progress_bar(unit="doc")

@@ -128,7 +128,7 @@ def compact_command(preset: str | None, **options: Any) -> None:
 
 @store_command.command(name="export")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="the JSONL file [default: standard output]")
+              help="the JSONL file; - is standard output [default: standard output]")
 @settings_options(shown=("store",))
 def export_command(out: Path | None, preset: str | None, **options: Any) -> None:
     """Every document's verdict as JSONL, in seq order (read-only)."""
@@ -136,6 +136,7 @@ def export_command(out: Path | None, preset: str | None, **options: Any) -> None
     from streamdedup.store.sqlite import maintenance
 
     settings = _settings(preset, options)
+    out = None if out == Path("-") else out  # standard output, as without --out
     if out is not None:
         checked_output(out, store=store_directory(settings))
 

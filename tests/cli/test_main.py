@@ -32,15 +32,22 @@ def test_check_writes_one_verdict_per_row_and_a_summary(tmp_path: Path) -> None:
     assert code == 0 and again.read_text() == out.read_text()
 
 
-def test_check_out_dash_is_standard_output(tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """--out - wrote a file named "-" in the working directory and printed nothing."""
+def test_dash_is_standard_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """check's --out - and --errors -, and store export's --out -, wrote a file named "-" in
+    the working directory and printed nothing."""
     tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020", f"l{i}"]
                                            for i, (t, d) in enumerate(ADS)])
     monkeypatch.chdir(tmp_path)
     code, out, err = run("check", str(tsv), "--store-backend", "memory", "--out", "-")
     assert code == 0, err
     assert [json.loads(line)["id"] for line in out.splitlines()] == ["0", "1", "2"]
+    bad = write_tsv(tmp_path / "bad.tsv", [["t", "un annuncio", "Milano", "2020", "l"],
+                                           ["", "", "", "", ""]])
+    code, out, err = run("check", str(bad), "--store", "s", "--out", "v.jsonl", "--errors", "-")
+    assert code == 0 and json.loads(out) == {
+        "row": 1, "error": "empty_text", "detail": "none of title, description has text"}, err
+    code, out, err = run("store", "export", "--store", "s", "--out", "-")
+    assert code == 0 and json.loads(out)["id"] == "0", err
     assert not (tmp_path / "-").exists()
 
 
