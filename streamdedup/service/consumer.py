@@ -38,6 +38,7 @@ from streamdedup.core.sketch import Sketcher
 from streamdedup.core.verdict import Verdict
 from streamdedup.errors import MessageError, StoreError, StoreUnavailableError, describe
 from streamdedup.service.checkpoint import Checkpoint, CheckpointFailed, offset_tag
+from streamdedup.service.fence import FenceWatch
 from streamdedup.service.kafka import (
     BOOTSTRAP_TIMEOUT_MS,
     MAX_BOOTSTRAP_TIMEOUT_MS,
@@ -82,38 +83,6 @@ PING_EVERY_S = 1.0  # an idle consumer checks the store this often (readiness)
 STORE_DOWN_SAID_EVERY_S = 60.0  # ... and says it does not answer at most this often
 
 
-class _FencedWatch(logging.Handler):
-    """Set when kafka-python's heartbeat thread finds this member fenced: another consumer
-    joined with the same --group-instance-id. The thread only logs it (at ERROR, naming the
-    instance id) and stops beating, so the loop went on judging what it had fetched and
-    published those verdicts until the offset commit was refused (two different verdicts per
-    message on the topic, measured with two stores). The loop checks this after each poll
-    and before each checkpoint; its held work is then dropped, not published."""
-
-    LOGGER = "kafka.coordinator.heartbeat"
-
-    def __init__(self, instance_id: str) -> None:
-        super().__init__(logging.ERROR)
-        self.instance_id = instance_id
-        self.fenced = threading.Event()
-        self.logger = logging.getLogger(self.LOGGER)
-        self.level_before = self.logger.level
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if "fenced" in str(record.msg) and self.instance_id in map(str, record.args or ()):
-            self.fenced.set()
-
-    def start(self) -> threading.Event:
-        if self.logger.getEffectiveLevel() > logging.ERROR:  # --log-level critical: the
-            self.logger.setLevel(logging.ERROR)  # record was never made, the watch blind
-        self.logger.addHandler(self)
-        return self.fenced
-
-    def stop(self) -> None:
-        self.logger.removeHandler(self)
-        self.logger.setLevel(self.level_before)
-
-
 class BrokerRefused(Exception):
     """The broker refused our settings or credentials; see ``FATAL_KAFKA_ERRORS``."""
 
@@ -134,7 +103,7 @@ class Service:
                  handle_signals: bool = False) -> None:
         self.settings = settings
         self.stopping = threading.Event()
-        self.fenced = threading.Event()  # set by _FencedWatch: another member took our id
+        self.fenced = threading.Event()  # set by FenceWatch: another member took our id
         if handle_signals:
             self.install_signal_handlers()
         self.sketcher = Sketcher(settings)
@@ -406,7 +375,7 @@ class Service:
         last_count = 0
         exit_code = 0
         self.store_in_use.acquire()
-        watch = _FencedWatch(s.group_instance_id) if s.group_instance_id else None
+        watch = FenceWatch(s.group_instance_id) if s.group_instance_id else None
         if watch is not None:
             self.fenced = watch.start()
         try:

@@ -410,36 +410,6 @@ def test_a_second_consumer_with_the_same_instance_id_fences_the_first(
     assert newer.wait(timeout=60) == 0
 
 
-def test_the_fence_is_seen_at_every_log_level() -> None:
-    """kafka-python's heartbeat thread only logs the fence; at --log-level critical that
-    line was never made, and the watch was blind. Another instance id's line is not ours."""
-    from streamdedup.service.consumer import _FencedWatch
-    from streamdedup.service.logs import setup_logging
-
-    heartbeat = logging.getLogger(_FencedWatch.LOGGER)
-    templates = [("Heartbeat thread caught fenced group_instance_id %s error", ("{id}",)),
-                 ("Heartbeat failed for group %s due to fenced id error: %s", ("g", "{id}"))]
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    try:
-        for log_level in ("DEBUG", "WARNING", "CRITICAL"):
-            setup_logging(log_level, False)
-            for template, args in templates:
-                watch = _FencedWatch("vm-1")
-                fenced = watch.start()
-                heartbeat.error(template, *(a.format(id="vm-2") for a in args))
-                assert not fenced.is_set()
-                heartbeat.error(template, *(a.format(id="vm-1") for a in args))
-                watch.stop()
-                assert fenced.is_set(), (log_level, template)
-                assert heartbeat.level == logging.NOTSET and heartbeat not in (
-                    h for h in heartbeat.handlers if isinstance(h, _FencedWatch))
-    finally:
-        root.handlers[:] = handlers
-        root.setLevel(level)
-        logging.getLogger("kafka").setLevel(logging.NOTSET)
-
-
 def test_a_memory_store_is_said_to_forget_at_exit(caplog: pytest.LogCaptureFixture,
                                                   tmp_path: Path) -> None:
     from streamdedup.service.consumer import Service
@@ -757,7 +727,6 @@ def test_a_store_that_does_not_answer_is_said_once_a_minute_and_its_return_once(
         caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     """An idle consumer pings its store every second, and said so at WARNING every second
     while Redis was down."""
-    import logging
 
     from streamdedup.errors import StoreUnavailableError
     from streamdedup.service import consumer as consumer_module
