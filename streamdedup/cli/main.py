@@ -11,6 +11,7 @@ for matplotlib or scipy unless it plots or computes ground truth.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from collections.abc import Iterable
@@ -100,6 +101,8 @@ def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
         garbage.settle()  # start-up is over; the read-ahead child inherits it
         if settings.sketch_ahead:  # started before the store is opened: it holds none of it
             batches = ahead = ReadAhead(path, fmt, settings)
+        directory = store_directory(settings)
+        made_here = directory is not None and not directory.exists()
         store = open_configured(settings, sketcher.params())
         try:
             warning = row_number_warning(path, fmt, lambda: store.stats()["documents"])
@@ -166,6 +169,9 @@ def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
     if tally.errors and not docs:  # e.g. --retention on a dump whose times do not parse
         hint = ("; --time-field '' judges them without their times instead"
                 if first_error.startswith("bad_time") else "")
+        if made_here and directory is not None:  # empty, but pinned to this run's settings:
+            shutil.rmtree(directory, ignore_errors=True)  # the next check was refused
+            hint += f"; the store it started at {directory} is not kept"
         raise click.ClickException(f"every row of {path} was bad, none was judged (the "
                                    f"first: {first_error}){hint}")
 

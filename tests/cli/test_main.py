@@ -32,6 +32,25 @@ def test_check_writes_one_verdict_per_row_and_a_summary(tmp_path: Path) -> None:
     assert code == 0 and again.read_text() == out.read_text()
 
 
+def test_a_check_that_judged_nothing_does_not_keep_the_store_it_started(
+        tmp_path: Path) -> None:
+    """A dump of bad rows only left an empty store pinned to that run's settings: the next
+    check with another preset was refused. A store that was there before is kept."""
+    bad = write_tsv(tmp_path / "bad.tsv", [["", "", "Milano", "2020", "l0"]])
+    good = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020", f"l{i}"]
+                                            for i, (t, d) in enumerate(ADS)])
+    store = tmp_path / "s"
+    code, _, err = run("check", str(bad), "--store", str(store), "--out", str(tmp_path / "v"))
+    assert code == 1 and "none was judged" in err and "is not kept" in err, err
+    assert not store.exists()
+    code, _, err = run("check", str(good), "--store", str(store), "--preset", "reference",
+                       "--out", str(tmp_path / "v"))
+    assert code == 0, err
+    code, _, err = run("check", str(bad), "--store", str(store), "--preset", "reference",
+                       "--out", str(tmp_path / "v"))
+    assert code == 1 and "is not kept" not in err and (store / "index.sqlite").is_file(), err
+
+
 def test_dash_is_standard_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """check's --out - and --errors -, and store export's --out -, wrote a file named "-" in
     the working directory and printed nothing."""
