@@ -75,7 +75,13 @@ def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
     line per bad row saying why. The judged documents are added to --store (default
     ./streamdedup-store, the same as run's: give check a store of its own), so a later dump
     is judged against this one; --store-backend memory keeps nothing."""
-    from streamdedup.cli.output import checked_output, open_output, store_directory
+    from streamdedup.cli.output import (
+        STDOUT,
+        checked_output,
+        named_file,
+        open_output,
+        store_directory,
+    )
     from streamdedup.cli.progress import progress_bar
     from streamdedup.core.shared import detector_for
     from streamdedup.core.sketch import Sketcher
@@ -84,13 +90,13 @@ def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
     from streamdedup.store import open_configured
 
     settings = make_settings(preset, options)
-    out = None if out == Path("-") else out  # "-" wrote a file named "-"
-    errors_to_stdout = errors == Path("-")
-    errors = None if errors_to_stdout else errors
+    directory = store_directory(settings)
+    errors_to_stdout = errors == STDOUT
+    out, errors = named_file(out), named_file(errors)
     if out is not None:
-        checked_output(out, path, store=store_directory(settings))
+        checked_output(out, path, store=directory)
     if errors is not None:
-        checked_output(errors, path, option="--errors", store=store_directory(settings),
+        checked_output(errors, path, option="--errors", store=directory,
                        beside=("--out", out) if out else None)
     ahead: ReadAhead | None = None
     try:
@@ -101,7 +107,6 @@ def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
         garbage.settle()  # start-up is over; the read-ahead child inherits it
         if settings.sketch_ahead:  # started before the store is opened: it holds none of it
             batches = ahead = ReadAhead(path, fmt, settings)
-        directory = store_directory(settings)
         made_here = directory is not None and not directory.exists()
         store = open_configured(settings, sketcher.params())
         try:

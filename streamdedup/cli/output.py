@@ -17,6 +17,14 @@ import click
 
 from streamdedup.settings import Settings
 
+STDOUT = Path("-")  # an output named "-" is standard output, as without the option
+
+
+def named_file(out: Path | None) -> Path | None:
+    """The file an output option names; None for standard output ("-" wrote a file named
+    "-" in the working directory)."""
+    return None if out == STDOUT else out
+
 
 def checked_output(out: Path, *inputs: Path | None, option: str = "--out",
                    store: Path | None = None, beside: tuple[str, Path] | None = None) -> Path:

@@ -132,11 +132,16 @@ def compact_command(preset: str | None, **options: Any) -> None:
 @settings_options(shown=("store",))
 def export_command(out: Path | None, preset: str | None, **options: Any) -> None:
     """Every document's verdict as JSONL, in seq order (read-only)."""
-    from streamdedup.cli.output import checked_output, open_output, store_directory
+    from streamdedup.cli.output import (
+        checked_output,
+        named_file,
+        open_output,
+        store_directory,
+    )
     from streamdedup.store.sqlite import maintenance
 
     settings = _settings(preset, options)
-    out = None if out == Path("-") else out  # standard output, as without --out
+    out = named_file(out)
     if out is not None:
         checked_output(out, store=store_directory(settings))
 
