@@ -16,10 +16,10 @@ announcements on the topic. The acknowledgement is awaited, not blocked on: Scra
 downloading and parsing while items are in flight, up to its ``CONCURRENT_ITEMS`` a
 response (the pipeline's share on a local broker: ~3,900 items/s against ~540 when each
 item held the crawl for its round trip, BENCHMARKS.md §10; while the broker was away, the
-crawl stood still 30 s an item). An item
-without an id field or URL, with an id that is no string or integer, or larger than
-``max_message_bytes`` is dropped too, with a clear message.
-Settings that do not parse, or a broker that cannot be reached, stop the crawl at its start.
+crawl stood still 30 s an item). An item without an id field or URL, with an id that is no
+string or integer, or larger than ``max_message_bytes`` is dropped too, with a clear
+message. Settings that do not parse, or a broker that cannot be reached, stop the crawl at
+its start.
 """
 
 from __future__ import annotations
