@@ -4,7 +4,8 @@ Loop: poll a batch -> decode each message (bad ones become dead letters) -> dete
 add verdicts to the checkpoint -> commit when due (see ``checkpoint.py`` for the order).
 SIGINT/SIGTERM only set a flag: the loop finishes the batch, makes a final checkpoint, leaves
 the group, closes the store and returns 0 (1 if that last checkpoint failed: its messages are
-judged again by whoever takes the partitions). A failed checkpoint rewinds and backs off, so a
+judged again by whoever takes the partitions). Before the first broker answers there is nothing
+to finish, so the signal ends the wait at once. A failed checkpoint rewinds and backs off, so a
 broker that goes away, or a store that cannot write, costs time but never a verdict.
 """
 
@@ -104,6 +105,9 @@ class Service:
         self.settings = settings
         self.stopping = threading.Event()
         self.fenced = threading.Event()  # set by FenceWatch: another member took our id
+        # True while run() waits for its first broker: a signal then ends the wait where it
+        # is (a client's bootstrap wait doubles up to 30 s, so SIGTERM took 13 s, up to 30).
+        self._connecting = False
         if handle_signals:
             self.install_signal_handlers()
         self.sketcher = Sketcher(settings)
@@ -145,10 +149,17 @@ class Service:
 
     # --- signals
     def request_stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:
+        """The signal handler (``signum`` given; it runs in the main thread, where ``run()``
+        does) or a call from elsewhere, which only sets the flag."""
+        connecting = self._connecting and signum is not None
         if not self.stopping.is_set():
-            log.info("stop requested (%s): finishing the batch",
-                     signal.Signals(signum).name if signum else "call")
+            log.info("stop requested (%s): %s",
+                     signal.Signals(signum).name if signum else "call",
+                     "no broker reached yet, stopping" if connecting else "finishing the batch")
         self.stopping.set()
+        if connecting:
+            self._connecting = False  # a second signal must not interrupt the cleanup
+            raise StoppedWhileConnecting
 
     def install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self.request_stop)
@@ -308,6 +319,7 @@ class Service:
             if s.sketch_ahead:
                 self.sketch_worker = SketchWorker(s)
                 log.info("big batches are sketched ahead in a second process")
+            self._connecting = True
             if s.create_topics:
                 self._retry(lambda: ensure_topics(s, self.bootstrap_ms), "topic creation")
             elif missing := self._retry(lambda: missing_topics(s, self.bootstrap_ms),
@@ -320,8 +332,10 @@ class Service:
                           "it" if one else "them")
                 return EXIT_REFUSED
             consumer, producer = self._retry(self._clients, "connect")
+            self._connecting = False
             return self._loop(consumer, producer)
         except StoppedWhileConnecting:
+            self._connecting = False
             log.info("stopped before the broker could be reached; nothing was consumed")
             return 0
         except BrokerRefused as exc:
@@ -329,6 +343,7 @@ class Service:
                       exc)
             return EXIT_REFUSED
         finally:
+            self._connecting = False
             if self.sketch_worker is not None:
                 self.sketch_worker.close()
             self.store.close()

@@ -18,9 +18,9 @@ from streamdedup.settings import Settings
 
 log = logging.getLogger(__name__)
 # How long one client waits for its first broker before it raises and the caller's retry loop
-# looks at its stop flag again: with kafka-python's 30 s, SIGTERM to a consumer that had no
-# broker took 28 s to end it. The consumer doubles it at each failed try, up to the 30 s, so
-# a broker slow to bootstrap (TLS and SASL over a long link) is still reached.
+# logs the failure and tries again (kafka-python's own 30 s left a consumer silent that long).
+# The consumer doubles it at each failed try, up to the 30 s, so a broker slow to bootstrap
+# (TLS and SASL over a long link) is still reached; a signal ends the wait at any point.
 BOOTSTRAP_TIMEOUT_MS = 2000
 MAX_BOOTSTRAP_TIMEOUT_MS = 30_000
 
