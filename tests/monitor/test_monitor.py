@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from topics import records_until
 
 from harness.broker import create_topics
 from streamdedup.core.document import Document
@@ -45,22 +46,6 @@ class Stream:
     def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "streamdedup", *args, *self.flags],
                               capture_output=True, text=True, timeout=timeout, env=self.env())
-
-
-def _read(bootstrap: str, topic: str, want: int, timeout_s: float = 120) -> list[Any]:
-    from kafka import KafkaConsumer
-
-    reader = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None,
-                           auto_offset_reset="earliest", enable_auto_commit=False)
-    got: list[Any] = []
-    deadline = time.monotonic() + timeout_s
-    try:
-        while len(got) < want and time.monotonic() < deadline:
-            for records in reader.poll(timeout_ms=200).values():
-                got.extend(records)
-    finally:
-        reader.close()
-    return got
 
 
 @pytest.fixture(scope="module")
@@ -97,10 +82,10 @@ def stream(kafka_bootstrap: str, kijiji_path: Path, tmp_path_factory: pytest.Tem
                                 env=s.env(), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
     try:  # the consumer keeps running for the module: the page test produces more
-        for rec in _read(kafka_bootstrap, topics[1], ADS):
+        for rec in records_until(kafka_bootstrap, topics[1], ADS):
             body = json.loads(rec.value)
             s.verdicts[body["id"]] = body
-        s.dead = len(_read(kafka_bootstrap, topics[2], 2))
+        s.dead = len(records_until(kafka_bootstrap, topics[2], 2))
         assert len(s.verdicts) == ADS and s.dead == 2
         yield s
     finally:

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
+from topics import records_until
 
 from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
@@ -97,15 +98,9 @@ def produce(bootstrap: str, topic: str, values: list[bytes], **config: Any) -> N
 
 def read_topic(bootstrap: str, topic: str, want: int, timeout_s: float = 90.0, **config: Any
                ) -> list[dict[str, Any]]:
-    """Read until ``want`` records arrived (or the timeout), from the beginning."""
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                             enable_auto_commit=False, consumer_timeout_ms=1000, **config)
-    out: list[dict[str, Any]] = []
-    deadline = time.monotonic() + timeout_s
-    while len(out) < want and time.monotonic() < deadline:
-        out.extend(json.loads(m.value) for m in consumer)
-    consumer.close()
-    return out
+    """The JSON of the records until ``want`` arrived (or the timeout), from the beginning."""
+    return [json.loads(r.value) for r in records_until(bootstrap, topic, want, timeout_s,
+                                                       **config)]
 
 
 class Topics:
