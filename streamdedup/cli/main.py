@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 import click
 
-from streamdedup import garbage
+from streamdedup import __version__, garbage
 from streamdedup.cli.backfill import backfill_command
 from streamdedup.cli.explain import explain_command
 from streamdedup.cli.options import make_settings, settings_options
@@ -35,6 +35,8 @@ from streamdedup.settings import Settings
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "-V", "--version", prog_name="streamdedup",
+                      message="%(prog)s %(version)s")
 def main() -> None:
     """Streaming near-duplicate detection for job announcements."""
 

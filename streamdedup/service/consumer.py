@@ -32,7 +32,7 @@ from kafka.errors import (
     TopicAuthorizationFailedError,
 )
 
-from streamdedup import garbage
+from streamdedup import __version__, garbage
 from streamdedup.core.document import Document
 from streamdedup.core.shared import detector_for
 from streamdedup.core.sketch import Sketcher
@@ -305,7 +305,8 @@ class Service:
     # --- the loop
     def run(self) -> int:
         s = self.settings
-        log.info("starting", extra={"settings": s.public(), "bands": self.sketcher.bands,
+        log.info("starting", extra={"version": __version__, "settings": s.public(),
+                                    "bands": self.sketcher.bands,
                                     "rows": self.sketcher.rows})
         server = None
         try:

@@ -739,3 +739,12 @@ def test_a_flag_left_out_of_a_commands_help_is_still_taken(tmp_path: Path) -> No
     code, _, err = run("check", str(tsv), "--store", str(tmp_path / "s"), "--out",
                        str(tmp_path / "v.jsonl"), "--bootstrap-servers", "kafka:9092")
     assert code == 0, err
+
+
+def test_version_names_the_package() -> None:
+    """For bug reports and deployments: the version is also in `run`'s starting line."""
+    from streamdedup import __version__
+
+    for flag in ("--version", "-V"):
+        done = CliRunner().invoke(main, [flag])
+        assert done.exit_code == 0 and done.output == f"streamdedup {__version__}\n"
