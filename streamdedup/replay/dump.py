@@ -41,13 +41,21 @@ FORMATS = ("tsv", "jsonl", "parquet")
 
 
 def batched(rows: Iterable[Row], size: int) -> Iterator[list[Row]]:
-    """Rows in lists of ``size`` (the last one shorter), as ``check`` judges them."""
+    """Rows in lists of ``size`` (the last one shorter), as ``check`` judges them. A read
+    that stops (``InputError``: a field too long to read past) first hands over the rows
+    before it: they were lost with their batch, up to 499 of them, though the message said
+    only the rows after it were not read."""
     batch: list[Row] = []
-    for row in rows:
-        batch.append(row)
-        if len(batch) >= size:
+    try:
+        for row in rows:
+            batch.append(row)
+            if len(batch) >= size:
+                yield batch
+                batch = []
+    except InputError:
+        if batch:
             yield batch
-            batch = []
+        raise
     if batch:
         yield batch
 
@@ -255,9 +263,31 @@ def _read_parquet(path: Path, text_fields: tuple[str, ...], max_bytes: int, time
             [c.cast(pa.timestamp("us", c.type.tz), safe=False)
              if pa.types.is_timestamp(c.type) and c.type.unit == "ns" else c
              for c in batch.columns], schema=None, names=batch.schema.names)
-        for values in batch.to_pylist():
+        try:
+            rows = batch.to_pylist()
+        except (OverflowError, ValueError):  # a value Python cannot hold (a year after 9999)
+            rows = _rows_one_value_at_a_time(batch, pa)
+        for values in rows:
             yield index, _parquet_row(values, text_fields, max_bytes, time_field)
             index += 1
+
+
+def _rows_one_value_at_a_time(batch: Any, pa: Any) -> list[dict[str, Any]]:
+    """A batch's rows where a value that has no Python form is Arrow's text of it
+    ("10000-01-01 00:00:00.000000"): one such cell in a column nobody reads stopped the
+    whole read (a traceback, or 500 rows lost); in the time field it is a ``bad_time`` row,
+    as a JSONL time of 1e300 is."""
+    columns: list[list[Any]] = []
+    for column in batch.columns:
+        values = []
+        for i in range(len(column)):
+            try:
+                values.append(column[i].as_py())
+            except (OverflowError, ValueError):
+                values.append(column.slice(i, 1).cast(pa.string())[0].as_py())
+        columns.append(values)
+    names = batch.schema.names
+    return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
 
 
 def _parquet_row(values: dict[str, Any], text_fields: tuple[str, ...], max_bytes: int,

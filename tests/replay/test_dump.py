@@ -10,7 +10,7 @@ import pytest
 
 from streamdedup.core.document import Document
 from streamdedup.errors import InputError, MessageError
-from streamdedup.replay.dump import FIELD_BOUND, read_dump
+from streamdedup.replay.dump import FIELD_BOUND, batched, read_dump
 
 FIELDS = ("title", "description")
 
@@ -238,6 +238,47 @@ def test_parquet_rows_are_read_in_order_with_their_errors(tmp_path: Path) -> Non
     first = next(iter(read_dump(pandas_like, None, FIELDS)))[1]
     assert isinstance(first, Document) and first.id == "7"
     assert first.fields["timestamp"] == "2025-12-01T08:34:56.123456+00:00"
+
+
+def test_a_parquet_value_python_cannot_hold_is_its_rows_text_not_the_end_of_the_read(
+        tmp_path: Path) -> None:
+    """A timestamp after year 9999 (one cell, in a column nobody reads) stopped the whole
+    read with "OverflowError: Python int too large to convert to C int". Now that value is
+    Arrow's text of it; in the time field the row is bad_time; the batch's other values
+    are as in any batch."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    far, early = 253_402_300_800_000, 1_704_067_200_000  # 10000-01-01 and 2024-01-01, ms
+    path = tmp_path / "far.parquet"
+    pq.write_table(pa.table({
+        "id": ["a", "b", "c"], "title": ["Cuoco", "Saldatore", "Autista"],
+        "timestamp": pa.array([early, far, early], pa.timestamp("ms")),
+        "posted": pa.array([far, early, early], pa.timestamp("ms")),
+    }), path)
+    got = [item for _, item in read_dump(path, None, FIELDS)]
+    assert [outcome(item) for item in got] == ["doc:a", "doc:b", "doc:c"]
+    a, b = got[0], got[1]
+    assert isinstance(a, Document) and isinstance(b, Document)
+    assert a.fields["posted"] == "10000-01-01 00:00:00.000"
+    assert a.fields["timestamp"] == b.fields["posted"] == "2024-01-01T00:00:00"
+    timed = [item for _, item in read_dump(path, None, FIELDS, time_field="timestamp")]
+    assert [outcome(item) for item in timed] == ["doc:a", "bad_time", "doc:c"]
+
+
+def test_a_read_that_stops_hands_over_the_rows_before_it_first(tmp_path: Path) -> None:
+    """check judges rows in batches of 500: a field too long to read past lost the batch
+    it was in (up to 499 good rows before it), while the message said only the rows after
+    it were not read."""
+    huge = tmp_path / "huge.tsv"
+    good = "".join(f"r{i}\tannuncio {i}\n" for i in range(7))
+    huge.write_text(f'id\tdescription\n{good}x\t"{"y" * (FIELD_BOUND + 1)}"\nz\tbreve\n',
+                    encoding="utf-8")
+    seen: list[str] = []
+    with pytest.raises(InputError, match="row 7"):
+        for batch in batched(read_dump(huge, None, ("description",), max_bytes=1000), 5):
+            seen.extend(outcome(item) for _, item in batch)
+    assert seen == [f"doc:r{i}" for i in range(7)]
 
 
 def test_a_parquet_file_that_is_not_one_or_lacks_the_text_columns_is_an_input_error(
