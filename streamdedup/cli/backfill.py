@@ -37,7 +37,8 @@ DEFAULT = BackfillConfig  # its fields' defaults are the flags'
               show_default=True, help="arrival order of the rows (timestamp: by --time-field)")
 @click.option("--timestamp-field", default=None, hidden=True)  # before --time-field was one
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), required=True,
-              help="the verdicts, one JSON object per line, in arrival order")
+              help="the verdicts, one JSON object per line, in arrival order; - is standard "
+                   "output")
 @click.option("--pairs/--probe", "pairs", default=DEFAULT.pairs, show_default=True,
               help="--pairs: the engine finds every new set's candidate pairs and verifies "
               "them for the whole dump at once (into an empty store; a store that holds "
@@ -49,7 +50,8 @@ DEFAULT = BackfillConfig  # its fields' defaults are the flags'
               "the study's band table with this run's candidate pairs")
 @click.option("--errors", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="unusable rows with their row number (0-based, header not counted) and "
-              "reason [default: --out with the suffix .errors.jsonl]")
+              "reason; - is standard output [default: --out with the suffix .errors.jsonl; "
+              "with --out -, among the verdicts, before them]")
 @settings_options(shown=("text", "sketch", "store", "retention", "only_duplicates",
                            "max_message_bytes"))
 def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driver_memory: str,
@@ -59,8 +61,15 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
                      **options: Any) -> None:
     """Backfill DUMP into the store (--store DIR, or --store-backend redis --redis-url URL):
     the verdicts `streamdedup check` would give, with the sketching done by Spark executors.
-    `run` and `check` continue from the store afterwards; running it again changes nothing."""
-    from streamdedup.cli.output import checked_output, store_directory
+    `run` and `check` continue from the store afterwards; running it again changes nothing
+    (with --retention, an ad that has left the window since is judged anew)."""
+    from streamdedup.cli.output import (
+        STDOUT,
+        again_with_retention,
+        checked_output,
+        not_kept,
+        store_directory,
+    )
     from streamdedup.cli.progress import progress_bar
     from streamdedup.core.sketch import Sketcher
     from streamdedup.replay.backfill import backfill
@@ -94,7 +103,8 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
     directory = store_directory(settings)
-    checked_output(out, dump, store=directory)
+    if out != STDOUT:
+        checked_output(out, dump, store=directory)
     if report_dir is not None and directory is not None \
             and report_dir.resolve() == directory.resolve():
         raise click.UsageError(f"--report {report_dir} is the store's directory; give "
@@ -104,26 +114,38 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         # /dev/stdout is a regular file when the shell redirects it to one
         raise click.UsageError(f"--out {out} is no regular file: give --errors FILE too (the "
                                f"default, {config.errors_path}, would be made beside it)")
-    checked_output(config.errors_path, dump, option="--errors", store=directory,
-                   beside=("--out", out))
+    if config.errors_path != STDOUT:
+        checked_output(config.errors_path, dump, option="--errors", store=directory,
+                       beside=("--out", out))
     bar = progress_bar(unit="doc", delay=0.5)
 
     def say(message: str) -> None:
         bar.write(message, file=sys.stderr)
 
     garbage.settle()  # start-up is over (50,000 ads, local engine: 7.1 -> 2.2 s of GC)
+    made_here = directory is not None and not directory.exists()
+    judged = 0
     try:
         store = open_configured(settings, Sketcher(settings).params())
         try:
             result = backfill(settings, store, config, progress=bar.update, say=say)
         finally:
+            judged = store.stats()["documents"]
             store.close()
     except StreamdedupError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(str(exc) + not_kept(made_here and not judged, directory)
+                                   ) from None
     except OSError as exc:  # the output files: checked above, refused by the file system now
         if exc.filename not in (str(out), str(config.errors_path)):
             raise
-        raise click.ClickException(f"cannot write {exc.filename}: {exc.strerror}") from None
+        raise click.ClickException(f"cannot write {exc.filename}: {exc.strerror}"
+                                   + not_kept(made_here and not judged, directory)) from None
+    except KeyboardInterrupt:  # as check says it; the driver commits every 500 documents
+        click.echo(f"interrupted: the store holds the {judged} documents judged so far; "
+                   f"backfilling the dump again goes on from there"
+                   + again_with_retention(settings)
+                   + not_kept(made_here and not judged, directory), err=True)
+        raise click.exceptions.Exit(130) from None
     finally:
         bar.close()
     rate = result.documents / result.seconds if result.seconds else 0.0
@@ -147,9 +169,11 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     click.echo("; ".join(parts), err=True)
     if result.bad_rows and not result.documents:
         raise click.ClickException(f"every row of {dump} was bad, none was judged (why: "
-                                   f"{result.errors_path})")
+                                   f"{result.errors_path})"
+                                   + not_kept(made_here and not judged, directory))
     if result.report is not None:
         from streamdedup.replay.report import summary
 
         click.echo(summary(result.report))
         click.echo(f"report: {result.report_paths['md']}")
+

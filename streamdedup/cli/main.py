@@ -11,7 +11,6 @@ for matplotlib or scipy unless it plots or computes ground truth.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import time
 from collections.abc import Iterable
@@ -79,8 +78,10 @@ def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
     is judged against this one; --store-backend memory keeps nothing."""
     from streamdedup.cli.output import (
         STDOUT,
+        again_with_retention,
         checked_output,
         named_file,
+        not_kept,
         open_output,
         store_directory,
     )
@@ -144,12 +145,15 @@ def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
         for batch, sketches in batches:
             _check_batch(detector, batch, sketches, sink, bad, tally, settings.only_duplicates)
             bar.update(len(batch))
-    except StreamdedupError as exc:
+    except StreamdedupError as exc:  # e.g. a TSV field too long to read past
+        if made_here and not tally.docs:
+            store.close()  # before its directory goes (SQLite: closing again does nothing)
+            raise click.ClickException(str(exc) + not_kept(True, directory)) from None
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:  # as produce says it: where it stopped, and that again is safe
         click.echo(f"interrupted: {tally.docs} documents judged, {tally.errors} bad rows; the "
                    "store holds the documents judged so far, and checking the dump again "
-                   "gives the same verdicts", err=True)
+                   "gives the same verdicts" + again_with_retention(settings), err=True)
         raise click.exceptions.Exit(130) from None
     finally:
         bar.close()
@@ -176,9 +180,7 @@ def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
     if tally.errors and not docs:  # e.g. --retention on a dump whose times do not parse
         hint = ("; --time-field '' judges them without their times instead"
                 if first_error.startswith("bad_time") else "")
-        if made_here and directory is not None:  # empty, but pinned to this run's settings:
-            shutil.rmtree(directory, ignore_errors=True)  # the next check was refused
-            hint += f"; the store it started at {directory} is not kept"
+        hint += not_kept(made_here, directory)
         raise click.ClickException(f"every row of {path} was bad, none was judged (the "
                                    f"first: {first_error}){hint}")
 

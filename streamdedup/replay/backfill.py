@@ -9,7 +9,8 @@ The decision for each ad depends on every earlier ad (first document of a set, c
 merges, ``max_matches``), so it is made in the driver, in order, by ``Detector`` itself with
 the precomputed sketches and neighbours: the verdicts are the stream's by construction, the
 store is a normal store (``streamdedup run``/``check`` go on from it, ``seq`` continues), and
-a second backfill of the same dump finds every (id, text) already judged and changes nothing.
+a second backfill of the same dump finds every (id, text) already judged and changes nothing
+(with retention, an ad that has left the window is judged anew: ``docs/RETENTION.md``).
 The pair plan is only used into an empty store (it knows this dump's sets, not the store's);
 into a store that holds documents, the driver probes it as ``check`` does.
 
@@ -21,8 +22,10 @@ silently away.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -35,8 +38,8 @@ from streamdedup.core.retention import parse_time
 from streamdedup.core.shared import detector_for
 from streamdedup.core.sketch import Shingled, Sketcher
 from streamdedup.core.verdict import Verdict
-from streamdedup.errors import ConfigError, MessageError
-from streamdedup.replay.config import ENGINES, ORDERS, BackfillConfig
+from streamdedup.errors import ConfigError, InputError, MessageError
+from streamdedup.replay.config import ENGINES, ORDERS, STDOUT, BackfillConfig
 from streamdedup.replay.dump import read_dump, row_number_warning
 from streamdedup.replay.pairs import Plan, Row, local_plan, sketch_rows
 from streamdedup.replay.read_ahead import BATCH
@@ -93,16 +96,21 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
     result = BackfillResult(errors_path=errors_path)
     start = time.perf_counter()
     good: list[tuple[int, Document]] = []
-    with errors_path.open("w", encoding="utf-8") as errors:
-        for row, item in read_dump(config.dump, config.fmt, settings.text_fields,
-                                   max_bytes=settings.max_message_bytes,
-                                   time_field=settings.read_time_field):
-            if isinstance(item, MessageError):
-                result.bad_rows += 1
-                errors.write(json.dumps({"row": row, "error": item.reason,  # as `check`
-                                         "detail": item.detail}, ensure_ascii=False) + "\n")
-            else:
-                good.append((row, item))
+    with _written(errors_path) as errors:
+        read = read_dump(config.dump, config.fmt, settings.text_fields,
+                         max_bytes=settings.max_message_bytes,
+                         time_field=settings.read_time_field)
+        try:
+            for row, item in read:
+                if isinstance(item, MessageError):
+                    result.bad_rows += 1
+                    errors.write(json.dumps({"row": row, "error": item.reason,  # as `check`
+                                             "detail": item.detail}, ensure_ascii=False)
+                                 + "\n")
+                else:
+                    good.append((row, item))
+        except InputError as exc:  # it reads the whole dump before judging any of it
+            raise InputError(f"{exc}; the backfill judged none of the dump") from None
     ordered, result.unordered = order(good, config.order_by, settings.time_field)
     docs = [d for _, d in ordered]
     if config.report_dir is not None and len({d.id for d in docs}) != len(docs):
@@ -121,7 +129,7 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
                 and held["documents"] == 0 and held["sets"] == 0
                 and settings.retention_ms is None)
     keep = _Kept() if config.report_dir is not None else None
-    with config.out.open("w", encoding="utf-8") as out:
+    with _written(config.out) as out:
         if config.engine == "local":
             rows: Iterable[Row] = _sketch_local(settings, docs)
             plan = None
@@ -158,6 +166,17 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
         result.report, result.report_paths = _report(settings, config, docs, keep, plan,
                                                      result)
     return result
+
+
+@contextmanager
+def _written(path: Path) -> Iterator[TextIO]:
+    """``path`` opened for writing; STDOUT is standard output, left open (and flushed)."""
+    if path == STDOUT:
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    with path.open("w", encoding="utf-8") as file:
+        yield file
 
 
 def _sketch_local(settings: Settings, docs: Sequence[Document]) -> Iterator[Row]:

@@ -54,11 +54,14 @@ class ReplayConfig:
     cache_dir: Path | None = None  # ground-truth cache; None: truth.default_cache_dir()
 
 
+STDOUT = Path("-")  # an output named "-" is standard output (it wrote a file named "-")
+
+
 @dataclass(frozen=True)
 class BackfillConfig:
     dump: Path
-    out: Path
-    errors: Path | None = None  # default: <out>.errors.jsonl
+    out: Path  # STDOUT: standard output
+    errors: Path | None = None  # default: <out>.errors.jsonl; among the verdicts on STDOUT
     fmt: str | None = None
     engine: str = "spark"  # one of ENGINES
     master: str = "local[*]"
@@ -74,4 +77,6 @@ class BackfillConfig:
 
     @property
     def errors_path(self) -> Path:
-        return self.errors or self.out.with_suffix(".errors.jsonl")
+        if self.errors is not None:
+            return self.errors
+        return STDOUT if self.out == STDOUT else self.out.with_suffix(".errors.jsonl")

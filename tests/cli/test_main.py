@@ -51,6 +51,20 @@ def test_a_check_that_judged_nothing_does_not_keep_the_store_it_started(
     assert code == 1 and "is not kept" not in err and (store / "index.sqlite").is_file(), err
 
 
+@pytest.mark.parametrize("ahead", ["--sketch-ahead", "--no-sketch-ahead"])
+def test_a_check_whose_read_stops_before_any_row_does_not_keep_its_store(
+        tmp_path: Path, ahead: str) -> None:
+    """A first row with a field too long to read past: the same empty, pinned store."""
+    from streamdedup.replay.dump import FIELD_BOUND
+
+    tsv = tmp_path / "huge.tsv"
+    tsv.write_text(f'title\tdescription\nt\t"{"y" * (FIELD_BOUND + 1)}"\n', encoding="utf-8")
+    code, _, err = run("check", str(tsv), "--store", str(tmp_path / "s"), "--out",
+                       str(tmp_path / "v"), ahead)
+    assert code == 1 and "row 0" in err and "is not kept" in err, err
+    assert not (tmp_path / "s").exists()
+
+
 def test_dash_is_standard_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """check's --out - and --errors -, and store export's --out -, wrote a file named "-" in
     the working directory and printed nothing."""
@@ -260,8 +274,78 @@ def test_a_backfill_of_which_no_row_can_be_judged_is_an_error(tmp_path: Path) ->
     code, _, err = run(*args, "--retention", "60d", "--store", str(tmp_path / "s"))
     assert code == 1 and "none was judged" in err, err
     assert len((tmp_path / "v.errors.jsonl").read_text().splitlines()) == 3
-    code, _, err = run(*args, "--store", str(tmp_path / "t"))
+    # the empty store it made, pinned to these settings, is gone: another preset may follow
+    assert "is not kept" in err and not (tmp_path / "s").exists()
+    code, _, err = run(*args, "--store", str(tmp_path / "s"), "--preset", "reference")
     assert code == 0, err  # without retention the times are not read
+
+
+def test_backfill_keeps_no_store_it_made_when_it_judged_nothing(tmp_path: Path) -> None:
+    """A refusal after the store was opened (--report with repeated ids) left an empty
+    store pinned to the run's settings; one that was there before is kept."""
+    tsv = tmp_path / "ads.tsv"
+    tsv.write_text("id\ttitle\tdescription\n" + "".join(f"same\t{t}\t{d}\n" for t, d in ADS),
+                   encoding="utf-8")
+    args = ["backfill", str(tsv), "--engine", "local", "--out", str(tmp_path / "v.jsonl"),
+            "--report", str(tmp_path / "r"), "--store", str(tmp_path / "s")]
+    code, _, err = run(*args)
+    assert code == 1 and "ids are unique" in err and "is not kept" in err, err
+    assert not (tmp_path / "s").exists()
+    assert run("check", str(tsv), "--store", str(tmp_path / "s"), "--out",
+               str(tmp_path / "c.jsonl"))[0] == 0
+    code, _, err = run(*args)
+    assert code == 1 and "is not kept" not in err and (tmp_path / "s").exists(), err
+
+
+def test_backfill_out_dash_is_standard_output(tmp_path: Path) -> None:
+    """It wrote a file named "-" (and "-.errors.jsonl"), where check's --out - is standard
+    output; the bad rows go there too, before the verdicts, unless --errors is given."""
+    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020", f"l{i}"]
+                                           for i, (t, d) in enumerate(ADS)] + [["", "", "", "",
+                                                                                "empty"]])
+    code, out, err = run("backfill", str(tsv), "--engine", "local", "--store-backend",
+                         "memory", "--out", "-")
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [line.get("error") for line in lines] == ["empty_text", None, None, None]
+    assert [line.get("duplicate") for line in lines[1:]] == [False, True, False]
+    assert not list(tmp_path.glob("-*")) and not Path("-").exists()
+    code, out, err = run("backfill", str(tsv), "--engine", "local", "--store-backend",
+                         "memory", "--out", "-", "--errors", str(tmp_path / "e.jsonl"))
+    assert code == 0 and len(out.splitlines()) == 3, err
+    assert "empty_text" in (tmp_path / "e.jsonl").read_text()
+
+
+def test_backfill_interrupted_says_how_far_it_got_and_exits_130(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C printed click's bare "Aborted!" and exit 1 (on Spark after ~80 lines of
+    tracebacks). It is faked at the third document's decision: what is tested is what the
+    command says and that the store keeps what was committed (nothing here: the driver
+    commits every 500)."""
+    import streamdedup.replay.backfill as backfill
+
+    real = backfill._decide
+
+    def interrupted(detector: object, store: object, docs: list[object], *rest: object
+                    ) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(backfill, "_decide", interrupted)
+    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020", f"l{i}"]
+                                           for i, (t, d) in enumerate(ADS)])
+    args = ["backfill", str(tsv), "--engine", "local", "--out", str(tmp_path / "v.jsonl"),
+            "--store", str(tmp_path / "s")]
+    code, _, err = run(*args)
+    assert code == 130 and "interrupted: the store holds the 0 documents" in err, err
+    assert "is not kept" in err and not (tmp_path / "s").exists()
+    monkeypatch.setattr(backfill, "_decide", real)
+    assert run(*args)[0] == 0
+    code, _, err = run(*args, "--retention", "60d")  # the store holds 3 documents now
+    assert code == 0, err
+    monkeypatch.setattr(backfill, "_decide", interrupted)
+    code, _, err = run(*args, "--retention", "60d")
+    assert code == 130 and "holds the 3 documents" in err and "with --retention" in err, err
+    assert (tmp_path / "s").exists()
 
 
 def test_backfill_orders_by_the_time_field_retention_reads(tmp_path: Path) -> None:
@@ -373,7 +457,9 @@ def test_run_stops_cleanly_on_sigterm_while_the_broker_is_unreachable(tmp_path: 
         rest, _ = proc.communicate(timeout=6)
     except subprocess.TimeoutExpired:
         proc.kill()
-        raise AssertionError("SIGTERM waited for the broker's next bootstrap try") from None
+        rest, _ = proc.communicate()
+        raise AssertionError("SIGTERM waited for the broker's next bootstrap try: "
+                             + (b"".join(seen) + rest).decode()[-3000:]) from None
     out = b"".join(seen) + rest
     assert proc.returncode == 0, out.decode()[-2000:]
     assert b"Traceback" not in out
