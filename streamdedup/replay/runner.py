@@ -42,9 +42,11 @@ from streamdedup.replay.process import ChildProcess, free_port
 from streamdedup.service.message import decode_message, encode_message
 from streamdedup.settings import ENV_PREFIX, Settings, build_settings
 
-# Columns of the Kijiji TSV: read as announcement fields even when the settings' text
-# fields are fewer, so the produced JSON carries the whole row as a scraper would send it.
-ANNOUNCEMENT_FIELDS = ("title", "description", "location", "timestamp", "link")
+# Columns of the Kijiji TSV that count as an announcement's content even when the settings'
+# text fields are fewer: a row with one of them is sent (the consumer dead-letters it if its
+# text fields are empty), as a scraper would send it. Text, so not the time: a JSONL row's
+# numeric epoch time was a wrong_type row here, where check and backfill read it.
+ANNOUNCEMENT_FIELDS = ("title", "description", "location", "link")
 READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 30.0
 

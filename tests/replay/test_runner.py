@@ -70,6 +70,7 @@ def test_load_rows_jsonl(tmp_path: Path) -> None:
                     "salary": 900, "tags": None}),  # was sent so that it came back reserved_id
         "{not json",
         json.dumps({"id": "x", "title": "", "description": "", "link": "https://l"}),
+        json.dumps({"id": "t", "title": "Cuoco", "timestamp": 1709600000}),  # as check reads
     ]) + "\n", encoding="utf-8")
     settings = build_settings("default", env={}, overrides=OVERRIDES)
     rows, unreadable = load_rows(path, None, settings)
@@ -78,6 +79,7 @@ def test_load_rows_jsonl(tmp_path: Path) -> None:
     assert rows[1].doc_id.startswith("auto-") and rows[1].doc is not None
     assert rows[1].doc.id == rows[1].doc_id  # the consumer decodes the same id
     assert rows[2].doc_id == "x" and rows[2].doc is None  # no text: a dead letter
+    assert json.loads(rows[3].payload)["timestamp"] == "1709600000" and rows[3].doc is not None
 
 
 def test_load_rows_refuses_repeated_ids(tmp_path: Path) -> None:
