@@ -26,6 +26,7 @@ class FakeClient:
         self.poll_fails = False  # poll raises (kafka-python mostly returns nothing instead)
         self.ends: dict[TopicPartition, int] = {}
         self.positions: dict[TopicPartition, int | None] = {}
+        self.seeks: list[tuple[str, str]] = []
 
     def partitions_for_topic(self, topic: str) -> set[int] | None:
         n = self.partitions.get(topic)
@@ -34,8 +35,11 @@ class FakeClient:
     def assign(self, tps: list[TopicPartition]) -> None:
         self.assigned = list(tps)
 
-    def seek_to_beginning(self, *_tps: Any) -> None:
-        pass
+    def seek_to_beginning(self, *tps: TopicPartition) -> None:
+        self.seeks.extend(("beginning", tp.topic) for tp in tps)
+
+    def seek_to_end(self, *tps: TopicPartition) -> None:
+        self.seeks.extend(("end", tp.topic) for tp in tps)
 
     def poll(self, timeout_ms: int) -> dict[Any, list[Any]]:
         if self.poll_fails:
@@ -54,7 +58,7 @@ class FakeClient:
 def observer_on(client: FakeClient, topics: list[str]) -> Observer:
     observer = Observer.__new__(Observer)
     observer.topics, observer.start, observer.assigned = topics, "beginning", set()
-    observer._consumer, observer._looked = client, float("-inf")
+    observer._consumer, observer._looked, observer._seen_once = client, float("-inf"), False
     observer._asked, observer.answered, observer.away_since, observer.behind = (
         float("-inf"), None, None, None)
     return observer
@@ -81,6 +85,21 @@ def test_a_topic_that_appears_later_is_read_even_when_another_has_many_partition
     list(observer.poll())
     assert {tp.topic for tp in client.assigned} == {"in", "out", "dlq"}
     assert len(client.assigned) == 8
+
+
+def test_from_latest_a_topic_that_appears_later_is_read_from_its_beginning() -> None:
+    """All such a topic holds came after the start; seeking to its end at the next look (up
+    to 2 s later) skipped what the detector wrote meanwhile: `tail` started before the
+    detector printed 0 of 2,000 verdicts. Topics there at the start begin at their end."""
+    client = FakeClient({"in": 1})
+    observer = observer_on(client, ["in", "out"])
+    observer.start = "latest"
+    list(observer.poll(timeout_ms=1))
+    assert client.seeks == [("end", "in")]
+    client.partitions["out"] = 2
+    due(observer)
+    list(observer.poll(timeout_ms=1))
+    assert client.seeks[1:] == [("beginning", "out"), ("beginning", "out")]
 
 
 def test_a_start_before_1970_is_refused() -> None:
