@@ -139,6 +139,7 @@ def _scan(settings: Settings, topic: str, ids: set[str]) -> dict[str, dict[str, 
     """The last record of each id in ``topic``, reading it once from the beginning."""
     from streamdedup.monitor.observer import Observer, decode
     from streamdedup.monitor.tail import topic_flag
+    from streamdedup.service.message import announcement_id
 
     observer = Observer(settings, [topic], "beginning", client_id="streamdedup-explain")
     try:
@@ -151,8 +152,10 @@ def _scan(settings: Settings, topic: str, ids: set[str]) -> dict[str, dict[str, 
         while any(observer.consumer.position(tp) < end for tp, end in ends.items()):
             for _, rec in observer.poll(1000):
                 body = decode(rec)
-                if body is not None and str(body.get("id")) in ids:
-                    found[str(body["id"])] = body
+                doc_id = announcement_id(body) if topic == settings.input_topic else \
+                    None if body is None else str(body.get("id"))
+                if body is not None and doc_id in ids:
+                    found[str(doc_id)] = body
         return found
     finally:
         observer.close()

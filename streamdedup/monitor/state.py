@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from streamdedup.service.message import announcement_id
+
 TITLE_FIELD = "title"
 
 
@@ -148,10 +150,11 @@ class MonitorState:
         self.dead_by_reason[str(letter.get("reason", "unknown"))] += 1
 
     def add_announcement(self, body: Mapping[str, Any]) -> None:
-        """An input record: its string fields, for titles and explanations (one without an
-        id is unusable input: the dead-letter topic says why)."""
-        if "id" in body:
-            self.add_text(str(body["id"]), {k: v for k, v in body.items() if isinstance(v, str)})
+        """An input record: its string fields, for titles and explanations, under the id the
+        consumer gives it (an automatic one when it has none)."""
+        doc_id = announcement_id(dict(body))
+        if doc_id is not None:
+            self.add_text(doc_id, {k: v for k, v in body.items() if isinstance(v, str)})
 
     def add_text(self, doc_id: str, fields: Mapping[str, str]) -> None:
         _remember(self.texts, doc_id, dict(fields), self.keep)

@@ -62,6 +62,24 @@ def auto_id(obj: dict[str, Any]) -> str:
     return AUTO_PREFIX + xxhash.xxh3_128_hexdigest(canonical.encode("utf-8", "surrogatepass"))
 
 
+def announcement_id(obj: Any) -> str | None:
+    """The id the consumer gives a parsed announcement, for readers of the input topic (the
+    monitor, `explain`): its own, or the automatic one when it has none (they looked for an
+    ``id`` key, so an id-less feed had no texts and no titles). None for a message with no
+    usable id (a dead letter)."""
+    if not isinstance(obj, dict):
+        return None
+    raw = obj.get("id")
+    if raw is None:
+        try:
+            return auto_id(obj)
+        except MessageError:
+            return None
+    if isinstance(raw, bool) or not isinstance(raw, str | int | Decimal):
+        return None
+    return str(raw)
+
+
 def document_from_object(obj: Any, text_fields: tuple[str, ...], time_field: str = ""
                          ) -> Document:
     """Validate a parsed announcement; keeps its string fields, numbers as their decimal text (a

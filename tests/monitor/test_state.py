@@ -95,3 +95,20 @@ def test_records_that_are_no_verdicts_are_named_and_repeats_not_counted() -> Non
     summary = state.summary()
     assert (summary["verdicts"], summary["repeated"], summary["duplicates"]) == (3, 2, 2)
     assert state.clusters["a"].size == 3
+
+
+def test_an_announcement_without_an_id_is_kept_under_the_consumers_automatic_id() -> None:
+    """The monitor kept texts by the ``id`` key only: an id-less feed (the consumer gives
+    ``auto-`` + a hash) had no titles, no explanations and no `explain` from the topic."""
+    import json
+
+    from streamdedup.service.message import decode_message
+
+    st = MonitorState()
+    raw = b'{"title": "Cuoco a Milano", "description": "ristorante cerca cuoco", "n": 1.10}'
+    st.add_announcement(json.loads(raw))
+    doc = decode_message(raw, ("title", "description"), 1 << 20)
+    assert doc.id.startswith("auto-") and st.title(doc.id) == "Cuoco a Milano"
+    st.add_announcement({"id": 7, "title": "Saldatore"})
+    st.add_announcement({"id": True, "title": "not an id"})  # a dead letter: no text kept
+    assert st.title("7") == "Saldatore" and st.title("True") is None
