@@ -84,6 +84,7 @@ class MonitorState:
         self.clusters: dict[str, Cluster] = {}
         self.merged_into: dict[str, str] = {}
         self.per_second: OrderedDict[int, list[int]] = OrderedDict()  # second -> [n, dups]
+        self.newest_second = 0
         self.log: deque[tuple[int, dict[str, Any]]] = deque(maxlen=keep)  # (index, verdict)
         self.by_id: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.seen: OrderedDict[tuple[str, int], None] = OrderedDict()  # (id, seq) counted
@@ -114,7 +115,9 @@ class MonitorState:
         second = self.per_second.setdefault(int(now), [0, 0])
         second[0] += 1
         second[1] += dup
-        while self.per_second and next(iter(self.per_second)) < int(now) - self.window_s:
+        self.newest_second = max(self.newest_second, int(now))
+        while self.per_second and next(iter(self.per_second)) < self.newest_second \
+                - self.window_s:
             self.per_second.popitem(last=False)
         self.log.append((self.index, v))
         _remember(self.by_id, str(v.get("id")), v, self.keep)
@@ -176,9 +179,12 @@ class MonitorState:
         }
 
     def series(self) -> list[dict[str, int]]:
-        """Per-second verdicts and duplicates of the last ``window_s`` seconds."""
+        """Per-second verdicts and duplicates of the ``window_s`` seconds before the newest
+        record, in time order: records of several partitions arrive out of it (the list was
+        in arrival order, so the chart ended at the last second added, not the newest)."""
+        since = self.newest_second - self.window_s
         return [{"t": t, "verdicts": n, "duplicates": d}
-                for t, (n, d) in self.per_second.items()]
+                for t, (n, d) in sorted(self.per_second.items()) if t >= since]
 
     def top_clusters(self, limit: int = 20) -> dict[str, list[dict[str, Any]]]:
         now = self.clock()

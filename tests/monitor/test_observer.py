@@ -228,5 +228,7 @@ def test_nan_and_nesting_too_deep_are_not_json_to_the_monitor() -> None:
     assert decode(rec(b'{"id": "a", "j": 0.5}')) == {"id": "a", "j": 0.5}
     assert decode(rec(b'{"id": "a", "j": NaN}')) is None
     assert decode(rec(b'{"id": "a", "j": -Infinity}')) is None
+    assert decode(rec(b'{"id": "a", "j": 1e999}')) is None  # JSON, but infinity to Python
+    assert decode(rec(b'{"id": "a", "j": -1e999, "k": 2}')) is None
     deep = b"[" * 100_000 + b"]" * 100_000  # one such input froze the page and ended tail
     assert decode(rec(deep)) is None

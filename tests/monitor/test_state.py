@@ -112,3 +112,13 @@ def test_an_announcement_without_an_id_is_kept_under_the_consumers_automatic_id(
     st.add_announcement({"id": 7, "title": "Saldatore"})
     st.add_announcement({"id": True, "title": "not an id"})  # a dead letter: no text kept
     assert st.title("7") == "Saldatore" and st.title("True") is None
+
+
+def test_the_series_is_in_time_order_whatever_order_the_partitions_gave() -> None:
+    """Seconds were listed in arrival order: with 3 verdict partitions the chart's axis ended
+    at the last second added, and the newest second was not drawn."""
+    st = MonitorState(window_s=10)
+    for at in (100, 101, 105, 102, 103, 104, 90, 101):
+        st.add_verdict(v(f"d{at}-{len(st.log)}"), at=float(at))
+    assert [p["t"] for p in st.series()] == [100, 101, 102, 103, 104, 105]
+    assert [p["verdicts"] for p in st.series()] == [1, 2, 1, 1, 1, 1]
