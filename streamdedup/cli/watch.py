@@ -36,9 +36,11 @@ def monitor_command(start: str, no_texts: bool, preset: str | None, **options: A
 
     settings = make_settings(preset, options)
     setup_logging(settings.log_level, settings.log_json)
-    # SIGTERM is a request to stop (exit 0, the reader closed), as SIGINT is: uvicorn stops
-    # the server on it and then raises it again for the handler it found, this one.
+    # SIGTERM and Ctrl-C are requests to stop (exit 0, the reader closed; Ctrl-C said
+    # "Aborted!" and exit 1): uvicorn stops the server on each and then raises it again for
+    # the handler it found, this one.
     signal.signal(signal.SIGTERM, _exit_cleanly)
+    signal.signal(signal.SIGINT, _exit_cleanly)
     try:
         from streamdedup.monitor.server import Monitor
 
@@ -46,7 +48,9 @@ def monitor_command(start: str, no_texts: bool, preset: str | None, **options: A
         sock = monitor.bind()
     except StreamdedupError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"monitor on http://{settings.monitor_host}:{sock.getsockname()[1]}/ "
+    host = settings.monitor_host
+    host = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL writes it
+    click.echo(f"monitor on http://{host}:{sock.getsockname()[1]}/ "
                f"(topics {settings.output_topic}, {settings.dlq_topic}"
                f"{'' if no_texts else ', ' + settings.input_topic} on "
                f"{settings.bootstrap_servers})", err=True)

@@ -37,6 +37,7 @@ class Monitor:
             raise ConfigError(f"the monitor bound to {settings.monitor_host} is reachable from "
                               "other hosts: give --monitor-token (or STREAMDEDUP_MONITOR_TOKEN)")
         self.settings = settings
+        self.texts = texts
         self.state = MonitorState()
         self.lock = threading.Lock()
         self.sketcher = Sketcher(settings)
@@ -89,6 +90,10 @@ class Monitor:
             texts = {i: self.state.texts.get(i) for i in (doc_id, other)}
             verdict = self.state.verdict(doc_id) or {}
         missing = [i for i, t in texts.items() if t is None]
+        if missing and not self.texts:
+            raise NotFound(f"no text for {', '.join(map(repr, missing))}: the monitor was "
+                           "started with --no-texts, so it does not read the input topic "
+                           f"{self.settings.input_topic!r} (start it without that flag)")
         if missing:
             raise NotFound(f"no text for {', '.join(map(repr, missing))}: the monitor has not "
                            f"read it from {self.settings.input_topic!r} (start it with "

@@ -150,11 +150,14 @@ def test_explain_from_the_topics_and_from_the_dump(stream: Stream) -> None:
     assert "topic no-such-verdicts is not on" in wrong.stderr, wrong.stderr
 
 
-@pytest.mark.parametrize("page_open", [False, True])
-def test_the_monitor_command_stops_cleanly_on_sigterm(stream: Stream, page_open: bool) -> None:
-    """As `run` does: exit 0 (it was 143, uvicorn raising the signal again after its stop).
-    With a page open (its event stream) the monitor did not stop at all until the page was
-    closed: the web server waited for the stream, which never ended."""
+@pytest.mark.parametrize(("sig", "page_open"), [(signal.SIGTERM, False),
+                                                 (signal.SIGTERM, True), (signal.SIGINT, True)])
+def test_the_monitor_command_stops_cleanly_on_sigterm(stream: Stream, sig: int,
+                                                      page_open: bool) -> None:
+    """As `run` does: exit 0 (it was 143, uvicorn raising the signal again after its stop;
+    on Ctrl-C, click's "Aborted!" and 1). With a page open (its event stream) the monitor
+    did not stop at all until the page was closed: the web server waited for the stream,
+    which never ended."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "streamdedup", "monitor", *stream.flags,
                              "--monitor-port", str(port)], env=stream.env(),
@@ -173,10 +176,11 @@ def test_the_monitor_command_stops_cleanly_on_sigterm(stream: Stream, page_open:
                                       timeout=30) if page_open else None
         if page is not None:
             assert page.readline().startswith(b"event: tick")  # the stream is open
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         out = proc.communicate(timeout=30)[0].decode(errors="replace")
         assert proc.returncode == 0, out
         assert "Traceback" not in out and "graceful shutdown exceeded" not in out, out
+        assert "Aborted" not in out, out
         if page is not None:
             page.close()
     finally:
