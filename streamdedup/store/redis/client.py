@@ -158,14 +158,19 @@ def store_error(exc: Exception) -> StoreError:
     """A Redis failure as the store contract names it: unavailable (retried by the consumer)
     when the server is away, still loading its data, or a cluster is moving slots."""
     message = f"Redis: {type(exc).__name__}: {exc}"
-    if isinstance(exc, redis.ConnectionError | redis.TimeoutError) or any(
+    # By class too: redis-py takes the CLUSTERDOWN word off the message of the error it
+    # raises for it, so a member started while its cluster was down exited instead of waiting.
+    if isinstance(exc, redis.ConnectionError | redis.TimeoutError | redis.BusyLoadingError
+                  | redis.exceptions.ClusterDownError | redis.exceptions.TryAgainError) or any(
             word in str(exc) for word in ("LOADING", "CLUSTERDOWN", "TRYAGAIN")):
         return StoreUnavailableError(message)
     return StoreError(message)
 
 
 def safe_url(url: str) -> str:
-    """The URL without a password, for messages and logs."""
+    """The URL without a password, for messages and logs: the one before ``@`` and the one
+    redis-py also takes as ``?password=`` (that one was printed and logged)."""
+    url = re.sub(r"([?&]password=)[^&#]*", r"\1***", url, flags=re.IGNORECASE)
     if "@" not in url:
         return url
     scheme, _, rest = url.partition("://")

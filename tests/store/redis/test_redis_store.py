@@ -99,6 +99,9 @@ def test_bad_urls_and_unreachable_servers_are_one_clear_line() -> None:
     with pytest.raises(StoreUnavailableError, match=r"redis://\*\*\*@127\.0\.0\.1:9/0") as info:
         RedisStore("redis://user:s3cret@127.0.0.1:9/0")
     assert "s3cret" not in str(info.value)
+    with pytest.raises(StoreUnavailableError, match=r"9/0\?db=0&password=\*\*\*") as info:
+        RedisStore("redis://127.0.0.1:9/0?db=0&password=Hunter2")  # redis-py reads it too
+    assert "Hunter2" not in str(info.value)
     with pytest.raises(ConfigError, match="not a unix socket"):
         RedisStore("unix:///tmp/r.sock", cluster=True)
     # redis-py raised ValueError (a traceback) for these, and took /abc as database 0
@@ -201,3 +204,18 @@ def test_redis_failures_are_named_once_for_calls_and_the_lock_s_commit() -> None
         assert isinstance(store_error(unavailable), StoreUnavailableError), unavailable
     wrong = store_error(redis.ResponseError("WRONGTYPE Operation against a key"))
     assert type(wrong) is StoreError and "ResponseError: WRONGTYPE" in str(wrong)
+
+
+def test_a_cluster_that_is_down_is_unavailable_not_broken() -> None:
+    """redis-py's ClusterDownError carries "The cluster is down", without the CLUSTERDOWN
+    word the message test looked for: a member started then exited instead of waiting."""
+    import redis
+
+    from streamdedup.store.redis.client import store_error
+
+    for exc in (redis.exceptions.ClusterDownError("The cluster is down"),
+                redis.exceptions.TryAgainError("Multiple keys request during rehashing"),
+                redis.exceptions.BusyLoadingError("Redis is loading the dataset in memory")):
+        assert isinstance(store_error(exc), StoreUnavailableError), exc
+    assert not isinstance(store_error(redis.exceptions.ResponseError("WRONGTYPE")),
+                          StoreUnavailableError)
