@@ -100,16 +100,26 @@ class RedisServer:
         raise RedisError(f"redis-server on port {port} did not answer within {timeout_s:.0f} s")
 
     def _ports(self) -> list[int]:
-        """The ports of the last start if they are free again (a stopped server comes back
-        with its data, a cluster with its slots), else new ones (a cluster then starts
-        empty: its nodes' files name the old ports)."""
+        """The ports of the last start if each is free again or still has its node (a
+        stopped server comes back with its data, a cluster with its slots; a cluster with
+        one node down gets that node back), else new ones (a cluster then starts empty: its
+        nodes' files name the old ports). Never while some of its nodes run: that start
+        deleted the running nodes' files and left them orphaned."""
         try:
             state = self._state()
             ports = list(state["ports"])
-            if state.get("cluster", 0) != self.cluster or not all(
-                    port_free("127.0.0.1", p) for p in ports):
+            if state.get("cluster", 0) != self.cluster:
+                raise RedisError("not reusable")
+            if not all(port_free("127.0.0.1", p) or _ping(p) for p in ports):
                 raise RedisError("not reusable")
         except (RedisError, KeyError):
+            running = [p for p in self._recorded_ports() if _ping(p)]
+            if running:
+                raise RedisError(
+                    f"nodes of {self.state_dir} still run on ports "
+                    f"{', '.join(map(str, running))}, and another program holds the port of "
+                    f"one that does not: stop them first (scripts/redis-local --state-dir "
+                    f"{self.state_dir} stop)") from None
             ports = []
             for _ in range(max(1, self.cluster)):
                 ports.append(free_port(avoid=ports))
@@ -120,6 +130,12 @@ class RedisServer:
         (self.state_dir / STATE_FILE).write_text(json.dumps({"ports": ports,
                                                              "cluster": self.cluster}))
         return ports
+
+    def _recorded_ports(self) -> list[int]:
+        try:
+            return list(self._state()["ports"])
+        except (RedisError, KeyError, TypeError):
+            return []
 
     def run(self) -> str:
         """Start in the foreground, as children that die with this process; the URL."""
@@ -152,6 +168,8 @@ class RedisServer:
         except RedisError:
             pass
         for node, port in enumerate(self._ports()):
+            if _ping(port):
+                continue  # a node of this cluster still up: the others are brought back
             proc = ChildProcess("redis-server", self._argv(node, port, detach=True),
                                 self.state_dir / "start.log")
             proc.start()
