@@ -413,10 +413,14 @@ class Service:
                     batches = {}
                 refuse_if_fenced()  # what was fetched is another member's now
                 assigned = consumer.assignment()
+                asked = bool(batches)
                 if not batches and time.monotonic() - pinged >= PING_EVERY_S:
                     pinged = time.monotonic()
                     store_down = not self._store_answers()
                     self._recommit(checkpoint)
+                    asked = True
+                if asked and not store_down and self._server_restarted():
+                    known = set()  # a restart unseen by any failure: check what it kept
                 new = assigned - known
                 rewound = (self._reconcile(consumer, new)
                            if new and not store_down else set())
@@ -484,6 +488,18 @@ class Service:
             raise BrokerRefused.of("committing offsets", exc, self.settings) from exc
         except KafkaError as exc:
             log.warning("committing failed offsets again failed; retrying when idle: %s", exc)
+
+    def _server_restarted(self) -> bool:
+        """The store's server restarted since the last ask (said once); a store that does not
+        answer is said by the batch or the ping instead."""
+        try:
+            what = self.store.server_restarted()
+        except StoreError:
+            return False
+        if what is not None:
+            log.warning("%s: checking the assigned partitions against what the store holds",
+                        what)
+        return what is not None
 
     def _store_answers(self) -> bool:
         """Said when the store stops answering, then once a minute (it was every second,

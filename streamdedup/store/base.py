@@ -75,6 +75,12 @@ class Store(ABC):
     def ping(self) -> None:  # noqa: B027 (deliberately a no-op for local stores)
         """Raise StoreError if the store cannot be reached now (a local one always can)."""
 
+    def server_restarted(self) -> str | None:
+        """What happened, once, when the server behind the store restarted since the last
+        ask (it may have come back from an older copy: the consumer then checks its
+        partitions against the store); None otherwise, and always for a local store."""
+        return None
+
     # --- metadata
     @abstractmethod
     def get_params(self) -> dict[str, Any] | None:

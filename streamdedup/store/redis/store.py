@@ -50,6 +50,7 @@ from streamdedup.store.base import (
     DocRecord,
     SetRecord,
     Store,
+    check_params,
     decode_shingles,
     encode_shingles,
 )
@@ -83,6 +84,9 @@ class RedisStore(Store):
         if b"store_id" not in meta:
             call(self.r.hsetnx, self.k("meta"), "store_id", uuid.uuid4().hex)
         self._store_id = call(self.r.hget, self.k("meta"), "store_id").decode()
+        self._runs = self._run_ids()
+        self._params: dict[str, Any] | None = None  # as read or put: restored if Redis lost it
+        self._mode: str | None = None
         self._shingle_cache = ShingleCache()
         self._lock: WriterLock | None = None
         if writer_lock:
@@ -93,6 +97,7 @@ class RedisStore(Store):
     def _claim_mode(self, mode: str) -> None:
         """A namespace is written either by one writer (retention: tombstones, eviction) or
         through the shared protocol, never both: each expects the other's keys absent."""
+        self._mode = mode
         call(self.r.hsetnx, self.k("meta"), "writers", mode)
         found = call(self.r.hget, self.k("meta"), "writers").decode()
         if found != mode:
@@ -135,12 +140,47 @@ class RedisStore(Store):
         if self._lock is not None:
             self._lock.check()
 
+    def _run_ids(self) -> frozenset[str]:
+        """The run id of the server, or of each node of a cluster: new at every start."""
+        info = call(self.r.info, "server")
+        if "run_id" in info:
+            return frozenset({str(info["run_id"])})
+        return frozenset(str(node.get("run_id")) for node in info.values()
+                         if isinstance(node, dict))
+
+    def server_restarted(self) -> str | None:
+        """A restart between two asks answers every call after it as if nothing happened:
+        a member that did not see it fail went on, past writes the server had lost (a copy
+        restored within a second: 1,000 documents gone, nothing said). If the restart also
+        lost the store's identity (a server without persistence), it is made again with
+        this store's parameters, as for a new store: the running members wrote into a
+        namespace without them, which another preset could then claim."""
+        runs = self._run_ids()
+        if runs == self._runs:
+            return None
+        self._runs = runs
+        meta = call(self.r.hgetall, self.k("meta"))
+        if b"store_id" in meta:
+            return "Redis restarted"
+        call(self.r.hsetnx, self.k("meta"), "store_id", uuid.uuid4().hex)
+        self._store_id = call(self.r.hget, self.k("meta"), "store_id").decode()
+        if self._params is not None:
+            call(self.r.hsetnx, self.k("meta"), "params", json.dumps(self._params))
+            check_params(self.get_params() or {}, self._params)
+        if self._mode is not None:
+            self._claim_mode(self._mode)
+        return ("Redis restarted without the store (no persistence?): it starts again "
+                "empty, with these parameters")
+
     # --- metadata
     def get_params(self) -> dict[str, Any] | None:
         raw = self._call(self.r.hget, self.k("meta"), "params")
+        if raw is not None and self._params is None:
+            self._params = json.loads(raw)
         return None if raw is None else dict(json.loads(raw))
 
     def put_params(self, params: Mapping[str, Any]) -> None:
+        self._params = dict(params)
         self._call(self.r.hset, self.k("meta"), "params", json.dumps(dict(params)))
 
     def next_seq(self) -> int:

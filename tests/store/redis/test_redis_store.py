@@ -12,7 +12,7 @@ import pytest
 
 from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
-from streamdedup.errors import ConfigError, StoreUnavailableError
+from streamdedup.errors import ConfigError, StoreParamsError, StoreUnavailableError
 from streamdedup.replay.dump import read_dump
 from streamdedup.settings import build_settings
 from streamdedup.store.base import DocRecord, SetRecord
@@ -219,3 +219,48 @@ def test_a_cluster_that_is_down_is_unavailable_not_broken() -> None:
         assert isinstance(store_error(exc), StoreUnavailableError), exc
     assert not isinstance(store_error(redis.exceptions.ResponseError("WRONGTYPE")),
                           StoreUnavailableError)
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_a_restart_of_the_server_is_told_once_and_a_lost_identity_is_made_again(
+        tmp_path: Path, durable: bool) -> None:
+    """A restart between two of a member's asks went unseen (each later call answered as if
+    nothing happened), so writes it had lost were never rebuilt. With no persistence it also
+    lost the store's identity: members kept writing into a namespace without parameters,
+    which a `check` with another preset then claimed."""
+    from harness.redis import RedisServer
+    from streamdedup.core.sketch import Sketcher
+    from streamdedup.store import open_store
+
+    server = RedisServer(tmp_path / "redis", durable=durable)
+    server.run()
+    try:
+        params = Sketcher(build_settings("default", env={})).params()
+        store = open_store("redis", server.url, params, "restarts")
+        before = store.store_id()
+        store.put_doc(DocRecord("a", store.next_seq(), 1, "{}"))
+        store.commit()
+        assert store.server_restarted() is None
+        server.kill(0)
+        server.restart(0)
+        said = store.server_restarted()
+        assert said is not None and store.server_restarted() is None  # told once
+        if durable:
+            assert said == "Redis restarted" and store.store_id() == before
+            assert store.get_doc("a") is not None
+        else:
+            assert "without the store" in said and store.store_id() != before
+            assert store.get_doc("a") is None
+        again = RedisStore(server.url, "restarts")
+        try:
+            assert again.get_params() == params and again.store_id() == store.store_id()
+        finally:
+            again.close()
+        with pytest.raises(StoreParamsError, match="built with other parameters"):
+            open_store("redis", server.url, Sketcher(build_settings("reference", env={}))
+                       .params(), "restarts")
+        with pytest.raises(ConfigError, match="written by a consumer group"):
+            open_store("redis", server.url, params, "restarts", single_writer=True)
+        store.close()
+    finally:
+        server.stop()
