@@ -122,7 +122,7 @@ class MonitorState:
         self.log.append((self.index, v))
         _remember(self.by_id, str(v.get("id")), v, self.keep)
         if dup:
-            self.latest_duplicates.appendleft(v)
+            self.latest_duplicates.appendleft({**v, "index": self.index})  # as since()'s
         self._cluster(v, now)
         return True
 

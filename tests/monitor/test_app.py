@@ -242,3 +242,42 @@ def test_the_page_says_live_only_when_the_broker_answered_and_nothing_is_left_to
             assert page.text_content("#status") == "live"
         finally:
             browser.close()
+
+
+def test_the_page_lists_the_latest_duplicates_on_open_once_each(chromium_path: str) -> None:
+    """The table was built from the event stream only, whose first tick holds the newest 200
+    verdicts: 60 duplicates followed by 250 new ads showed none of them. A page that opens
+    its stream again got the 200 again and listed each duplicate twice."""
+    from playwright.sync_api import sync_playwright
+
+    gen = serve()
+    base, state = next(gen)
+    for i in range(60):
+        state.add_verdict({"id": f"d{i}", "duplicate": True, "duplicate_of": "a",
+                           "cluster_id": "a", "seq": 10 + i})
+    for i in range(250):
+        state.add_verdict({"id": f"n{i}", "duplicate": False, "cluster_id": f"n{i}",
+                           "seq": 100 + i})
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium_path, args=["--no-sandbox"])
+            try:
+                page = browser.new_page()
+                page.goto(base + "/")
+                rows = "document.querySelectorAll('#latest tbody tr')"
+                page.wait_for_function(f"{rows}.length == 50", timeout=10_000)
+                ids = page.locator("#latest tbody tr td:first-child").all_text_contents()
+                assert ids == [f"d{i}" for i in range(59, 9, -1)]  # newest first
+                state.add_verdict({"id": "late", "duplicate": True, "duplicate_of": "a",
+                                   "cluster_id": "a", "seq": 999})
+                page.wait_for_function(f"{rows}[0].textContent.startsWith('late')",
+                                       timeout=10_000)
+                # the stream opened again (as after a restarted monitor): the same 50
+                page.evaluate("window.dispatchEvent(new Event('sd-reconnect'))")
+                page.wait_for_timeout(1000)
+                ids = page.locator("#latest tbody tr td:first-child").all_text_contents()
+                assert ids == ["late", *(f"d{i}" for i in range(59, 10, -1))]
+            finally:
+                browser.close()
+    finally:
+        next(gen, None)

@@ -257,6 +257,11 @@ def test_the_page_updates_live_and_shows_a_duplicate_beside_its_match(
             page.wait_for_function(f"document.getElementById('verdicts').textContent == '{ADS}'",
                                    timeout=20_000)
             assert page.text_content("#dead") == "2"
+            # The latest duplicates on open, not only those among the first tick's newest 200
+            # verdicts (a quiet stream's table stayed empty).
+            dups = sum(v["duplicate"] for v in stream.verdicts.values())
+            page.wait_for_function("document.querySelectorAll('#latest tbody tr').length == "
+                                   f"{min(50, dups)}", timeout=10_000)
             # The broker answered and nothing is left to read (asked every 2 s).
             page.wait_for_function("document.getElementById('status').textContent == 'live'",
                                    timeout=10_000)

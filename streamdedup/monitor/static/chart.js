@@ -4,8 +4,14 @@
 (function () {
   "use strict";
   function draw(canvas, points, opts) {
-    const ctx = canvas.getContext("2d");
-    const w = canvas.width, h = canvas.height, pad = 28;
+    // Drawn at the size it is shown (a fixed 900 px canvas squeezed into a phone's width made
+    // its labels unreadable), sharp on dense screens.
+    const ratio = window.devicePixelRatio || 1;
+    const w = canvas.clientWidth || canvas.width, h = canvas.clientHeight || canvas.height;
+    if (canvas.width !== Math.round(w * ratio)) canvas.width = Math.round(w * ratio);
+    if (canvas.height !== Math.round(h * ratio)) canvas.height = Math.round(h * ratio);
+    const ctx = canvas.getContext("2d"), pad = 28;
+    ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
     ctx.clearRect(0, 0, w, h);
     ctx.font = "11px sans-serif";
     ctx.strokeStyle = "#ccd";

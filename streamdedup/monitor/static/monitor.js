@@ -46,9 +46,14 @@
     $("status").classList.toggle("warn", warn);
   }
 
-  const latest = [];
-  function addVerdicts(vs) {
-    for (const v of vs) if (v.duplicate) latest.unshift(v);
+  // The latest duplicates: read from the API when the stream (re)opens, then from ticks. The
+  // first tick holds the newest 200 verdicts only (a quiet stream's duplicates were never
+  // shown), and a reconnected stream sends them again (each was listed twice).
+  let latest = [];
+  function showLatest(vs) {
+    const seen = new Set();  // by the monitor's index of each verdict: newest first
+    latest = vs.filter((v) => !seen.has(v.index) && seen.add(v.index));
+    latest.sort((a, b) => b.index - a.index);
     latest.length = Math.min(latest.length, 50);
     fill($("latest"), latest, (tr, v) => {
       tr.className = "dup"; tr.dataset.id = v.id;
@@ -59,6 +64,15 @@
       cell(tr, v.cluster_id);
       tr.addEventListener("click", () => explain(v.id, v.duplicate_of));
     });
+  }
+  function addVerdicts(vs) {
+    const added = vs.filter((v) => v.duplicate);
+    if (added.length) showLatest([...added, ...latest]);
+  }
+  async function loadLatest() {  // what this connection's ticks brought meanwhile is kept
+    latest = [];
+    const r = await json("api/duplicates?limit=50");
+    if (r.ok) showLatest([...latest, ...r.body]);
   }
 
   function showSeries(points) {
@@ -124,8 +138,10 @@
   $("close").addEventListener("click", () => { $("explain").hidden = true; });
   $("search").addEventListener("submit", async (ev) => {
     ev.preventDefault();
-    const id = $("query").value.trim(); if (!id) return;
-    const r = await json("api/verdict/" + encodeURIComponent(id));
+    // An id as typed first (ids may end in spaces), then without the spaces a paste adds.
+    const typed = $("query").value, id = typed.trim(); if (!id) return;
+    let r = await json("api/verdict/" + encodeURIComponent(typed));
+    if (r.status === 404 && typed !== id) r = await json("api/verdict/" + encodeURIComponent(id));
     const v = r.body;
     if (!r.ok) { $("found").textContent = v.error; $("explain").hidden = true; return; }
     $("found").textContent = v.id + ": " + (v.duplicate ? "duplicate of " + v.duplicate_of : "not a duplicate") + ", cluster " + v.cluster_id;
@@ -133,8 +149,10 @@
     else $("explain").hidden = true;  // the last pair is not this id's
   });
 
+  let current = null;
   function connect() {
-    const es = new EventSource(q("api/events?since=0"));
+    const es = current = new EventSource(q("api/events?since=0"));
+    es.onopen = loadLatest;
     es.addEventListener("tick", (ev) => {
       const body = JSON.parse(ev.data);
       showStatus(body.summary.broker || {});
@@ -151,5 +169,7 @@
     };
   }
   connect(); clusters(); setInterval(clusters, 5000);
+  // A test's way to open the stream again, as after a lost connection (the old one closed).
+  window.addEventListener("sd-reconnect", () => { current.close(); connect(); });
   window.sdExplain = explain;
 })();
