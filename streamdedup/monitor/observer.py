@@ -76,6 +76,7 @@ class Observer:
         self.answered: float | None = None  # wall time of the broker's last answer
         self.away_since: float | None = None  # wall time of the first ask it did not answer
         self.behind: int | None = None  # records on the broker the observer has not read
+        self.lag: dict[TopicPartition, int] = {}  # the same per partition, at the last ask
 
     @property
     def consumer(self) -> KafkaConsumer:
@@ -149,14 +150,15 @@ class Observer:
         topic is catching up, not live)."""
         try:
             ends = self.consumer.end_offsets(sorted(self.assigned), timeout_ms=ASK_TIMEOUT_MS)
-            behind = 0
+            lag = {}
             for tp, end in ends.items():
                 at = self.consumer.position(tp, timeout_ms=ASK_TIMEOUT_MS)
-                behind += max(0, end - (end if at is None else at))
+                lag[tp] = max(0, end - (end if at is None else at))
         except KafkaError as exc:
             self._away(exc)
             return
-        self._answered(behind)
+        self.lag = lag
+        self._answered(sum(lag.values()))
 
     def _answered(self, behind: int | None = None) -> None:
         if self.away_since is not None:

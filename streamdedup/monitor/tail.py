@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -37,14 +39,40 @@ def line(verdict: Mapping[str, Any], state: MonitorState, width: int = 60) -> st
     return f"{doc_id}  {what}  cluster {label} ({size})" + (f"  {title}" if title else "")
 
 
+# A verdict whose ad is not read yet waits for it at most this long (then goes out untitled):
+# a bound for an input topic whose position cannot be asked, not the usual wait (the input
+# is caught up within a few seconds even from the beginning of a long topic).
+HOLD_S = 30.0
+
+
 def follow(settings: Settings, observer: Observer, count: int, stop: list[int],
            say: Callable[[str], None], warn: Callable[[str], None]) -> None:
     """Print a line per verdict (``say``) until ``count`` are printed (0: no end) or ``stop``
     holds anything (SIGTERM's handler appends); records that are no verdicts and topics not
-    there yet go to ``warn``."""
+    there yet go to ``warn``.
+
+    A verdict waits, in order, until its ad's title is read or the input topic is read past
+    the verdict's time: from the beginning the small verdicts are fetched far faster than the
+    ads, and 1,108 of 2,200 lines came out without their titles."""
     state = MonitorState(keep=50_000)
     printed = 0
     said: set[str] = set()
+    held: deque[tuple[dict[str, Any], int, float]] = deque()  # verdict, its time, since
+    read_to: dict[tuple[str, int], int] = {}  # input partition -> its last record's time
+
+    def ad_read(verdict: Mapping[str, Any], at: int, since: float) -> bool:
+        if state.title(str(verdict.get("id"))) or time.monotonic() - since > HOLD_S:
+            return True
+        return all(observer.lag.get(tp) == 0 or read_to.get((tp.topic, tp.partition), -1) >= at
+                   for tp in observer.assigned if tp.topic == settings.input_topic)
+
+    def release(everything: bool = False) -> None:
+        nonlocal printed
+        while held and (not count or printed < count) and (
+                everything or ad_read(*held[0])):
+            say(line(held.popleft()[0], state))
+            printed += 1
+
     while not stop and (not count or printed < count):
         for topic, rec in observer.poll(500):
             body = decode(rec)
@@ -52,6 +80,7 @@ def follow(settings: Settings, observer: Observer, count: int, stop: list[int],
                 continue
             if topic == settings.input_topic:
                 state.add_announcement(body)
+                read_to[(topic, rec.partition)] = rec.timestamp
                 continue
             try:
                 if not state.add_verdict(body, rec.timestamp / 1000):
@@ -61,14 +90,14 @@ def follow(settings: Settings, observer: Observer, count: int, stop: list[int],
                 continue
             if settings.only_duplicates and not body.get("duplicate"):
                 continue
-            say(line(body, state))
-            printed += 1
-            if count and printed >= count:
-                break
+            held.append((body, rec.timestamp, time.monotonic()))
+        release()
         for topic in sorted(set(observer.health()["waiting_for"]) - said):  # (looked in the
             said.add(topic)                                        # poll) it was silent
             warn(f"waiting for topic {topic}: not on {settings.bootstrap_servers} yet (is "
                  f"{topic_flag(settings, topic)} the detector's?)")
+    if stop:  # SIGTERM: what was read is said, titled or not
+        release(everything=True)
 
 
 def topic_flag(settings: Settings, topic: str) -> str:

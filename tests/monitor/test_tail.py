@@ -1,0 +1,73 @@
+"""`tail`'s loop with a scripted observer: a verdict waits for its ad's title."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+from kafka import TopicPartition
+
+from streamdedup.monitor.tail import follow
+from streamdedup.settings import build_settings
+
+SETTINGS = build_settings("default", env={})
+IN, OUT = SETTINGS.input_topic, SETTINGS.output_topic
+
+
+def record(topic: str, body: dict[str, Any], at: int) -> tuple[str, Any]:
+    return topic, SimpleNamespace(value=json.dumps(body).encode(), topic=topic, partition=0,
+                                  offset=at, timestamp=at)
+
+
+class Scripted:
+    """Polls hand out ``rounds`` in turn; the input's lag is what each round says."""
+
+    def __init__(self, rounds: list[tuple[list[tuple[str, Any]], int]]) -> None:
+        self.rounds = rounds
+        self.assigned = {TopicPartition(IN, 0), TopicPartition(OUT, 0)}
+        self.lag: dict[TopicPartition, int] = {}
+
+    def poll(self, timeout_ms: int) -> list[tuple[str, Any]]:
+        records, input_lag = self.rounds.pop(0) if self.rounds else ([], 0)
+        self.lag = {TopicPartition(IN, 0): input_lag}
+        return records
+
+    def health(self) -> dict[str, Any]:
+        return {"waiting_for": []}
+
+
+def verdict(doc_id: str) -> dict[str, Any]:
+    return {"id": doc_id, "duplicate": False, "cluster_id": doc_id, "seq": int(doc_id[1:])}
+
+
+def test_a_verdict_read_before_its_ad_waits_for_its_title() -> None:
+    """From the beginning, verdicts (small) are fetched far ahead of the ads (large): half of
+    2,200 lines had no title. A verdict now waits until its ad is read, or the input topic is
+    read past the verdict's time, or holds nothing more to read."""
+    rounds = [
+        ([record(OUT, verdict("a1"), 10), record(OUT, verdict("a2"), 20),
+          record(OUT, verdict("a3"), 30)], 3),
+        ([record(IN, {"id": "a1", "title": "Cuoco"}, 5)], 2),
+        ([record(IN, {"id": "a2", "title": "Saldatore"}, 15),
+          record(IN, {"id": "x", "title": "another"}, 31)], 0),  # a3 has no title: read past
+    ]
+    lines: list[str] = []
+    follow(SETTINGS, Scripted(rounds), 3, [], lines.append, lambda _: None)
+    assert lines == ["a1  new  cluster a1 (1)  Cuoco", "a2  new  cluster a2 (1)  Saldatore",
+                     "a3  new  cluster a3 (1)"]
+
+
+def test_a_stop_says_what_was_held() -> None:
+    stop: list[int] = []
+    rounds = [([record(OUT, verdict("b1"), 10)], 5)]
+
+    class Stopping(Scripted):
+        def poll(self, timeout_ms: int) -> list[tuple[str, Any]]:
+            out = super().poll(timeout_ms)
+            stop.append(1)  # SIGTERM arrives while the ad is still unread
+            return out
+
+    lines: list[str] = []
+    follow(SETTINGS, Stopping(rounds), 0, stop, lines.append, lambda _: None)
+    assert lines == ["b1  new  cluster b1 (1)"]
