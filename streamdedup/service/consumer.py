@@ -111,9 +111,23 @@ class Service:
         if handle_signals:
             self.install_signal_handlers()
         self.sketcher = Sketcher(settings)
-        self.store = store or self._open_store()
-        self.detector = detector_for(settings, self.store, self.sketcher)
+        log.info("starting", extra={"version": __version__, "settings": settings.public(),
+                                    "bands": self.sketcher.bands, "rows": self.sketcher.rows})
         self.metrics = Metrics()
+        self._server: HealthServer | None = None
+        if store is None:  # the probes answer while the store is waited for (they did not:
+            self._server = self._serve_health()  # an orchestrator saw a dead process)
+            try:
+                self._connecting = True  # a signal ends the wait at once, as for the broker
+                store = self._open_store()
+            except BaseException:
+                if self._server is not None:
+                    self._server.stop()
+                raise
+            finally:
+                self._connecting = False
+        self.store = store
+        self.detector = detector_for(settings, self.store, self.sketcher)
         self.bootstrap_ms = BOOTSTRAP_TIMEOUT_MS  # a client's wait for its first broker
         # Held by the loop except while it is parked in poll() or close(): the only moments
         # kafka-python 3 runs rebalance listeners (on its IO thread), so the store is used
@@ -144,8 +158,20 @@ class Service:
                 if self.stopping.is_set():
                     raise StoppedWhileConnecting from exc
                 log.warning("store unavailable (%s); retrying in %.1fs", exc, delay)
+                self.metrics.beat()  # waiting is alive (/healthz); /readyz says not ready
                 self.stopping.wait(delay)
                 delay = min(delay * 2, MAX_BACKOFF_S)
+
+    def _serve_health(self) -> HealthServer | None:
+        s = self.settings
+        if not s.metrics_port:
+            return None
+        server = HealthServer(self.metrics, s.metrics_host, s.metrics_port).start()
+        log.info("metrics on http://%s:%d/metrics", s.metrics_host, server.port)
+        if not is_loopback(s.metrics_host):
+            log.warning("metrics and health are served on %s, reachable from other hosts; "
+                        "bind 127.0.0.1 unless that is intended", s.metrics_host)
+        return server
 
     # --- signals
     def request_stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:
@@ -155,7 +181,7 @@ class Service:
         if not self.stopping.is_set():
             log.info("stop requested (%s): %s",
                      signal.Signals(signum).name if signum else "call",
-                     "no broker reached yet, stopping" if connecting else "finishing the batch")
+                     "nothing consumed yet, stopping" if connecting else "finishing the batch")
         self.stopping.set()
         if connecting:
             self._connecting = False  # a second signal must not interrupt the cleanup
@@ -305,18 +331,10 @@ class Service:
     # --- the loop
     def run(self) -> int:
         s = self.settings
-        log.info("starting", extra={"version": __version__, "settings": s.public(),
-                                    "bands": self.sketcher.bands,
-                                    "rows": self.sketcher.rows})
-        server = None
+        server = self._server
         try:
-            if s.metrics_port:
-                server = HealthServer(self.metrics, s.metrics_host, s.metrics_port).start()
-                log.info("metrics on http://%s:%d/metrics", s.metrics_host, server.port)
-                if not is_loopback(s.metrics_host):
-                    log.warning("metrics and health are served on %s, reachable from other "
-                                "hosts; bind 127.0.0.1 unless that is intended",
-                                s.metrics_host)
+            if server is None:
+                server = self._server = self._serve_health()
             if s.sketch_ahead:
                 self.sketch_worker = SketchWorker(s)
                 log.info("big batches are sketched ahead in a second process")
@@ -363,6 +381,7 @@ class Service:
                     raise StoppedWhileConnecting from exc
                 self.bootstrap_ms = min(2 * self.bootstrap_ms, MAX_BOOTSTRAP_TIMEOUT_MS)
                 log.warning("%s failed (%s); retrying in %.1fs", what, exc, delay)
+                self.metrics.beat()  # waiting for the broker is alive too
                 self.stopping.wait(delay)
                 delay = min(delay * 2, MAX_BACKOFF_S)
 
@@ -422,8 +441,12 @@ class Service:
                 if asked and not store_down and self._server_restarted():
                     known = set()  # a restart unseen by any failure: check what it kept
                 new = assigned - known
-                rewound = (self._reconcile(consumer, new)
-                           if new and not store_down else set())
+                rewound: set[TopicPartition] = set()
+                if new and not store_down:
+                    try:
+                        rewound = self._reconcile(consumer, new)
+                    except StoreError:  # gone since the last call: checked again once back
+                        store_down = True
                 known = assigned if not store_down else set()
                 # Not ready while assigned nothing, while the store does not answer, or while
                 # failures in a row hold the input back (a stuck partition must not look
@@ -570,7 +593,10 @@ class Service:
         now = time.monotonic()
         if now - self._stats_at >= STATS_EVERY_S:  # counting rows is O(store size)
             self._stats_at = now
-            stats = self.store.stats()
+            try:
+                stats = self.store.stats()
+            except StoreError:  # gone since the commit: the next batch or ping says so (it
+                return          # ended the consumer, 1 test run in 3 with Redis killed)
             self.metrics.store_documents.set(stats["documents"])
             self.metrics.store_bytes.set(stats["bytes"])
 

@@ -463,7 +463,7 @@ def test_run_stops_cleanly_on_sigterm_while_the_broker_is_unreachable(tmp_path: 
     out = b"".join(seen) + rest
     assert proc.returncode == 0, out.decode()[-2000:]
     assert b"Traceback" not in out
-    assert b"no broker reached yet, stopping" in out
+    assert b"nothing consumed yet, stopping" in out
     assert b"stopped before the broker could be reached" in out
 
 

@@ -620,7 +620,9 @@ def test_while_redis_is_down_the_consumer_waits_unready_and_loses_nothing(
     """Redis SIGKILLed under a running consumer: /readyz turns 503 within seconds, messages
     wait in Kafka, the consumer does not exit; Redis restarted from its AOF: the rest is
     judged, /readyz is 200 again, and SIGTERM exits 0. A consumer started while Redis is
-    unreachable waits for it instead of exiting."""
+    unreachable waits for it instead of exiting, alive and not ready to its probes (they did
+    not answer at all: its store was opened before they were served), and stops at once on
+    SIGTERM."""
     from harness.redis import RedisServer
 
     redis = RedisServer(tmp_path / "redis")
@@ -629,9 +631,9 @@ def test_while_redis_is_down_the_consumer_waits_unready_and_loses_nothing(
     proc = consumer_process("--store-backend", "redis", "--redis-url", url,
                             "--metrics-port", str(port))
 
-    def ready() -> int:
+    def ready(path: str = "readyz", at: int = port) -> int:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+            with urllib.request.urlopen(f"http://127.0.0.1:{at}/{path}", timeout=5) as r:
                 return r.status
         except urllib.error.HTTPError as exc:
             return exc.code
@@ -661,12 +663,15 @@ def test_while_redis_is_down_the_consumer_waits_unready_and_loses_nothing(
         assert all(isinstance(v["seq"], int) for v in got)
         assert not [v for v in got if v["duplicate_of"] == v["id"]]
         wait_ready(200)
+        probes = free_port()
         waiting = consumer_process("--store-backend", "redis", "--redis-url",
-                                   f"redis://127.0.0.1:{free_port()}/0", "--group-id", "other")
+                                   f"redis://127.0.0.1:{free_port()}/0", "--group-id", "other",
+                                   "--metrics-port", str(probes))
         time.sleep(3.0)
         assert waiting.poll() is None  # still waiting for its Redis, not exited
+        assert (ready("healthz", probes), ready("readyz", probes)) == (200, 503)
         waiting.send_signal(signal.SIGTERM)
-        assert waiting.wait(timeout=30) == 0
+        assert waiting.wait(timeout=5) == 0
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
     finally:
