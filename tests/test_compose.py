@@ -55,6 +55,9 @@ def test_the_group_profile_shares_one_durable_redis() -> None:
                                  services["streamdedup"]["environment"].items()})
     # its own group and outputs: the two deployments can read the same topic side by side
     assert (settings.group_id, settings.output_topic) != (single.group_id, single.output_topic)
+    # both create the input topic at start; the first one's partitions stay (1 idled a replica)
+    assert settings.input_topic == single.input_topic
+    assert single.topic_partitions == settings.topic_partitions >= group["deploy"]["replicas"]
     assert "redis" in (ROOT / "Dockerfile").read_text()
 
 
