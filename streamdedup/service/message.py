@@ -103,7 +103,8 @@ def document_from_object(obj: Any, text_fields: tuple[str, ...], time_field: str
     elif isinstance(raw_id, int | Decimal) and not isinstance(raw_id, bool):
         doc_id = str(raw_id)
     else:
-        got = "an empty string" if isinstance(raw_id, str) else type(raw_id).__name__
+        got = (("only spaces" if raw_id else "an empty string") if isinstance(raw_id, str)
+               else type(raw_id).__name__)
         raise MessageError("wrong_type", f"id must be a non-empty string or an integer, "
                                          f"got {got}")
     for name in text_fields:

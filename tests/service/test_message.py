@@ -264,8 +264,10 @@ def test_an_explicit_automatic_id_must_be_the_messages_own() -> None:
 
 
 def test_an_empty_id_is_called_empty() -> None:
-    """It said "got str", of a string."""
+    """It said "got str", of a string; then "an empty string" of one space."""
     with pytest.raises(MessageError, match="got an empty string"):
+        decode_message(b'{"id": "", "title": "x"}', ("title",), 1 << 20)
+    with pytest.raises(MessageError, match="got only spaces"):
         decode_message(b'{"id": " ", "title": "x"}', ("title",), 1 << 20)
 
 
