@@ -29,6 +29,11 @@ def open_configured(settings: Settings, params: Mapping[str, Any]) -> Store:
         log.warning("%s documents of this store were judged without --retention: they have "
                     "no time, so the window never lets them go (rebuild the store with "
                     "--retention to have them expire; docs/RETENTION.md)", f"{count:,}")
+    elif settings.retention_ms is None and store.get_clock() is not None:  # said the other way
+        log.warning("this store was run with --retention (it has a retention clock), and this "
+                    "run has none: what it judges gets no time, so the window will never let "
+                    "it go, and nothing expires meanwhile; give the store's --retention again "
+                    "(docs/RETENTION.md)")
     return store
 
 

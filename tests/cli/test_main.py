@@ -263,6 +263,11 @@ def test_retention_turned_on_for_a_store_built_without_it_is_warned_of(
     assert run("check", *common[:1], "--store", str(tmp_path / "t"), "--retention", "60d",
                "--out", str(tmp_path / "w.jsonl"))[0] == 0
     assert "without --retention" not in caplog.text  # built with it: every document timed
+    assert "was run with --retention" not in caplog.text
+    # and turned off: it was silent, and what it judged never expired
+    assert run("check", *common[:1], "--store", str(tmp_path / "t"),
+               "--out", str(tmp_path / "w.jsonl"))[0] == 0
+    assert "this store was run with --retention" in caplog.text
 
 
 def test_a_backfill_of_which_no_row_can_be_judged_is_an_error(tmp_path: Path) -> None:
