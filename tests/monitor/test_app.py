@@ -219,6 +219,9 @@ def test_the_page_says_live_only_when_the_broker_answered_and_nothing_is_left_to
     cases = [
         ({}, "connecting…"),
         ({"waiting_for": ["in", "out"], "reachable": None}, "waiting for topic in, out"),
+        # reached, no topic asked about: not "live" (it said so with all three missing)
+        ({"waiting_for": ["in", "out", "dlq"], "reachable": True, "behind": None},
+         "connected · waiting for topic in, out, dlq"),
         ({"waiting_for": ["dlq"], "reachable": True, "behind": 0},
          "live · waiting for topic dlq"),
         ({"waiting_for": [], "reachable": True, "behind": 12_000, "catching_up": True},

@@ -40,6 +40,8 @@
       text = "catching up: " + b.behind.toLocaleString() + " records to read";
     } else if (b.reachable == null) {
       text = waiting.length ? "" : "connecting…";
+    } else if (b.behind == null) {  // reached, but no topic there to ask about yet
+      text = "connected";
     }
     if (waiting.length) text += (text ? " · " : "") + "waiting for topic " + waiting.join(", ");
     $("status").textContent = text;
