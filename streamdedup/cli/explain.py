@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import shutil
 import sys
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -177,9 +178,18 @@ def side_by_side(a_id: str, a: str, a_marks: Sequence[tuple[int, int]], b_id: st
     return head + rows
 
 
+def _cells(ch: str) -> int:
+    """Terminal columns a character takes: 2 for wide (CJK) ones, 0 for combining marks
+    (counted as one each, a CJK text's lines were twice the column and the two columns
+    drifted apart)."""
+    if unicodedata.combining(ch):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
 def _wrap(text: str, marks: Sequence[tuple[int, int]], col: int, color: bool
           ) -> list[tuple[str, int]]:
-    """Lines of at most ``col`` visible characters, each with its visible length."""
+    """Lines of at most ``col`` terminal columns, each with its width."""
     shared = [False] * len(text)
     for x, y in marks:
         for i in range(x, min(y, len(text))):
@@ -187,7 +197,11 @@ def _wrap(text: str, marks: Sequence[tuple[int, int]], col: int, color: bool
     lines: list[tuple[str, int]] = []
     start = 0
     while start < len(text):
-        end = min(len(text), start + col)
+        end, used = start, 0
+        while end < len(text) and used + _cells(text[end]) <= col:
+            used += _cells(text[end])
+            end += 1
+        end = max(end, start + 1)  # a character wider than the column still goes
         if end < len(text) and " " in text[start:end]:
             end = text.rindex(" ", start, end) + 1
         lines.append(_paint(text, shared, start, end, color))
@@ -206,4 +220,4 @@ def _paint(text: str, shared: list[bool], start: int, end: int, color: bool
     if inside:
         out.append(PLAIN if color else "]")
     line = "".join(out).rstrip()
-    return line, len(_ANSI.sub("", line))
+    return line, sum(map(_cells, _ANSI.sub("", line)))

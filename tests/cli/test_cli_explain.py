@@ -55,3 +55,21 @@ def test_explain_from_the_store_says_when_its_settings_are_not_the_detectors(
     assert code == 0 and "give explain the detector's --preset" in json.loads(out)["warning"]
     code, out, err = run(*same[:-1], "--preset", "reference")
     assert code == 0 and "warning: the detector measured Jaccard" in err, err
+
+
+def test_the_columns_stay_aligned_with_wide_characters() -> None:
+    """Widths were counted in code points: on a 100-column terminal a CJK text's lines were
+    199 columns wide, the separator at column 98 instead of 48."""
+    import unicodedata
+
+    from streamdedup.cli.explain import side_by_side
+
+    def cells(line: str) -> int:
+        return sum(2 if unicodedata.east_asian_width(c) in ("W", "F") else 1 for c in line)
+
+    cjk = "招聘厨师 米兰餐厅 需要经验 " * 12
+    rows = side_by_side("a", cjk, [(0, 4)], "b", "cuoco a milano " * 20, [], 100, False)
+    for row in rows[2:]:
+        left = row.split(" |")[0]
+        assert cells(left) == 48, (cells(left), row)
+    assert all(cells(row) <= 100 for row in rows)
