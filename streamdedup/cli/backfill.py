@@ -3,6 +3,7 @@ judged in arrival order by the stream's detector (``replay/backfill.py``)."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from click.core import ParameterSource
 
 from streamdedup import garbage
 from streamdedup.cli.options import make_settings, settings_options
-from streamdedup.errors import StreamdedupError
+from streamdedup.errors import StoreError, StreamdedupError
 from streamdedup.replay.config import ENGINES, ORDERS, BackfillConfig
 from streamdedup.replay.dump import FORMATS
 
@@ -129,9 +130,17 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         store = open_configured(settings, Sketcher(settings).params())
         try:
             result = backfill(settings, store, config, progress=bar.update, say=say)
+        except BaseException:
+            # What was not committed is not held (it was counted: up to 499). The memory
+            # store cannot roll back, and keeps nothing anyway.
+            with contextlib.suppress(StoreError):
+                store.rollback()
+            raise
         finally:
-            judged = store.stats()["documents"]
-            store.close()
+            try:
+                judged = store.stats()["documents"]
+            finally:
+                store.close()
     except StreamdedupError as exc:
         raise click.ClickException(str(exc) + not_kept(made_here and not judged, directory)
                                    ) from None
@@ -174,6 +183,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     if result.report is not None:
         from streamdedup.replay.report import summary
 
-        click.echo(summary(result.report))
-        click.echo(f"report: {result.report_paths['md']}")
+        aside = out == STDOUT  # standard output holds the verdicts: the summary goes aside
+        click.echo(summary(result.report), err=aside)
+        click.echo(f"report: {result.report_paths['md']}", err=aside)
 

@@ -284,7 +284,10 @@ def _rows_one_value_at_a_time(batch: Any, pa: Any) -> list[dict[str, Any]]:
             try:
                 values.append(column[i].as_py())
             except (OverflowError, ValueError):
-                values.append(column.slice(i, 1).cast(pa.string())[0].as_py())
+                try:
+                    values.append(column.slice(i, 1).cast(pa.string())[0].as_py())
+                except pa.ArrowException:  # a nested value (left out of a row anyway)
+                    values.append(None)
         columns.append(values)
     names = batch.schema.names
     return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]

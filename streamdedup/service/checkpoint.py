@@ -81,7 +81,6 @@ class Checkpoint:
         self.clock = clock
         self.shrink = shrink
         self.renew_producer = renew_producer
-        self.offset_tag = offset_tag(store)
         # Offsets whose async commit failed and that no later commit has superseded: an idle
         # consumer commits them again (``recommit``), or the group's offsets would stay
         # behind outputs that are done until the next message came.
@@ -143,7 +142,8 @@ class Checkpoint:
                 if refused:
                     self._produce_alone(refused)
             stage = "offset_commit"
-            offsets = {tp: OffsetAndMetadata(off, self.offset_tag, -1)
+            # the store's id as it is now: a Redis that lost its store gets a new one
+            offsets = {tp: OffsetAndMetadata(off, offset_tag(self.store), -1)
                        for tp, off in self.next_offsets.items()}
             with self.metrics.stage_seconds.labels(stage).time():
                 for tp, meta in offsets.items():  # it supersedes an earlier one that failed

@@ -37,8 +37,13 @@ from streamdedup.core.document import Document
 from streamdedup.core.shared import detector_for
 from streamdedup.core.sketch import Sketcher
 from streamdedup.core.verdict import Verdict
-from streamdedup.errors import MessageError, StoreError, StoreUnavailableError, describe
-from streamdedup.service.checkpoint import Checkpoint, CheckpointFailed, offset_tag
+from streamdedup.errors import (
+    MessageError,
+    StoreError,
+    StoreUnavailableError,
+    describe,
+)
+from streamdedup.service.checkpoint import Checkpoint, CheckpointFailed
 from streamdedup.service.fence import FenceWatch
 from streamdedup.service.kafka import (
     BOOTSTRAP_TIMEOUT_MS,
@@ -57,6 +62,7 @@ from streamdedup.service.records import (
     verdict_record,
 )
 from streamdedup.service.sketch_worker import CHUNK, FIRST_CHUNK, SketchWorker
+from streamdedup.service.store_watch import PING_EVERY_S, RESTART_CHECK_S, StoreWatch
 from streamdedup.settings import Settings
 from streamdedup.store import Store, open_configured
 
@@ -78,15 +84,6 @@ FATAL_KAFKA_ERRORS = (
     TopicAuthorizationFailedError, GroupAuthorizationFailedError, SaslAuthenticationFailedError,
     FencedInstanceIdError,
 )
-
-
-PING_EVERY_S = 1.0  # an idle consumer checks the store this often (readiness)
-# How often a busy loop asks whether the store's server restarted (Redis: its run id, 0.6 ms a
-# call here). A restart takes longer than this, so one unseen by a failed batch left a gap of
-# at least this long between two batches, and the batch after it asks (every batch: ~6 % of
-# a core at 100 batches/s).
-RESTART_CHECK_S = 0.05
-STORE_DOWN_SAID_EVERY_S = 60.0  # ... and says it does not answer at most this often
 
 
 class BrokerRefused(Exception):
@@ -132,6 +129,7 @@ class Service:
             finally:
                 self._connecting = False
         self.store = store
+        self.watch = StoreWatch(store)
         self.detector = detector_for(settings, self.store, self.sketcher)
         self.bootstrap_ms = BOOTSTRAP_TIMEOUT_MS  # a client's wait for its first broker
         # Held by the loop except while it is parked in poll() or close(): the only moments
@@ -142,8 +140,6 @@ class Service:
         self.duplicates = 0
         self.dead = 0
         self._stats_at = float("-inf")
-        self._store_down_at: float | None = None  # since when the store does not answer
-        self._store_said_at = float("-inf")
         self.sketch_worker: SketchWorker | None = None  # started by run()
 
     def _open_store(self) -> Store:
@@ -440,19 +436,27 @@ class Service:
                 asked = bool(batches)
                 if not batches and time.monotonic() - pinged >= PING_EVERY_S:
                     pinged = time.monotonic()
-                    store_down = not self._store_answers()
+                    store_down = not self.watch.answers()
                     self._recommit(checkpoint)
                     asked = True
+                if store_down and batches:  # back? then checked before anything is judged
+                    store_down = not self.watch.answers()
                 if asked and not store_down and time.monotonic() - restart_checked \
                         >= RESTART_CHECK_S:
                     restart_checked = time.monotonic()
-                    if self._server_restarted():
-                        known = set()  # a restart unseen by any failure: check what it kept
+                    if self.watch.restarted():
+                        # A restart unseen by any failure: what is held was judged and taken
+                        # seqs from the server before it, so it is judged again, after the
+                        # partitions are checked against what the server kept.
+                        checkpoint.rewind(unprocessed=[r for tp in sorted(batches)
+                                                       for r in batches[tp]])
+                        known = set()
+                        continue
                 new = assigned - known
                 rewound: set[TopicPartition] = set()
                 if new and not store_down:
                     try:
-                        rewound = self._reconcile(consumer, new)
+                        rewound = self.watch.reconcile(consumer, new)
                     except StoreError:  # gone since the last call: checked again once back
                         store_down = True
                 known = assigned if not store_down else set()
@@ -519,64 +523,6 @@ class Service:
             raise BrokerRefused.of("committing offsets", exc, self.settings) from exc
         except KafkaError as exc:
             log.warning("committing failed offsets again failed; retrying when idle: %s", exc)
-
-    def _server_restarted(self) -> bool:
-        """The store's server restarted since the last ask (said once); a store that does not
-        answer is said by the batch or the ping instead."""
-        try:
-            what = self.store.server_restarted()
-        except StoreError:
-            return False
-        if what is not None:
-            log.warning("%s: checking the assigned partitions against what the store holds",
-                        what)
-        return what is not None
-
-    def _store_answers(self) -> bool:
-        """Said when the store stops answering, then once a minute (it was every second,
-        the ping's pace), and when it answers again."""
-        now = time.monotonic()
-        try:
-            self.store.ping()
-        except StoreError as exc:
-            down_at = self._store_down_at = self._store_down_at or now
-            if now - self._store_said_at >= STORE_DOWN_SAID_EVERY_S:
-                self._store_said_at = now
-                log.warning("the store does not answer%s: %s",
-                            f" (for {now - down_at:.0f} s)" if now > down_at else "", exc)
-            return False
-        if self._store_down_at is not None:
-            log.info("the store answers again, after %.0f s", now - self._store_down_at)
-            self._store_down_at, self._store_said_at = None, float("-inf")
-        return True
-
-    def _reconcile(self, consumer: KafkaConsumer, tps: set[TopicPartition]
-                   ) -> set[TopicPartition]:
-        """Partitions newly assigned whose group offset, committed after *this* store's
-        writes (its metadata names the store), is past what the store holds: the store lost
-        writes that were committed (its WAL deleted, an old copy restored). Offsets only move
-        after the store commits, so this cannot happen otherwise; re-read them from the
-        store's position, which rebuilds exactly what was lost. An offset another member
-        committed (with its own store) is left alone. Returns the partitions rewound (the
-        batch just polled for them is dropped: it starts past the gap)."""
-        stored = self.store.get_positions()
-        ours = offset_tag(self.store)
-        rewound: set[TopicPartition] = set()
-        for tp in sorted(tps):
-            have = stored.get((tp.topic, tp.partition))
-            meta = consumer.committed(tp, metadata=True)
-            if have is None or meta is None or meta.metadata != ours:
-                continue  # not committed after this store's writes (another member's store)
-            committed = meta.offset
-            if have >= committed:
-                continue
-            log.error("the store holds %s/%d up to offset %d but the group committed %d: it "
-                      "lost committed writes (a deleted WAL, an old copy restored?); re-reading "
-                      "%d messages to rebuild them", tp.topic, tp.partition, have, committed,
-                      committed - have)
-            consumer.seek(tp, have)
-            rewound.add(tp)
-        return rewound
 
     def _final_commit(self, checkpoint: Checkpoint) -> int:
         """The last checkpoint; 0 only if it went through. A failed one has rewound, so the

@@ -77,6 +77,11 @@ def announcement_id(obj: Any) -> str | None:
             return None
     if isinstance(raw, bool) or not isinstance(raw, str | int | Decimal):
         return None
+    if isinstance(raw, str) and not raw.strip():
+        return None  # blank: the consumer refuses it
+    if isinstance(raw, str) and raw.startswith(AUTO_PREFIX) and raw != auto_id(
+            {k: v for k, v in obj.items() if k != "id"}):
+        return None  # another message's automatic id: refused, or it took over that text
     return str(raw)
 
 

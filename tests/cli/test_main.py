@@ -324,9 +324,8 @@ def test_backfill_out_dash_is_standard_output(tmp_path: Path) -> None:
 def test_backfill_interrupted_says_how_far_it_got_and_exits_130(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C printed click's bare "Aborted!" and exit 1 (on Spark after ~80 lines of
-    tracebacks). It is faked at the third document's decision: what is tested is what the
-    command says and that the store keeps what was committed (nothing here: the driver
-    commits every 500)."""
+    tracebacks). It is faked where the decisions start: what is tested is what the command
+    says and that the store keeps what was committed (nothing, then all of a whole run)."""
     import streamdedup.replay.backfill as backfill
 
     real = backfill._decide
@@ -351,6 +350,28 @@ def test_backfill_interrupted_says_how_far_it_got_and_exits_130(
     code, _, err = run(*args, "--retention", "60d")
     assert code == 130 and "holds the 3 documents" in err and "with --retention" in err, err
     assert (tmp_path / "s").exists()
+
+
+def test_backfill_interrupted_before_its_first_commit_keeps_no_store(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C after documents were written but before the driver's first commit (it commits
+    every 500): they were counted ("holds the 3 documents"), so the store was kept, empty."""
+    from streamdedup.store.sqlite import SqliteStore
+
+    real = SqliteStore.commit
+
+    def interrupted(self: SqliteStore) -> None:
+        if self.stats()["documents"]:  # written, not committed yet
+            raise KeyboardInterrupt
+        real(self)
+
+    monkeypatch.setattr(SqliteStore, "commit", interrupted)
+    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020", f"l{i}"]
+                                           for i, (t, d) in enumerate(ADS)])
+    code, _, err = run("backfill", str(tsv), "--engine", "local", "--out",
+                       str(tmp_path / "v.jsonl"), "--store", str(tmp_path / "s"))
+    assert code == 130 and "holds the 0 documents" in err and "is not kept" in err, err
+    assert not (tmp_path / "s").exists()
 
 
 def test_backfill_orders_by_the_time_field_retention_reads(tmp_path: Path) -> None:

@@ -112,6 +112,11 @@ def test_an_announcement_without_an_id_is_kept_under_the_consumers_automatic_id(
     st.add_announcement({"id": 7, "title": "Saldatore"})
     st.add_announcement({"id": True, "title": "not an id"})  # a dead letter: no text kept
     assert st.title("7") == "Saldatore" and st.title("True") is None
+    # another ad's automatic id, and a blank one: the consumer refuses both, and an
+    # impostor's text must not stand for the real document
+    st.add_announcement({"id": doc.id, "title": "SCAM"})
+    st.add_announcement({"id": "  ", "title": "blank"})
+    assert st.title(doc.id) == "Cuoco a Milano" and st.title("  ") is None
 
 
 def test_the_series_is_in_time_order_whatever_order_the_partitions_gave() -> None:

@@ -50,7 +50,8 @@ def test_a_verdict_read_before_its_ad_waits_for_its_title() -> None:
           record(OUT, verdict("a3"), 30)], 3),
         ([record(IN, {"id": "a1", "title": "Cuoco"}, 5)], 2),
         ([record(IN, {"id": "a2", "title": "Saldatore"}, 15),
-          record(IN, {"id": "x", "title": "another"}, 31)], 0),  # a3 has no title: read past
+          record(IN, {"id": "x", "title": "another"}, 31)], 4),  # a3 has no title: read past
+                                                                  # its time, more to read
     ]
     lines: list[str] = []
     follow(SETTINGS, Scripted(rounds), 3, [], lines.append, lambda _: None)
@@ -71,3 +72,20 @@ def test_a_stop_says_what_was_held() -> None:
     lines: list[str] = []
     follow(SETTINGS, Stopping(rounds), 0, stop, lines.append, lambda _: None)
     assert lines == ["b1  new  cluster b1 (1)"]
+
+
+def test_ctrl_c_says_what_was_held() -> None:
+    """Ctrl-C (a KeyboardInterrupt out of the poll) lost up to 30 s of verdicts read."""
+    import pytest
+
+    class Interrupted(Scripted):
+        def poll(self, timeout_ms: int) -> list[tuple[str, Any]]:
+            if not self.rounds:
+                raise KeyboardInterrupt
+            return super().poll(timeout_ms)
+
+    lines: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        follow(SETTINGS, Interrupted([([record(OUT, verdict("c1"), 10)], 5)]), 0, [],
+               lines.append, lambda _: None)
+    assert lines == ["c1  new  cluster c1 (1)"]

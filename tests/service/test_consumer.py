@@ -745,11 +745,11 @@ def test_a_store_that_does_not_answer_is_said_once_a_minute_and_its_return_once(
     service = Service(build_settings(env={}), store)
     with caplog.at_level(logging.INFO, logger="streamdedup.service.consumer"):
         for _ in range(120):  # two minutes of pings, one a second
-            assert service._store_answers() is False
+            assert service.watch.answers() is False
             clock[0] += 1.0
         store.answers = True
-        assert service._store_answers() is True
-        assert service._store_answers() is True
+        assert service.watch.answers() is True
+        assert service.watch.answers() is True
     said = [r.getMessage() for r in caplog.records]
     assert said == ["the store does not answer: Redis: ConnectionError: refused",
                     "the store does not answer (for 60 s): Redis: ConnectionError: refused",

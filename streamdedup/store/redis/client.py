@@ -146,6 +146,18 @@ def _warn_if_not_durable(client: Any, url: str) -> None:
                     conf.get("appendfsync"))
 
 
+def run_ids(r: Any) -> frozenset[str]:
+    """The run id of a server, or of each master of a cluster (redis-py asks one node of a
+    cluster unless told): new at every start."""
+    if isinstance(r, redis.RedisCluster):
+        info = call(r.info, "server", target_nodes=redis.RedisCluster.PRIMARIES)
+    else:
+        info = call(r.info, "server")
+    if "run_id" in info:
+        return frozenset({str(info["run_id"])})
+    return frozenset(str(node.get("run_id")) for node in info.values() if isinstance(node, dict))
+
+
 def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     """One Redis call; a failure becomes StoreUnavailableError (connection) or StoreError."""
     try:

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 from streamdedup.errors import StoreCorruptError, StoreError
 from streamdedup.store.base import format_time, sorted_hashes, verdict_problems
 from streamdedup.store.redis.client import Keys, call, connect, safe_url
-from streamdedup.store.redis.store import doc_record
+from streamdedup.store.redis.records import doc_record
 
 _CHUNK = 1_000  # keys per pipelined round trip
 

@@ -39,11 +39,11 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
-from streamdedup.errors import ConfigError, StoreCorruptError
+from streamdedup.errors import ConfigError
 from streamdedup.settings import Settings
 from streamdedup.store.base import (
     DEFAULT_EDGE_CAP,
@@ -54,12 +54,15 @@ from streamdedup.store.base import (
     decode_shingles,
     encode_shingles,
 )
-from streamdedup.store.redis.client import Keys, call, connect
+from streamdedup.store.redis.client import Keys, call, connect, run_ids
 from streamdedup.store.redis.lock import WriterLock
+from streamdedup.store.redis.records import (
+    doc_record,
+    held_and_missing,
+    last_time_field,
+    set_record,
+)
 from streamdedup.store.shingle_cache import ShingleCache
-
-K = TypeVar("K")
-V = TypeVar("V")
 
 # KEYS: bucket keys of one shard; ARGV: (lo, hi) per key -> the set ids of each in that range
 _PROBE = """
@@ -84,7 +87,7 @@ class RedisStore(Store):
         if b"store_id" not in meta:
             call(self.r.hsetnx, self.k("meta"), "store_id", uuid.uuid4().hex)
         self._store_id = call(self.r.hget, self.k("meta"), "store_id").decode()
-        self._runs = self._run_ids()
+        self._runs = run_ids(self.r)
         self._params: dict[str, Any] | None = None  # as read or put: restored if Redis lost it
         self._mode: str | None = None
         self._shingle_cache = ShingleCache()
@@ -140,14 +143,6 @@ class RedisStore(Store):
         if self._lock is not None:
             self._lock.check()
 
-    def _run_ids(self) -> frozenset[str]:
-        """The run id of the server, or of each node of a cluster: new at every start."""
-        info = call(self.r.info, "server")
-        if "run_id" in info:
-            return frozenset({str(info["run_id"])})
-        return frozenset(str(node.get("run_id")) for node in info.values()
-                         if isinstance(node, dict))
-
     def server_restarted(self) -> str | None:
         """A restart between two asks answers every call after it as if nothing happened:
         a member that did not see it fail went on, past writes the server had lost (a copy
@@ -155,20 +150,20 @@ class RedisStore(Store):
         lost the store's identity (a server without persistence), it is made again with
         this store's parameters, as for a new store: the running members wrote into a
         namespace without them, which another preset could then claim."""
-        runs = self._run_ids()
+        runs = run_ids(self.r)
         if runs == self._runs:
             return None
-        self._runs = runs
-        meta = call(self.r.hgetall, self.k("meta"))
-        if b"store_id" in meta:
-            return "Redis restarted"
-        call(self.r.hsetnx, self.k("meta"), "store_id", uuid.uuid4().hex)
+        lost = call(self.r.hsetnx, self.k("meta"), "store_id", uuid.uuid4().hex)
+        # Read back whoever wrote it: every member of a group must tag its offsets alike.
         self._store_id = call(self.r.hget, self.k("meta"), "store_id").decode()
-        if self._params is not None:
+        if self._params is not None:  # StoreParamsError: another preset claimed it first
             call(self.r.hsetnx, self.k("meta"), "params", json.dumps(self._params))
             check_params(self.get_params() or {}, self._params)
         if self._mode is not None:
             self._claim_mode(self._mode)
+        self._runs = runs  # only now: a server still loading refuses the reads above
+        if not lost:
+            return "Redis restarted"
         return ("Redis restarted without the store (no persistence?): it starts again "
                 "empty, with these parameters")
 
@@ -223,7 +218,7 @@ class RedisStore(Store):
 
     def _get_docs(self, doc_ids: Sequence[str]) -> dict[str, DocRecord | None]:
         """Records of many documents: this checkpoint's, then one HMGET for the rest."""
-        out, missing = _split(doc_ids, self._docs)
+        out, missing = held_and_missing(doc_ids, self._docs)
         if missing:
             raws = self._call(self.r.hmget, self.k("docs"), missing)
             for doc_id, raw in zip(missing, raws, strict=True):
@@ -312,7 +307,7 @@ class RedisStore(Store):
 
     # --- shingle sets and clusters
     def get_sets(self, set_ids: Iterable[int]) -> dict[int, SetRecord]:
-        out, missing = _split(set_ids, self._sets)
+        out, missing = held_and_missing(set_ids, self._sets)
         missing = [s for s in missing if s not in self._gone_sets]
         if missing:
             pipe = self.r.pipeline(transaction=False)
@@ -320,7 +315,7 @@ class RedisStore(Store):
                 pipe.hgetall(self.k("set", set_id))
             for set_id, raw in zip(missing, self._call(pipe.execute), strict=True):
                 if raw:
-                    out[set_id] = self._sets[set_id] = _set_record(set_id, raw)
+                    out[set_id] = self._sets[set_id] = set_record(set_id, raw)
         return out
 
     def add_set(self, record: SetRecord, shingles: np.ndarray, text: str | None = None
@@ -336,13 +331,13 @@ class RedisStore(Store):
         if old is not None:  # a tombstone comes back: its cluster as it was
             self._sets[record.set_id] = replace(old, evicted=False, last_time=record.last_time)
             self._do("hset", self.k("set", record.set_id), mapping={
-                "evicted": 0, **_time_field(record.last_time)})
+                "evicted": 0, **last_time_field(record.last_time)})
             return
         self._sets[record.set_id] = record
         self._count("sets", 1)
         self._do("hset", self.k("set", record.set_id), mapping={
             "first_seq": record.first_seq, "first_id": record.first_id,
-            "parent": record.parent, **_time_field(record.last_time)})
+            "parent": record.parent, **last_time_field(record.last_time)})
 
     def _write_parent(self, set_id: int, parent: int) -> None:
         self._sets[set_id] = replace(self._sets[set_id], parent=parent)
@@ -448,7 +443,7 @@ class RedisStore(Store):
         """Pipelined GETs (an MGET cannot span a cluster's slots). A set id is the
         fingerprint of its shingles, so a blob never changes: fetched ones are kept (128 MB,
         ``store/shingle_cache.py``), and a hot set is read from Redis once per process."""
-        out, missing = _split(set_ids, self._shingles)
+        out, missing = held_and_missing(set_ids, self._shingles)
         cache = self._shingle_cache
         held, missing = cache.split(missing)
         out.update(held)
@@ -595,39 +590,4 @@ class RedisStore(Store):
         return {"documents": int(docs) + self._doc_delta,
                 **{name: stored.get(name, 0) + n for name, n in self._counted.items()},
                 "bytes": 0}
-
-
-def doc_record(doc_id: str, raw: bytes) -> DocRecord:
-    """A ``docs`` hash value ("seq set_id[ time]" + "\\n" + verdict) as a record; a damaged
-    one is a StoreCorruptError that names the document (it was a ValueError traceback)."""
-    try:
-        head, _, verdict = raw.decode().partition("\n")
-        seq, set_id, *time = head.split()
-        return DocRecord(doc_id, int(seq), int(set_id), verdict, int(time[0]) if time else None)
-    except ValueError as exc:  # UnicodeDecodeError is one
-        raise StoreCorruptError(f"document {doc_id!r}: its record is damaged "
-                                f"({str(exc)[:100]})") from None
-
-
-def _set_record(set_id: int, raw: Mapping[bytes, bytes]) -> SetRecord:
-    last = raw.get(b"last_time")
-    return SetRecord(set_id, int(raw[b"first_seq"]), raw[b"first_id"].decode(),
-                     int(raw[b"parent"]), None if last is None else int(last),
-                     int(raw.get(b"children", 0)), raw.get(b"evicted", b"0") == b"1")
-
-
-def _time_field(time: int | None) -> dict[str, int]:
-    return {} if time is None else {"last_time": time}
-
-
-def _split(ids: Iterable[K], local: Mapping[K, V]) -> tuple[dict[K, V], list[K]]:
-    """What this checkpoint already holds of ``ids``, and the ids to fetch from the server."""
-    found: dict[K, V] = {}
-    missing: list[K] = []
-    for i in ids:
-        if i in local:
-            found[i] = local[i]
-        else:
-            missing.append(i)
-    return found, missing
 

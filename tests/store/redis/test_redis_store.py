@@ -264,3 +264,24 @@ def test_a_restart_of_the_server_is_told_once_and_a_lost_identity_is_made_again(
         store.close()
     finally:
         server.stop()
+
+
+def test_a_restart_of_any_master_of_a_cluster_is_told(tmp_path: Path) -> None:
+    """redis-py asks one node of a cluster for INFO unless told: a restart of the others,
+    two thirds of the slots, went unseen."""
+    from harness.redis import RedisServer
+
+    server = RedisServer(tmp_path / "cluster", cluster=3)
+    server.run()
+    try:
+        store = RedisStore(server.url, "restarts", cluster=True)
+        try:
+            for node in (1, 2, 0):
+                assert store.server_restarted() is None
+                server.kill(node)
+                server.restart(node)
+                assert store.server_restarted() == "Redis restarted", node
+        finally:
+            store.close()
+    finally:
+        server.stop()

@@ -1,0 +1,93 @@
+"""What the consumer knows of its store's server: whether it answers (said when it stops,
+then once a minute), whether it restarted without any call seeing it fail, and whether it
+still holds what the group committed (a store that lost committed writes is rebuilt from
+the topic).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from kafka import KafkaConsumer, TopicPartition
+
+from streamdedup.errors import StoreError, StoreParamsError
+from streamdedup.service.checkpoint import offset_tag
+from streamdedup.store.base import Store
+
+log = logging.getLogger("streamdedup.service.consumer")  # the consumer's lines, as before
+STORE_DOWN_SAID_EVERY_S = 60.0  # a store that does not answer is said at most this often
+PING_EVERY_S = 1.0  # an idle consumer checks the store this often (readiness)
+# How often a busy loop asks whether the store's server restarted (Redis: its run id, 0.6 ms a
+# call here). A restart takes longer than this, so one unseen by a failed batch left a gap of
+# at least this long between two batches, and the batch after it asks (every batch: ~6 % of
+# a core at 100 batches/s).
+RESTART_CHECK_S = 0.05
+
+
+class StoreWatch:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._down_at: float | None = None  # since when the store does not answer
+        self._said_at = float("-inf")
+
+    def restarted(self) -> bool:
+        """The store's server restarted since the last ask (said once); a store that does not
+        answer is said by the batch or the ping instead. Another preset that claimed the
+        store meanwhile stops the consumer, as at its start."""
+        try:
+            what = self.store.server_restarted()
+        except StoreParamsError:
+            raise
+        except StoreError:
+            return False
+        if what is not None:
+            log.warning("%s: checking the assigned partitions against what the store holds",
+                        what)
+        return what is not None
+
+    def answers(self) -> bool:
+        """Said when the store stops answering, then once a minute (it was every second,
+        the ping's pace), and when it answers again."""
+        now = time.monotonic()
+        try:
+            self.store.ping()
+        except StoreError as exc:
+            down_at = self._down_at = self._down_at or now
+            if now - self._said_at >= STORE_DOWN_SAID_EVERY_S:
+                self._said_at = now
+                log.warning("the store does not answer%s: %s",
+                            f" (for {now - down_at:.0f} s)" if now > down_at else "", exc)
+            return False
+        if self._down_at is not None:
+            log.info("the store answers again, after %.0f s", now - self._down_at)
+            self._down_at, self._said_at = None, float("-inf")
+        return True
+
+    def reconcile(self, consumer: KafkaConsumer, tps: set[TopicPartition]
+                  ) -> set[TopicPartition]:
+        """Partitions newly assigned whose group offset, committed after *this* store's
+        writes (its metadata names the store), is past what the store holds: the store lost
+        writes that were committed (its WAL deleted, an old copy restored). Offsets only move
+        after the store commits, so this cannot happen otherwise; re-read them from the
+        store's position, which rebuilds exactly what was lost. An offset another member
+        committed (with its own store) is left alone. Returns the partitions rewound (the
+        batch just polled for them is dropped: it starts past the gap)."""
+        stored = self.store.get_positions()
+        ours = offset_tag(self.store)
+        rewound: set[TopicPartition] = set()
+        for tp in sorted(tps):
+            have = stored.get((tp.topic, tp.partition))
+            meta = consumer.committed(tp, metadata=True)
+            if have is None or meta is None or meta.metadata != ours:
+                continue  # not committed after this store's writes (another member's store)
+            committed = meta.offset
+            if have >= committed:
+                continue
+            log.error("the store holds %s/%d up to offset %d but the group committed %d: it "
+                      "lost committed writes (a deleted WAL, an old copy restored?); re-reading "
+                      "%d messages to rebuild them", tp.topic, tp.partition, have, committed,
+                      committed - have)
+            consumer.seek(tp, have)
+            rewound.add(tp)
+        return rewound
