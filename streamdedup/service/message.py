@@ -66,23 +66,36 @@ def announcement_id(obj: Any) -> str | None:
     """The id the consumer gives a parsed announcement, for readers of the input topic (the
     monitor, `explain`): its own, or the automatic one when it has none (they looked for an
     ``id`` key, so an id-less feed had no texts and no titles). None for a message with no
-    usable id (a dead letter)."""
+    usable id (a dead letter): the consumer's own rules (``message_id``)."""
     if not isinstance(obj, dict):
         return None
-    raw = obj.get("id")
-    if raw is None:
-        try:
-            return auto_id(obj)
-        except MessageError:
-            return None
-    if isinstance(raw, bool) or not isinstance(raw, str | int | Decimal):
+    try:
+        return message_id(obj)
+    except MessageError:
         return None
-    if isinstance(raw, str) and not raw.strip():
-        return None  # blank: the consumer refuses it
-    if isinstance(raw, str) and raw.startswith(AUTO_PREFIX) and raw != auto_id(
-            {k: v for k, v in obj.items() if k != "id"}):
-        return None  # another message's automatic id: refused, or it took over that text
-    return str(raw)
+
+
+def message_id(obj: dict[str, Any]) -> str:
+    """A message's document id: its ``id`` (a non-blank string of at most 4,096 bytes, not
+    another message's automatic id; or an integer), else the automatic one."""
+    raw_id = obj.get("id")
+    if raw_id is None:
+        return auto_id(obj)
+    if isinstance(raw_id, str) and raw_id.strip():
+        if raw_id.startswith(AUTO_PREFIX) and raw_id != auto_id(
+                {k: v for k, v in obj.items() if k != "id"}):
+            raise MessageError("reserved_id", f"ids starting with {AUTO_PREFIX!r} are given to "
+                                              f"messages without an id; {raw_id[:80]!r} is not "
+                                              f"this message's")
+        if len(raw_id) > MAX_ID_BYTES // 4 and len(raw_id.encode("utf-8", "surrogatepass")) \
+                > MAX_ID_BYTES:
+            raise MessageError("id_too_long", f"the id has more than {MAX_ID_BYTES} bytes")
+        return raw_id
+    if isinstance(raw_id, int | Decimal) and not isinstance(raw_id, bool):
+        return str(raw_id)
+    got = (("only spaces" if raw_id else "an empty string") if isinstance(raw_id, str)
+           else type(raw_id).__name__)
+    raise MessageError("wrong_type", f"id must be a non-empty string or an integer, got {got}")
 
 
 def document_from_object(obj: Any, text_fields: tuple[str, ...], time_field: str = ""
@@ -92,26 +105,7 @@ def document_from_object(obj: Any, text_fields: tuple[str, ...], time_field: str
     with ``time_field`` (given when retention is on) its announcement time, if it has one."""
     if not isinstance(obj, dict):
         raise MessageError("not_an_object", f"got JSON {_JSON_TYPES.get(type(obj), 'value')}")
-    raw_id = obj.get("id")
-    if raw_id is None:
-        doc_id = auto_id(obj)
-    elif isinstance(raw_id, str) and raw_id.strip():
-        if raw_id.startswith(AUTO_PREFIX) and raw_id != auto_id(
-                {k: v for k, v in obj.items() if k != "id"}):
-            raise MessageError("reserved_id", f"ids starting with {AUTO_PREFIX!r} are given to "
-                                              f"messages without an id; {raw_id[:80]!r} is not "
-                                              f"this message's")
-        doc_id = raw_id
-        if len(doc_id) > MAX_ID_BYTES // 4 and len(doc_id.encode("utf-8", "surrogatepass")) \
-                > MAX_ID_BYTES:
-            raise MessageError("id_too_long", f"the id has more than {MAX_ID_BYTES} bytes")
-    elif isinstance(raw_id, int | Decimal) and not isinstance(raw_id, bool):
-        doc_id = str(raw_id)
-    else:
-        got = (("only spaces" if raw_id else "an empty string") if isinstance(raw_id, str)
-               else type(raw_id).__name__)
-        raise MessageError("wrong_type", f"id must be a non-empty string or an integer, "
-                                         f"got {got}")
+    doc_id = message_id(obj)
     for name in text_fields:
         value = obj.get(name)
         if value is not None and not isinstance(value, str):
