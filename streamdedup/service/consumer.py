@@ -15,7 +15,8 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from types import FrameType
 from typing import Any
@@ -37,12 +38,7 @@ from streamdedup.core.document import Document
 from streamdedup.core.shared import detector_for
 from streamdedup.core.sketch import Sketcher
 from streamdedup.core.verdict import Verdict
-from streamdedup.errors import (
-    MessageError,
-    StoreError,
-    StoreUnavailableError,
-    describe,
-)
+from streamdedup.errors import MessageError, StoreError, StoreUnavailableError, describe
 from streamdedup.service.checkpoint import Checkpoint, CheckpointFailed
 from streamdedup.service.fence import FenceWatch
 from streamdedup.service.kafka import (
@@ -107,9 +103,7 @@ class Service:
         self.settings = settings
         self.stopping = threading.Event()
         self.fenced = threading.Event()  # set by FenceWatch: another member took our id
-        # True while run() waits for its first broker: a signal then ends the wait where it
-        # is (a client's bootstrap wait doubles up to 30 s, so SIGTERM took 13 s, up to 30).
-        self._connecting = False
+        self._connecting = False  # inside ``_interruptible()``
         if handle_signals:
             self.install_signal_handlers()
         self.sketcher = Sketcher(settings)
@@ -120,14 +114,12 @@ class Service:
         if store is None:  # the probes answer while the store is waited for (they did not:
             self._server = self._serve_health()  # an orchestrator saw a dead process)
             try:
-                self._connecting = True  # a signal ends the wait at once, as for the broker
-                store = self._open_store()
+                with self._interruptible():
+                    store = self._open_store()
             except BaseException:
                 if self._server is not None:
                     self._server.stop()
                 raise
-            finally:
-                self._connecting = False
         self.store = store
         self.watch = StoreWatch(store)
         self.detector = detector_for(settings, self.store, self.sketcher)
@@ -162,6 +154,16 @@ class Service:
                 self.metrics.beat()  # waiting is alive (/healthz); /readyz says not ready
                 self.stopping.wait(delay)
                 delay = min(delay * 2, MAX_BACKOFF_S)
+
+    @contextmanager
+    def _interruptible(self) -> Iterator[None]:
+        """While waiting for the store or the first broker: a signal ends the wait where it
+        is (a client's bootstrap wait doubles up to 30 s, so SIGTERM took 13 s, up to 30)."""
+        self._connecting = True
+        try:
+            yield
+        finally:
+            self._connecting = False
 
     def _serve_health(self) -> HealthServer | None:
         s = self.settings
@@ -339,11 +341,15 @@ class Service:
             if s.sketch_ahead:
                 self.sketch_worker = SketchWorker(s)
                 log.info("big batches are sketched ahead in a second process")
-            self._connecting = True
-            if s.create_topics:
-                self._retry(lambda: ensure_topics(s, self.bootstrap_ms), "topic creation")
-            elif missing := self._retry(lambda: missing_topics(s, self.bootstrap_ms),
-                                        "topic check"):
+            with self._interruptible():
+                missing: list[str] = []
+                if s.create_topics:
+                    self._retry(lambda: ensure_topics(s, self.bootstrap_ms), "topic creation")
+                else:
+                    missing = self._retry(lambda: missing_topics(s, self.bootstrap_ms),
+                                          "topic check")
+                clients = None if missing else self._retry(self._clients, "connect")
+            if clients is None:
                 one = len(missing) == 1
                 log.error("%s %s %s not exist and --no-create-topics is given: create %s, or "
                           "leave the flag out to have %s created with --topic-partitions "
@@ -351,11 +357,8 @@ class Service:
                           "does" if one else "do", "it" if one else "them",
                           "it" if one else "them")
                 return EXIT_REFUSED
-            consumer, producer = self._retry(self._clients, "connect")
-            self._connecting = False
-            return self._loop(consumer, producer)
+            return self._loop(*clients)
         except StoppedWhileConnecting:
-            self._connecting = False
             log.info("stopped before the broker could be reached; nothing was consumed")
             return 0
         except BrokerRefused as exc:
@@ -363,7 +366,6 @@ class Service:
                       exc)
             return EXIT_REFUSED
         finally:
-            self._connecting = False
             if self.sketch_worker is not None:
                 self.sketch_worker.close()
             self.store.close()
