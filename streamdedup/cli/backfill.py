@@ -186,4 +186,3 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         aside = out == STDOUT  # standard output holds the verdicts: the summary goes aside
         click.echo(summary(result.report), err=aside)
         click.echo(f"report: {result.report_paths['md']}", err=aside)
-

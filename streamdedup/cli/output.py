@@ -23,7 +23,6 @@ __all__ = ["STDOUT", "again_with_retention", "checked_output", "named_file", "no
            "open_output", "store_directory"]
 
 
-
 def named_file(out: Path | None) -> Path | None:
     """The file an output option names; None for standard output ("-" wrote a file named
     "-" in the working directory)."""

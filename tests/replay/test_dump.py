@@ -339,4 +339,3 @@ def test_a_quote_left_open_names_the_lines_it_swallowed(tmp_path: Path) -> None:
     got = rows(path)
     assert [outcome(item) for _, item in got] == ["malformed_row"]
     assert "lines 2-6 of the file: if a quote was left open at line 2" in got[0][1].detail
-

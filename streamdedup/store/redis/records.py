@@ -45,4 +45,3 @@ def held_and_missing(ids: Iterable[K], local: Mapping[K, V]) -> tuple[dict[K, V]
         else:
             missing.append(i)
     return found, missing
-

@@ -590,4 +590,3 @@ class RedisStore(Store):
         return {"documents": int(docs) + self._doc_delta,
                 **{name: stored.get(name, 0) + n for name, n in self._counted.items()},
                 "bytes": 0}
-
