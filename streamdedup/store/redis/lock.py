@@ -4,14 +4,20 @@ Retention runs the single-writer store (``store.py``: tombstones, eviction in th
 checkpoint's ``MULTI/EXEC``), which must never have two writers; the shared protocol a
 consumer group uses does not evict. A lock key names its holder (host, pid) for the message
 a second writer gets, and has a TTL, so the namespace is free again soon after a holder died.
+A writer started while the key is held waits to learn whether its holder is alive (it renews
+the key every 10 s) instead of exiting at once: a consumer restarted by its supervisor right
+after a kill -9 used to exit on its own dead predecessor's lock, up to 30 s of restarts.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -21,7 +27,18 @@ import redis
 from streamdedup.errors import StoreError, StoreLockedError
 from streamdedup.store.redis.client import call, store_error
 
+_log = logging.getLogger(__name__)
+
 LOCK_TTL_MS = 30_000
+POLL_S = 0.25
+_TOKEN = re.compile(r"(?P<host>.*) pid (?P<pid>\d+) [0-9a-f]{8}")
+_TAKE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+end
+return 0
+"""
+_HELD: set[str] = set()  # this process's live tokens: another of its stores is alive
 _EXTEND = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -48,18 +65,43 @@ class WriterLock:
     def __init__(self, r: Any, key: str, namespace: str) -> None:
         self.r, self.key = r, key
         self.token = f"{socket.gethostname()} pid {os.getpid()} {uuid.uuid4().hex[:8]}"
-        if not call(self.r.set, key, self.token, nx=True, px=LOCK_TTL_MS):
-            holder = call(self.r.get, key)
-            raise StoreLockedError(
-                f"Redis namespace {namespace!r} is open for writing by "
-                f"{holder.decode() if holder else 'another process'}; with --retention one "
-                f"writer per namespace (freed when it stops, or {LOCK_TTL_MS // 1000} s after "
-                f"it died)")
+        self._acquire(namespace)
+        _HELD.add(self.token)
         self.lost = False
         self._turn = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._renew, daemon=True, name="redis-lock")
         self._thread.start()
+
+    def _acquire(self, namespace: str) -> None:
+        """Take the key; while another token holds it, watch the key's TTL. A holder on this
+        host whose pid is gone (or is this process's own pid: a container's pid 1 started
+        again) is dead, and its key is taken over at once; any other holder is alive when
+        its TTL goes up (a renewal or a commit) or its token changes, and then this writer
+        is refused; a key left to expire (at most 30 s) was a dead holder's."""
+        seen: tuple[bytes, int] | None = None
+        while not call(self.r.set, self.key, self.token, nx=True, px=LOCK_TTL_MS):
+            holder, ttl = call(self.r.get, self.key), call(self.r.pttl, self.key)
+            if holder is None:
+                continue  # freed between the calls
+            name = holder.decode(errors="replace")
+            if _died_here(name):
+                if call(self.r.eval, _TAKE, 1, self.key, holder, self.token, LOCK_TTL_MS):
+                    _log.warning("took the Redis writer lock of %s, a process of this host "
+                                 "that is gone", name)
+                    return
+                continue
+            if name in _HELD or ttl < 0 or (
+                    seen is not None and (holder != seen[0] or ttl > seen[1])):
+                raise StoreLockedError(
+                    f"Redis namespace {namespace!r} is open for writing by {name}, a process "
+                    f"that is alive; with --retention one writer per namespace")
+            if seen is None:
+                _log.warning("Redis namespace %r is held by %s; waiting up to %.0f s to see "
+                             "whether it is alive (it renews its lock every %.0f s)",
+                             namespace, name, ttl / 1000, LOCK_TTL_MS / 3000)
+            seen = (holder, ttl)
+            time.sleep(min(POLL_S, ttl / 1000))
 
     def _renew(self) -> None:
         while not self._stop.wait(LOCK_TTL_MS / 3000):
@@ -99,7 +141,25 @@ class WriterLock:
     def release(self) -> None:
         """Stop the renewal first: one still running after the DEL found the key gone and
         raised in its thread (a traceback at every clean stop, now and then)."""
+        _HELD.discard(self.token)
         self._stop.set()
         self._thread.join(timeout=5)  # a renewal waiting on a Redis that is away: not longer
         with self._turn, contextlib.suppress(StoreError):
             call(self.r.eval, _RELEASE, 1, self.key, self.token)
+
+
+def _died_here(token: str) -> bool:
+    """Whether a lock token names a process of this host that no longer runs."""
+    match = _TOKEN.fullmatch(token)
+    if match is None or match["host"] != socket.gethostname():
+        return False
+    pid = int(match["pid"])
+    if pid == os.getpid():
+        return token not in _HELD  # a former process of this pid (a container's pid 1)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, another user's
+    return False

@@ -1,0 +1,95 @@
+"""The Redis writer lock's start: a dead holder's key is taken, a live holder's is refused.
+Real redis-server; holders of other hosts are keys written as such a holder writes them."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from streamdedup.errors import StoreLockedError
+from streamdedup.store.redis import lock as lock_module
+from streamdedup.store.redis.lock import WriterLock
+
+
+@pytest.fixture()
+def r(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_a_killed_writers_lock_on_this_host_is_taken_at_once(r: redis.Redis) -> None:
+    """A consumer restarted right after a kill -9 exited on its predecessor's lock for up to
+    30 s; a holder of this host whose pid is gone, or which had this process's pid (a
+    container's pid 1 started again), is dead."""
+    host = socket.gethostname()
+    for pid in (_dead_pid(), os.getpid()):
+        key = f"t{uuid.uuid4().hex}:writer"
+        r.set(key, f"{host} pid {pid} 0badc0de", px=30_000)
+        lock = WriterLock(r, key, "ns")
+        try:
+            assert r.get(key) == lock.token.encode()
+            assert r.pttl(key) > 25_000  # its own TTL, not the dead holder's remainder
+        finally:
+            lock.release()
+        assert r.get(key) is None
+
+
+def test_another_hosts_holder_is_waited_for_then_refused_if_it_renews(
+        r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lock_module, "LOCK_TTL_MS", 1_500)
+    holder = "elsewhere pid 7 0badc0de"
+    key = f"t{uuid.uuid4().hex}:writer"
+    r.set(key, holder, px=1_500)
+    stop = threading.Event()
+
+    def renew() -> None:  # what a live holder's thread does, every third of the TTL
+        while not stop.wait(0.5):
+            r.pexpire(key, 1_500)
+
+    thread = threading.Thread(target=renew)
+    thread.start()
+    try:
+        with pytest.raises(StoreLockedError, match=r"by elsewhere pid 7 .*alive"):
+            WriterLock(r, key, "ns")
+    finally:
+        stop.set()
+        thread.join()
+    assert r.get(key) == holder.encode()
+
+
+def test_another_hosts_holder_that_stopped_renewing_loses_the_key_when_it_expires(
+        r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lock_module, "LOCK_TTL_MS", 1_500)
+    key = f"t{uuid.uuid4().hex}:writer"
+    r.set(key, "elsewhere pid 7 0badc0de", px=1_000)
+    lock = WriterLock(r, key, "ns")
+    try:
+        assert r.get(key) == lock.token.encode()
+    finally:
+        lock.release()
+
+
+def test_a_live_lock_of_this_process_is_refused_at_once(r: redis.Redis) -> None:
+    key = f"t{uuid.uuid4().hex}:writer"
+    first = WriterLock(r, key, "ns")
+    try:
+        with pytest.raises(StoreLockedError, match=f"pid {os.getpid()}"):
+            WriterLock(r, key, "ns")
+        assert r.get(key) == first.token.encode()
+    finally:
+        first.release()
