@@ -216,6 +216,8 @@ def _tsv_row(
     if any(_has_surrogates(v) for v in values):
         return MessageError("not_utf8", "the row has bytes that are not UTF-8")
     row.setdefault("id", str(index))
+    if not row["id"].strip():  # a TSV's only way to say "none", as a Parquet null or a JSON
+        del row["id"]          # line without one: the automatic id (was a wrong_type row)
     try:
         return document_from_object(row, text_fields, time_field)
     except MessageError as exc:

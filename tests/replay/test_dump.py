@@ -11,6 +11,7 @@ import pytest
 from streamdedup.core.document import Document
 from streamdedup.errors import InputError, MessageError
 from streamdedup.replay.dump import FIELD_BOUND, batched, read_dump
+from streamdedup.service.message import auto_id
 
 FIELDS = ("title", "description")
 
@@ -61,10 +62,14 @@ def test_tsv_bad_rows_become_errors_and_the_rest_is_read(tmp_path: Path) -> None
     assert "4 fields where the header has 3" in got[1][1].detail
 
 
-def test_tsv_with_an_id_column_uses_it(tmp_path: Path) -> None:
+def test_tsv_with_an_id_column_uses_it_and_an_empty_cell_is_no_id(tmp_path: Path) -> None:
+    """An empty or blank id cell is a TSV's null: the automatic id, as for a Parquet null
+    or a JSON line without an id (it was a wrong_type row, while Parquet's null was not)."""
     path = tmp_path / "d.tsv"
-    path.write_text("id\tdescription\nA-1\tuno\n\tdue\n7\ttre\n", encoding="utf-8")
-    assert [outcome(item) for _, item in rows(path)] == ["doc:A-1", "wrong_type", "doc:7"]
+    path.write_text("id\tdescription\nA-1\tuno\n\tdue\n7\ttre\n \tdue\n", encoding="utf-8")
+    got = [outcome(item) for _, item in rows(path)]
+    assert got[0] == "doc:A-1" and got[2] == "doc:7"
+    assert got[1] == got[3] == f"doc:{auto_id({'description': 'due'})}"
 
 
 def test_tsv_header_without_any_text_field_is_an_input_error(tmp_path: Path) -> None:
