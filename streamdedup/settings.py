@@ -362,7 +362,8 @@ def _port(address: str) -> str | None:
 
 # Variables of the prefix that are no Settings field: read elsewhere (the preset above, the
 # cache beside it, and the development harness's), so not typos.
-OTHER_VARIABLES = frozenset({"PRESET", "CACHE", "KIJIJI", "SKIP_KAFKA_FETCH"})
+# Read by other parts: ID_FIELD by the Scrapy pipeline (an environment shared with `run`).
+OTHER_VARIABLES = frozenset({"PRESET", "CACHE", "KIJIJI", "SKIP_KAFKA_FETCH", "ID_FIELD"})
 _WARNED: set[str] = set()
 
 

@@ -66,12 +66,14 @@ class AnnouncementPipeline:
     def from_crawler(cls, crawler: Any) -> AnnouncementPipeline:
         env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIX)}
         env.update({k: _setting_text(v) for k, v in crawler.settings.items()
-                    if k.startswith(ENV_PREFIX) and k != ID_SETTING})
+                    if k.startswith(ENV_PREFIX)})
+        id_field = env.pop(ID_SETTING, "") or "id"  # the pipeline's own (ignored, then warned
+        # of as "not a setting", when it came from the environment)
         try:
             settings = build_settings(env=env)
         except StreamdedupError as exc:  # NotConfigured only turned the pipeline off: the
             raise ConfigError(f"streamdedup settings: {exc}") from None  # crawl announced none
-        return cls(settings, crawler.settings.get(ID_SETTING, "id"))
+        return cls(settings, id_field)
 
     def open_spider(self, spider: Any = None) -> None:
         try:  # linger 0: an item's acknowledgement is awaited, not a batch's

@@ -25,7 +25,7 @@ from topics import topic_keys, topic_records
 from streamdedup.core.detector import Detector
 from streamdedup.integrations.scrapy import AnnouncementPipeline
 from streamdedup.service.message import decode_message
-from streamdedup.settings import Settings, build_settings
+from streamdedup.settings import Settings, build_settings, unknown_variables
 from streamdedup.store.memory import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,6 +89,13 @@ def test_settings_that_do_not_parse_stop_the_crawl_and_lists_are_comma_joined(
     pipe = AnnouncementPipeline.from_crawler(
         crawler(STREAMDEDUP_TEXT_FIELDS=["title", "description"]))
     assert pipe.settings.text_fields == ("title", "description")
+    assert pipe.id_field == "id"
+    # the id field from the environment too (it was read from Scrapy's settings only, and
+    # every command warned "STREAMDEDUP_ID_FIELD is not a setting"); Scrapy's wins
+    monkeypatch.setenv("STREAMDEDUP_ID_FIELD", "ref")
+    assert AnnouncementPipeline.from_crawler(crawler()).id_field == "ref"
+    assert AnnouncementPipeline.from_crawler(crawler(STREAMDEDUP_ID_FIELD="sku")).id_field == "sku"
+    assert unknown_variables(dict(os.environ)) == []
 
 
 @pytest.mark.broker
