@@ -24,14 +24,15 @@ KAFKA_CLIENT = ("bootstrap_servers", "security_protocol", "sasl_*", "ssl_*")
 
 
 def settings_options(func: Callable[..., Any] | None = None, *,
-                     shown: Iterable[str] | None = None) -> Any:
+                     shown: Iterable[str] | None = None, own: Iterable[str] = ()) -> Any:
     """Add one option per Settings field (default None: 'not given'). ``shown``: the groups
     (``settings.py``'s: text, sketch, store, ...), field names and ``prefix_*`` names the
     command reads; the other flags are still taken (a script or an environment shared with
     ``run`` keeps working) but left out of its --help, where ~60 flags, most of them without
-    effect (Kafka's on ``check``), hid the few that matter."""
+    effect (Kafka's on ``check``), hid the few that matter. ``own``: fields the command
+    declares itself, with another meaning (``replay --store``, which reads no variable)."""
     if func is None:
-        return lambda f: settings_options(f, shown=shown)
+        return lambda f: settings_options(f, shown=shown, own=own)
     wanted = None if shown is None else set(shown)
 
     def is_shown(name: str, group: str) -> bool:
@@ -39,6 +40,8 @@ def settings_options(func: Callable[..., Any] | None = None, *,
             w.endswith("*") and name.startswith(w[:-1]) for w in wanted)
 
     for f in reversed(fields(Settings)):
+        if f.name in own:
+            continue
         flag = "--" + f.name.replace("_", "-")
         env = ENV_PREFIX + f.name.upper()
         default = ",".join(f.default) if isinstance(f.default, tuple) else f.default

@@ -20,7 +20,7 @@ from streamdedup.errors import StreamdedupError
 from streamdedup.replay.config import ReplayConfig
 from streamdedup.replay.dump import FORMATS
 
-_REPLAY_FIXED = ("bootstrap_servers", "store")  # ReplayConfig fields, not consumer overrides
+_REPLAY_FIXED = ("bootstrap_servers",)  # a ReplayConfig field, not a consumer override
 # What the replay's consumer reads, less what the replay refuses (--retention, its
 # --time-field, --only-duplicates) or sets itself (one partition, topics created) and the
 # monitor's flags. Its topics and group are --topic-prefix + the names given.
@@ -53,10 +53,13 @@ _REPLAY_SHOWN = ("text", "sketch", "store", "ops", "bootstrap_servers", "commit_
 @click.option("--no-band-table", is_flag=True, help="skip the study's LSH table and its plots")
 @click.option("--progress/--no-progress", default=ReplayConfig.progress, show_default=True,
               help="progress bars (on a terminal)")
-@settings_options(shown=_REPLAY_SHOWN)
+@click.option("--store", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="the consumer's SQLite store directory [default: a fresh temporary one; "
+                   "STREAMDEDUP_STORE is not read, so a replay never writes into run's store]")
+@settings_options(shown=_REPLAY_SHOWN, own=("store",))
 def replay_command(dump: Path, report_dir: Path, fmt: str | None, no_consumer: bool, rate: float,
             timeout_s: float, topic_prefix: str | None, no_band_table: bool, progress: bool,
-            preset: str | None, **options: Any) -> None:
+            store: Path | None, preset: str | None, **options: Any) -> None:
     """Replay a dump through Kafka and the consumer; report quality against exact Jaccard.
 
     It needs a running broker (--bootstrap-servers or its variable; `scripts/kafka-local
@@ -71,7 +74,7 @@ def replay_command(dump: Path, report_dir: Path, fmt: str | None, no_consumer: b
     config = ReplayConfig(
         dump=dump, report_dir=report_dir, preset=preset, overrides=overrides, fmt=fmt,
         bootstrap_servers=make_settings(preset, options).bootstrap_servers,
-        store=Path(options["store"]) if options.get("store") else None,
+        store=store,
         run_consumer=not no_consumer, rate=rate, timeout_s=timeout_s,
         topic_prefix=topic_prefix, progress=progress, band_table=not no_band_table,
     )

@@ -704,6 +704,30 @@ def test_replay_interrupted_says_so_and_exits_130(tmp_path: Path,
     assert code == 130 and "replay: interrupted before its report" in err, err
 
 
+def test_replay_takes_its_store_from_the_flag_only(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its --help said "env STREAMDEDUP_STORE" while the variable was not read (a replay
+    beside `run` must not write into run's store); the help and the flag now say so."""
+    import streamdedup.replay.runner as runner
+
+    got = []
+
+    def capture(config: object, *args: object) -> None:
+        got.append(config)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "replay", capture)
+    tsv = write_tsv(tmp_path / "ads.tsv", [["t", "d", "Milano", "2020", "l"]])
+    base = ["replay", "--dump", str(tsv), "--report-dir", str(tmp_path / "r")]
+    env = {"STREAMDEDUP_STORE": str(tmp_path / "run-store")}
+    run(*base, env=env)
+    run(*base, "--store", str(tmp_path / "mine"), env=env)
+    assert [c.store for c in got] == [None, tmp_path / "mine"]  # type: ignore[attr-defined]
+    _, out, _ = run("replay", "--help")
+    assert "env STREAMDEDUP_STORE]" not in out and "STREAMDEDUP_STORE is not read" in " ".join(
+        out.split())
+
+
 @pytest.mark.broker
 def test_produce_says_when_the_broker_refused_announcements(tmp_path: Path,
                                                             kafka_bootstrap: str) -> None:
