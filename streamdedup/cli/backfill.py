@@ -12,7 +12,7 @@ import click
 from click.core import ParameterSource
 
 from streamdedup import garbage
-from streamdedup.cli.options import make_settings, settings_options
+from streamdedup.cli.options import failure, make_settings, settings_options
 from streamdedup.errors import StoreError, StreamdedupError
 from streamdedup.replay.config import ENGINES, ORDERS, BackfillConfig
 from streamdedup.replay.dump import FORMATS
@@ -102,7 +102,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
 
             check_master_answers(master)
     except StreamdedupError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise failure(exc) from None
     directory = store_directory(settings)
     if out != STDOUT:
         checked_output(out, dump, store=directory)
@@ -147,7 +147,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
             finally:
                 store.close()
     except StreamdedupError as exc:
-        raise click.ClickException(str(exc) + dropped()) from None
+        raise failure(exc, dropped()) from None
     except OSError as exc:  # the output files: checked above, refused by the file system now
         if exc.filename not in (str(out), str(config.errors_path)):
             raise

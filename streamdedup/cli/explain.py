@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from streamdedup.cli.options import KAFKA_CLIENT, make_settings, settings_options
+from streamdedup.cli.options import KAFKA_CLIENT, failure, make_settings, settings_options
 from streamdedup.errors import InputError, StreamdedupError
 from streamdedup.replay.dump import FORMATS
 from streamdedup.settings import Settings
@@ -68,7 +68,7 @@ def explain_command(doc_id: str, other_id: str | None, dump: Path | None, fmt: s
         sketcher = Sketcher(settings)
         result = explain(sketcher, doc_id, texts[doc_id], other_id, texts[other_id])
     except StreamdedupError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise failure(exc) from None
     except KafkaError as exc:  # the topics were to be read, and the broker did not answer
         raise click.ClickException(f"cannot read from {settings.bootstrap_servers}: {exc}"
                                    ) from None

@@ -23,7 +23,7 @@ import click
 from streamdedup import __version__, garbage
 from streamdedup.cli.backfill import backfill_command
 from streamdedup.cli.explain import explain_command
-from streamdedup.cli.options import make_settings, settings_options
+from streamdedup.cli.options import failure, make_settings, settings_options
 from streamdedup.cli.produce import produce_command
 from streamdedup.cli.replay import replay_command
 from streamdedup.cli.store import store_command
@@ -54,7 +54,7 @@ def run(preset: str | None, **options: Any) -> None:
     except StoppedWhileConnecting:
         code = 0  # stopped while the store was still unreachable: nothing was consumed
     except StreamdedupError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise failure(exc) from None
     sys.exit(code)
 
 
@@ -120,7 +120,7 @@ def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
     except StreamdedupError as exc:
         if ahead is not None:
             ahead.close()
-        raise click.ClickException(str(exc)) from None
+        raise failure(exc) from None
     if warning:
         click.echo(warning, err=True)
     detector = detector_for(settings, store, sketcher)
@@ -148,8 +148,8 @@ def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
     except StreamdedupError as exc:  # e.g. a TSV field too long to read past
         if made_here and not tally.docs:
             store.close()  # before its directory goes (SQLite: closing again does nothing)
-            raise click.ClickException(str(exc) + not_kept(True, directory)) from None
-        raise click.ClickException(str(exc)) from None
+            raise failure(exc, not_kept(True, directory)) from None
+        raise failure(exc) from None
     except KeyboardInterrupt:  # as produce says it: where it stopped, and that again is safe
         click.echo(f"interrupted: {tally.docs} documents judged, {tally.errors} bad rows; the "
                    "store holds the documents judged so far, and checking the dump again "
@@ -288,7 +288,7 @@ def scurve(threshold: float | None, num_perm: int | None, bands: int | None,
     try:
         formats = image_formats()
     except StreamdedupError as exc:  # matplotlib is the report extra
-        raise click.ClickException(str(exc)) from None
+        raise failure(exc) from None
     if out.suffix[1:].lower() not in formats:
         raise click.BadParameter(f"{out.name}: matplotlib writes {', '.join(formats)}, not "
                                  f"{out.suffix}", param_hint="'--out'")

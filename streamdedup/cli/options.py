@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from streamdedup.errors import StreamdedupError
+from streamdedup.errors import ConfigError, MissingExtraError, StreamdedupError
 from streamdedup.settings import ENV_PREFIX, PRESETS, Settings, build_settings
 
 # What a Kafka client reads: where the broker is and how to reach it.
@@ -80,3 +80,20 @@ def make_settings(preset: str | None, options: dict[str, Any]) -> Settings:
         return build_settings(preset, overrides=options)
     except StreamdedupError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+class BadSetting(click.ClickException):
+    """A setting that parsed but cannot be used, found by the command: exit 2 as for the
+    values refused at parsing, in one line (no usage text: the flag was spelled right)."""
+
+    exit_code = 2
+
+
+def failure(exc: StreamdedupError, more: str = "") -> click.ClickException:
+    """A command's error as its exit status says it: 2 for a setting found wrong once the
+    command used it (``--stopwords xx``, ``--stem-language klingon``, a port in use: they
+    exited 1 while every value refused at parsing exited 2), else 1; a missing extra is not
+    a wrong setting."""
+    if isinstance(exc, ConfigError) and not isinstance(exc, MissingExtraError):
+        return BadSetting(str(exc) + more)
+    return click.ClickException(str(exc) + more)

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from streamdedup.cli.options import KAFKA_CLIENT, make_settings, settings_options
+from streamdedup.cli.options import KAFKA_CLIENT, failure, make_settings, settings_options
 from streamdedup.errors import StreamdedupError, describe
 from streamdedup.replay.dump import FORMATS
 
@@ -44,7 +44,7 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
         warning = row_number_warning(path, fmt, None)
         producer = announcement_producer(settings, "streamdedup-produce")
     except StreamdedupError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise failure(exc) from None
     except Exception as exc:
         raise click.ClickException(f"cannot produce to {settings.bootstrap_servers}: "
                                    f"{describe(exc)}") from None

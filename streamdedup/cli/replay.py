@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from streamdedup.cli.options import make_settings, settings_options
+from streamdedup.cli.options import failure, make_settings, settings_options
 from streamdedup.errors import StreamdedupError
 from streamdedup.replay.config import ReplayConfig
 from streamdedup.replay.dump import FORMATS
@@ -89,7 +89,7 @@ def replay_command(dump: Path, report_dir: Path, fmt: str | None, no_consumer: b
                    "sends the whole dump to topics of its own)", err=True)
         raise click.exceptions.Exit(130) from None
     except StreamdedupError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise failure(exc) from None
     except OSError as exc:  # the report directory: cannot be made, or the disk is full
         if exc.filename is None:
             raise

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 import click
 
-from streamdedup.cli.options import make_settings, settings_options
+from streamdedup.cli.options import failure, make_settings, settings_options
 from streamdedup.errors import StreamdedupError
 from streamdedup.settings import Settings
 
@@ -56,7 +56,7 @@ def stats_command(as_json: bool, preset: str | None, **options: Any) -> None:
                  if settings.store_backend == "redis" else
                  maintenance.stats(Path(settings.store)))
     except StreamdedupError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise failure(exc) from None
     if as_json:
         click.echo(json.dumps(found, indent=2))
         return
@@ -95,7 +95,7 @@ def verify_command(preset: str | None, **options: Any) -> None:
                     if settings.store_backend == "redis" else
                     maintenance.verify(Path(settings.store), progress=say))
     except StreamdedupError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise failure(exc) from None
     if not problems:
         click.echo(f"store {where}: ok")
         return
@@ -122,7 +122,7 @@ def compact_command(preset: str | None, **options: Any) -> None:
     try:
         before, after = compact(directory)
     except StreamdedupError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise failure(exc) from None
     click.echo(f"store {directory}: {before:,} -> {after:,} bytes")
 
 
@@ -162,7 +162,7 @@ def export_command(out: Path | None, preset: str | None, **options: Any) -> None
             with open_output(out) as fh:
                 count = write(fh)
     except StreamdedupError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise failure(exc) from None
     except BrokenPipeError:  # `export | head`: the reader has what it wanted; quiet, as a
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # filter would be
         raise click.exceptions.Exit(141) from None  # (128 + SIGPIPE; nothing was changed)

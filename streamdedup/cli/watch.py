@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from streamdedup.cli.options import KAFKA_CLIENT, make_settings, settings_options
+from streamdedup.cli.options import KAFKA_CLIENT, failure, make_settings, settings_options
 from streamdedup.errors import StreamdedupError, describe
 
 _FROM_HELP = ("where to start reading: 'beginning', 'latest', or an ISO 8601 time "
@@ -47,7 +47,7 @@ def monitor_command(start: str, no_texts: bool, preset: str | None, **options: A
         monitor = Monitor(settings, start, texts=not no_texts)
         sock = monitor.bind()
     except StreamdedupError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise failure(exc) from None
     host = settings.monitor_host
     host = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL writes it
     click.echo(f"monitor on http://{host}:{sock.getsockname()[1]}/ "
@@ -78,7 +78,7 @@ def tail_command(start: str, count: int, preset: str | None, **options: Any) -> 
         observer = Observer(settings, [settings.input_topic, settings.output_topic], start,
                             client_id="streamdedup-tail")
     except StreamdedupError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise failure(exc) from None
     except Exception as exc:  # kafka-python: the broker cannot be reached
         raise click.ClickException(f"cannot read from {settings.bootstrap_servers}: "
                                    f"{describe(exc)}") from None

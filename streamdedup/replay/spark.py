@@ -40,7 +40,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from streamdedup.errors import BackfillError, ConfigError, StreamdedupError
+from streamdedup.errors import BackfillError, StreamdedupError
 from streamdedup.extras import require
 from streamdedup.replay.config import check_spark_flags
 from streamdedup.replay.pairs import (
@@ -101,7 +101,7 @@ def session(master: str, say: Callable[[str], None], driver_memory: str = "3g"
     try:
         spark = builder.getOrCreate()
     except Exception as exc:  # a master Spark refuses: py4j's or pyspark's error, a traceback
-        raise ConfigError(f"Spark did not start (--master {given}, --driver-memory "
+        raise BackfillError(f"Spark did not start (--master {given}, --driver-memory "
                           f"{driver_memory}): {_java_reason(exc)}") from None
     work = Path(tempfile.mkdtemp(prefix="streamdedup-backfill-"))
     try:
@@ -127,7 +127,7 @@ def check_master_answers(master: str, timeout_s: float = 5.0) -> None:
             return
         except (OSError, ValueError) as exc:
             tried.append(f"{address}: {getattr(exc, 'strerror', None) or exc}")
-    raise ConfigError(f"no Spark master answers at --master {master} ({'; '.join(tried)}): "
+    raise BackfillError(f"no Spark master answers at --master {master} ({'; '.join(tried)}): "
                       "is it running, and is this its address?")
 
 

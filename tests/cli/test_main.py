@@ -199,6 +199,20 @@ def test_check_reports_unusable_input_without_a_traceback(tmp_path: Path, args: 
                                                                       SystemExit)
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (["--stopwords", "xx"], "no stopword list for language 'xx'"),
+    (["--stopwords", "/no/such/words.txt"], "cannot read stopword file"),
+    (["--stem-language", "klingon"], "no Snowball stemmer for 'klingon'"),
+])
+def test_a_setting_found_wrong_when_used_exits_2_like_one_refused_at_parsing(
+        tmp_path: Path, args: list[str], message: str) -> None:
+    """They exited 1, where every other bad value exits 2."""
+    tsv = write_tsv(tmp_path / "ads.tsv", [["t", "d", "Milano", "2020", "l"]])
+    code, _, err = run("check", str(tsv), "--store", str(tmp_path / "s"), "--out",
+                       str(tmp_path / "v.jsonl"), *args)
+    assert code == 2 and err.strip().splitlines() == [err.strip()] and message in err, err
+
+
 def test_check_refuses_a_store_built_with_other_settings(tmp_path: Path) -> None:
     tsv = write_tsv(tmp_path / "ads.tsv", [[ADS[2][0], ADS[2][1], "a", "b", "c"]])
     store = str(tmp_path / "s")
@@ -510,7 +524,7 @@ def test_run_with_a_metrics_port_in_use_is_one_clear_line(tmp_path: Path) -> Non
              "--store", str(tmp_path / "s"), "--metrics-port", str(port)],
             capture_output=True, text=True, env=env, timeout=60,
         )
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert f"cannot serve metrics on 127.0.0.1:{port}" in proc.stderr
     assert "give each its own --metrics-port" in proc.stderr

@@ -86,7 +86,8 @@ def test_the_page_is_up_while_the_broker_cannot_be_reached() -> None:
 
 def test_a_port_in_use_is_one_line_before_the_monitor_says_where_it_is() -> None:
     """It printed "monitor on http://...:8088/", then uvicorn's own "[Errno 98] error while
-    attempting to bind", exit 3."""
+    attempting to bind", exit 3. A setting that cannot be used exits 2, as one refused at
+    parsing."""
     import socket
     import subprocess
     import sys
@@ -101,12 +102,12 @@ def test_a_port_in_use_is_one_line_before_the_monitor_says_where_it_is() -> None
                               capture_output=True, text=True, timeout=60)
     finally:
         taken.close()
-    assert done.returncode == 1 and "monitor on http" not in done.stderr, done.stderr
+    assert done.returncode == 2 and "monitor on http" not in done.stderr, done.stderr
     assert done.stderr.strip().splitlines() == [
         f"Error: cannot serve the monitor on 127.0.0.1:{port}: Address already in use "
         "(another monitor? give it another --monitor-port)"]
     away = subprocess.run([sys.executable, "-m", "streamdedup", "monitor", "--monitor-host",
                            "192.0.2.1", "--monitor-token", "t", "--bootstrap-servers",
                            "127.0.0.1:9"], capture_output=True, text=True, timeout=60)
-    assert away.returncode == 1 and "another monitor" not in away.stderr, away.stderr
+    assert away.returncode == 2 and "another monitor" not in away.stderr, away.stderr
     assert "is --monitor-host an address of this machine?" in away.stderr

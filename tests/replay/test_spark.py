@@ -67,14 +67,15 @@ def test_a_master_spark_refuses_is_one_line(tmp_path: Path) -> None:
 
     dump = tmp_path / "d.jsonl"
     dump.write_text('{"id": "a", "title": "Dev", "description": "Java"}\n', encoding="utf-8")
-    for flags, said in ((["--master", "local[0]"], "Spark did not start (--master local[0]"),
-                        (["--master", "bogus"], "--master must be local, local[N]"),
-                        (["--driver-memory", "lots"], "--driver-memory must be like 3g")):
+    for flags, said, code in (
+            (["--master", "local[0]"], "Spark did not start (--master local[0]", 1),
+            (["--master", "bogus"], "--master must be local, local[N]", 2),  # a bad value
+            (["--driver-memory", "lots"], "--driver-memory must be like 3g", 2)):
         done = subprocess.run(
             [sys.executable, "-m", "streamdedup", "backfill", str(dump), "--engine", "spark",
              "--out", str(tmp_path / "v.jsonl"), "--store", str(tmp_path / flags[1]), *flags],
             capture_output=True, text=True, timeout=300)
-        assert done.returncode == 1 and said in done.stderr, done.stderr[-3000:]
+        assert done.returncode == code and said in done.stderr, done.stderr[-3000:]
         assert "Traceback" not in done.stderr
         if "local[0]" not in flags:  # refused before the store is made
             assert not (tmp_path / flags[1]).exists()
