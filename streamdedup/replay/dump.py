@@ -130,14 +130,25 @@ def tsv_header(path: Path) -> list[str]:
             raise InputError(f"{path} is not a TSV file: {exc}") from None
 
 
+def _header_said(header: list[str]) -> str:
+    """The header as an error shows it: a JSON line's whole record, or a binary file's bytes,
+    were printed as the "header" (hundreds of characters, or ``\\udc89PNG``)."""
+    first = header[0] if header else ""
+    if any(_has_surrogates(name) for name in header):
+        return "the first line is not UTF-8 text: is this a TSV file?"
+    if first.lstrip().startswith(("{", "[")):
+        return "the first line looks like JSON: --format jsonl?"
+    names = [name if len(name) <= 40 else name[:40] + "..." for name in header[:10]]
+    return "header: " + ", ".join(names) + (", ..." if len(header) > 10 else "")
+
+
 def _read_tsv(path: Path, text_fields: tuple[str, ...], fields: tuple[str, ...],
               max_bytes: int, time_field: str) -> Iterator[Row]:
     header = tsv_header(path)
     missing = [f for f in text_fields if f not in header]
     if missing == list(text_fields):
-        raise InputError(
-            f"{path}: header has none of the text fields {', '.join(text_fields)} "
-            f"(header: {', '.join(header[:10])})")
+        raise InputError(f"{path}: header has none of the text fields "
+                         f"{', '.join(text_fields)} ({_header_said(header)})")
     twice = [name for name in dict.fromkeys((*fields, "id", time_field))
              if name and header.count(name) > 1]
     if twice:  # each row's dict kept the last of them, silently

@@ -75,8 +75,22 @@ def test_tsv_with_an_id_column_uses_it_and_an_empty_cell_is_no_id(tmp_path: Path
 def test_tsv_header_without_any_text_field_is_an_input_error(tmp_path: Path) -> None:
     path = tmp_path / "d.tsv"
     path.write_text("name\tbody\nx\ty\n", encoding="utf-8")
-    with pytest.raises(InputError, match="none of the text fields title, description"):
+    with pytest.raises(InputError, match=r"none of the text fields title, description "
+                                         r"\(header: name, body\)"):
         rows(path)
+    # A JSON line or a binary file read as a TSV: the error printed the whole record, or
+    # "\udc89PNG", as the header.
+    record = json.dumps({"id": "a", "title": "t", "description": "d" * 500})
+    path.write_text(record + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"looks like JSON: --format jsonl\?\)$"):
+        rows(path)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\n")
+    with pytest.raises(InputError, match=r"not UTF-8 text: is this a TSV file\?\)$"):
+        rows(path)
+    path.write_text("\t".join(f"column {i} " + "x" * 60 for i in range(12)) + "\n")
+    with pytest.raises(InputError) as caught:
+        rows(path)
+    assert len(str(caught.value)) < 700 and str(caught.value).endswith("x..., ...)")
 
 
 def test_tsv_with_one_of_the_text_fields_is_fine(tmp_path: Path) -> None:
