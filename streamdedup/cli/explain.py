@@ -121,18 +121,31 @@ def _texts(settings: Settings, ids: set[str], dump: Path | None, fmt: str | None
     from streamdedup.replay.dump import read_dump
 
     found: dict[str, dict[str, str]] = {}
+    rows = bad = 0
+    reasons: dict[str, int] = {}
     if dump is not None:
         for _, item in read_dump(dump, fmt, settings.text_fields,
                                  max_bytes=settings.max_message_bytes):
-            if isinstance(item, Document) and item.id in ids:
-                found[item.id] = dict(item.fields)
+            rows += 1
+            if isinstance(item, Document):
+                if item.id in ids:
+                    found[item.id] = dict(item.fields)
+            else:
+                bad += 1
+                reasons[item.reason] = reasons.get(item.reason, 0) + 1
     else:
         found = {i: {k: v for k, v in body.items() if isinstance(v, str)}
                  for i, body in _scan(settings, settings.input_topic, ids).items()}
     missing = sorted(ids - set(found))
     if missing:
         where = str(dump) if dump else f"topic {settings.input_topic}"
-        raise InputError(f"no announcement with id {', '.join(map(repr, missing))} in {where}")
+        # A dump read in the wrong format said only this, each of its rows a bad one.
+        unread = "" if not bad else (
+            f" ({bad:,} of its {rows:,} rows could not be read: "
+            f"{', '.join(f'{n:,} {r}' for r, n in sorted(reasons.items()))}"
+            f"{'; is --format right?' if bad == rows else ''})")
+        raise InputError(f"no announcement with id {', '.join(map(repr, missing))} in "
+                         f"{where}{unread}")
     return found
 
 

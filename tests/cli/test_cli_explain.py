@@ -36,6 +36,18 @@ def test_a_dump_whose_name_says_no_format_takes_format(tmp_path: Path) -> None:
     assert code == 0 and json.loads(out)["duplicate"] is False, err
 
 
+def test_a_dump_read_in_the_wrong_format_says_its_rows_could_not_be_read(
+        tmp_path: Path) -> None:
+    """It said only that the ids were not in the dump."""
+    dump = _dump(tmp_path)
+    code, _, err = run("explain", "0", "2", "--dump", str(dump), "--format", "jsonl")
+    lines = len(dump.read_text().splitlines())
+    assert code == 1 and f"{lines} of its {lines} rows could not be read: {lines} " \
+        "malformed_json; is --format right?" in err, err
+    code, _, err = run("explain", "0", "9", "--dump", str(dump))  # read well, 9 is not there
+    assert code == 1 and err.strip().endswith("no announcement with id '9' in " + str(dump)), err
+
+
 def test_explain_from_the_store_says_when_its_settings_are_not_the_detectors(
         tmp_path: Path) -> None:
     """It explained with its own flags, silently: another preset than the store's read a
