@@ -68,6 +68,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         STDOUT,
         again_with_retention,
         checked_output,
+        none_judged,
         not_kept,
         store_directory,
     )
@@ -181,9 +182,8 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
                      f"{settings.time_field!r} came last")
     click.echo("; ".join(parts), err=True)
     if result.bad_rows and not result.documents:
-        raise click.ClickException(f"every row of {dump} was bad, none was judged (why: "
-                                   f"{result.errors_path})"
-                                   + dropped())
+        raise click.ClickException(none_judged(dump, result.first_error,
+                                               f"; all in {result.errors_path}") + dropped())
     if result.report is not None:
         from streamdedup.replay.report import summary
 

@@ -81,6 +81,7 @@ def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
         again_with_retention,
         checked_output,
         named_file,
+        none_judged,
         not_kept,
         open_output,
         store_directory,
@@ -178,11 +179,8 @@ def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
         err=True,
     )
     if tally.errors and not docs:  # e.g. --retention on a dump whose times do not parse
-        hint = ("; --time-field '' judges them without their times instead"
-                if first_error.startswith("bad_time") else "")
-        hint += not_kept(made_here, directory)
-        raise click.ClickException(f"every row of {path} was bad, none was judged (the "
-                                   f"first: {first_error}){hint}")
+        raise click.ClickException(none_judged(path, first_error)
+                                   + not_kept(made_here, directory))
 
 
 @dataclass

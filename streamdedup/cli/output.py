@@ -19,8 +19,8 @@ import click
 from streamdedup.replay.config import STDOUT
 from streamdedup.settings import Settings
 
-__all__ = ["STDOUT", "again_with_retention", "checked_output", "named_file", "not_kept",
-           "open_output", "store_directory"]
+__all__ = ["STDOUT", "again_with_retention", "checked_output", "named_file", "none_judged",
+           "not_kept", "open_output", "store_directory"]
 
 
 def named_file(out: Path | None) -> Path | None:
@@ -83,6 +83,15 @@ def not_kept(remove: bool, directory: Path | None) -> str:
         return ""
     shutil.rmtree(directory, ignore_errors=True)
     return f"; the store it started at {directory} is not kept"
+
+
+def none_judged(path: Path, first_error: str, where: str = "") -> str:
+    """What `check` and `backfill` say when every row was bad: the first reason, and for
+    unreadable times (``--retention`` on a dump whose times do not parse) the way out."""
+    hint = ("; --time-field '' judges them without their times instead"
+            if first_error.startswith("bad_time") else "")
+    return (f"every row of {path} was bad, none was judged (the first: {first_error}"
+            f"{where}){hint}")
 
 
 def store_directory(settings: Settings) -> Path | None:

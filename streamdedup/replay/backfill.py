@@ -52,6 +52,7 @@ class BackfillResult:
     documents: int = 0
     duplicates: int = 0
     bad_rows: int = 0
+    first_error: str = ""  # "reason: detail" of the first bad row
     unordered: int = 0  # rows without a usable timestamp (with --order-by timestamp): last
     seconds: float = 0.0
     sketch_seconds: float = 0.0  # Spark: the parallel phase, all partitions at once
@@ -104,6 +105,7 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
             for row, item in read:
                 if isinstance(item, MessageError):
                     result.bad_rows += 1
+                    result.first_error = result.first_error or f"{item.reason}: {item.detail}"
                     errors.write(json.dumps({"row": row, "error": item.reason,  # as `check`
                                              "detail": item.detail}, ensure_ascii=False)
                                  + "\n")

@@ -291,7 +291,8 @@ def test_a_backfill_of_which_no_row_can_be_judged_is_an_error(tmp_path: Path) ->
                                            for i, (t, d) in enumerate(ADS)])
     args = ["backfill", str(tsv), "--engine", "local", "--out", str(tmp_path / "v.jsonl")]
     code, _, err = run(*args, "--retention", "60d", "--store", str(tmp_path / "s"))
-    assert code == 1 and "none was judged" in err, err
+    assert code == 1 and "none was judged (the first: bad_time" in err, err
+    assert "--time-field '' judges them without their times instead" in err  # as check says
     assert len((tmp_path / "v.errors.jsonl").read_text().splitlines()) == 3
     # the empty store it made, pinned to these settings, is gone: another preset may follow
     assert "is not kept" in err and not (tmp_path / "s").exists()
