@@ -30,7 +30,7 @@ from streamdedup.cli.store import store_command
 from streamdedup.cli.watch import monitor_command, tail_command
 from streamdedup.errors import StreamdedupError
 from streamdedup.replay.dump import FORMATS
-from streamdedup.settings import Settings
+from streamdedup.settings import MAX_NUM_PERM, Settings
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -272,6 +272,9 @@ def scurve(threshold: float | None, num_perm: int | None, bands: int | None,
                                                "bands": bands, "rows": rows}.items()
                              if v is not None}
     if bands and rows and num_perm is None:  # a curve of its own: as many rows as it needs
+        if bands * rows > MAX_NUM_PERM:  # said as "num_perm must be <= 1024", not given
+            raise click.UsageError(f"--bands x --rows must be <= {MAX_NUM_PERM} (a signature's "
+                                   f"rows at most), not {bands} x {rows} = {bands * rows}")
         given["num_perm"] = max(Settings.num_perm, bands * rows)
     try:  # the settings' own checks
         settings = replace(Settings(), **given)

@@ -246,6 +246,9 @@ def test_scurve_writes_a_png_and_prints_the_value_at_the_threshold(tmp_path: Pat
                           "--out", str(out))
     assert "25 bands x 5 rows" in stdout
     assert run("scurve", "--bands", "3", "--out", str(out))[0] != 0
+    # a flag not given was named ("num_perm must be <= 1024, not 1500")
+    code, _, err = run("scurve", "--bands", "300", "--rows", "5", "--out", str(out))
+    assert code == 2 and "--bands x --rows must be <= 1024" in err and "num_perm" not in err
 
 
 def test_check_with_retention_says_how_many_documents_had_no_time(tmp_path: Path) -> None:
