@@ -3,6 +3,7 @@ id, as the scraper would send it; the rows that cannot be read are said and not 
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -15,10 +16,53 @@ from streamdedup.errors import StreamdedupError, describe
 from streamdedup.replay.dump import FORMATS
 
 PRODUCE_FLUSH_S = 60.0  # the wait for the broker's acknowledgements at the end
+CLOSE_S = 5.0  # what closing the producer may add after an interruption or a failure
+_MAX_SLEEP_S = 3600.0  # --rate 1e-300 asked time.sleep for more than it takes (a traceback)
+
+
+class _Acks:
+    """The broker's answers to the announcements sent, counted as they come (in the
+    producer's thread): what was written is told from these, not from ``flush()``, which
+    kafka-python fails ("Future not done") when it split a batch over a topic's
+    ``max.message.bytes`` while every announcement of it was written."""
+
+    def __init__(self) -> None:
+        self.acked = 0
+        self.refused: list[Exception] = []
+
+    def ack(self, _metadata: object) -> None:
+        self.acked += 1
+
+    def refuse(self, exc: Exception) -> None:
+        self.refused.append(exc)
+
+    def said(self, sent: int) -> str:
+        return (f"{sent} announcements handed to the producer, {self.acked} acknowledged by "
+                f"the broker" + (f", {len(self.refused)} refused" if self.refused else ""))
+
+
+def _settle(producer: Any, tally: _Acks, sent: int, timeout_s: float) -> None:
+    """Waits until every announcement sent is acknowledged or refused, at most ``timeout_s``."""
+    from kafka.errors import KafkaError
+
+    deadline = time.monotonic() + timeout_s
+    # "Future not done" after a split batch, or the timeout: the count below decides
+    with contextlib.suppress(KafkaError):
+        producer.flush(timeout=timeout_s)  # sends what lingers, and waits
+    while tally.acked + len(tally.refused) < sent and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _close(producer: Any) -> None:
+    """Closing waits up to CLOSE_S for what is in flight; its own failure (a broker that is
+    away) replaced the command's message with a traceback."""
+    with contextlib.suppress(Exception):  # what was written is told from the count
+        producer.close(timeout=CLOSE_S)
 
 
 @click.command(name="produce", short_help="Send a dump to the input topic, keyed by id.")
-@click.argument("path", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.argument("path", type=click.Path(path_type=Path, dir_okay=False, exists=True,
+                                        allow_dash=True))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="input format [default: from the file name]")
 @click.option("--rate", type=float, default=0.0, show_default=True,
@@ -39,19 +83,26 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
     settings = make_settings(preset, options)
     if not rate >= 0:  # NaN too: it was accepted as "no limit"
         raise click.UsageError(f"--rate must be >= 0, not {rate}")
+    if str(path) == "-":  # click said "File '-' does not exist"
+        raise click.UsageError("produce reads a dump from a file, not from standard input "
+                               "(it reads a file's header first); write the stream to a file")
     try:
         rows = read_dump(path, fmt, settings.text_fields, max_bytes=settings.max_message_bytes)
         warning = row_number_warning(path, fmt, None)
         producer = announcement_producer(settings, "streamdedup-produce")
     except StreamdedupError as exc:
         raise failure(exc) from None
+    except KeyboardInterrupt:  # it printed "Aborted!", exit 1
+        click.echo(f"interrupted while reaching {settings.bootstrap_servers}: nothing sent",
+                   err=True)
+        raise click.exceptions.Exit(130) from None
     except Exception as exc:
         raise click.ClickException(f"cannot produce to {settings.bootstrap_servers}: "
                                    f"{describe(exc)}") from None
     if warning:
         click.echo(warning, err=True)
     sent = bad = 0
-    refused: list[Exception] = []  # the broker's answers, counted by the sender thread
+    tally = _Acks()  # the broker's answers, counted by the sender thread
     start = time.monotonic()
     try:
         for row, item in rows:
@@ -60,32 +111,36 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
                 click.echo(f"row {row}: {item.reason}: {item.detail}", err=True)
                 continue
             producer.send(settings.input_topic, key=item.id.encode("utf-8"),
-                          value=encode_message(item)).add_errback(refused.append)
+                          value=encode_message(item)).add_callback(tally.ack).add_errback(
+                              tally.refuse)
             sent += 1
-            if rate:
-                delay = start + sent / rate - time.monotonic()
-                if delay > 0:
-                    time.sleep(delay)
-        producer.flush(timeout=PRODUCE_FLUSH_S)
+            while rate and (delay := start + sent / rate - time.monotonic()) > 0:
+                time.sleep(min(delay, _MAX_SLEEP_S))
+        _settle(producer, tally, sent, PRODUCE_FLUSH_S)
     except StreamdedupError as exc:  # found while reading (the dump is read as it is sent)
-        raise click.ClickException(f"{exc} ({sent} announcements were handed to the producer "
-                                   "before; closing it sends them)") from None
+        _close(producer)
+        raise click.ClickException(f"{exc} ({tally.said(sent)} before it)") from None
     except KeyboardInterrupt:  # say where it stopped: sending again resends from the start
-        click.echo(f"interrupted: {sent} announcements handed to the producer (closing it "
-                   f"sends them), {bad} rows not readable; sending the dump again is safe "
-                   "(the detector judges an id and text it has seen once)", err=True)
+        _close(producer)
+        click.echo(f"interrupted: {tally.said(sent)}, {bad} rows not readable; sending the "
+                   "dump again is safe (the detector judges an id and text it has seen once)",
+                   err=True)
         raise click.exceptions.Exit(130) from None
-    except KafkaError as exc:  # the broker went away: send() or flush() timed out
+    except KafkaError as exc:  # the broker went away: send() blocked past its limit
+        _close(producer)
         raise click.ClickException(
-            f"{sent} announcements handed to the producer, not all acknowledged by "
-            f"{settings.bootstrap_servers} ({describe(exc)}); send the dump "
-            "again (the detector judges an id and text it has seen once)") from None
-    finally:
-        producer.close(timeout=5)
-    if refused:  # e.g. a batch over the topic's max.message.bytes: the whole batch is lost
+            f"{tally.said(sent)} ({describe(exc)}); send the dump again (the detector judges "
+            "an id and text it has seen once)") from None
+    _close(producer)
+    if tally.acked + len(tally.refused) < sent:
         raise click.ClickException(
-            f"the broker refused {len(refused)} of {sent} announcements "
-            f"({describe(refused[0])}); {sent - len(refused)} were "
+            f"{tally.said(sent)}: {settings.bootstrap_servers} did not answer for the rest "
+            f"within {PRODUCE_FLUSH_S:.0f} s; send the dump again (the detector judges an id "
+            "and text it has seen once)")
+    if tally.refused:  # e.g. an announcement over the topic's max.message.bytes
+        raise click.ClickException(
+            f"the broker refused {len(tally.refused)} of {sent} announcements "
+            f"({describe(tally.refused[0])}); {tally.acked} were "
             f"written to {settings.input_topic}, {bad} rows not sent")
     click.echo(f"{sent} announcements sent to {settings.input_topic}, {bad} rows not sent",
                err=True)

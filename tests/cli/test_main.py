@@ -773,6 +773,66 @@ def test_produce_says_when_the_broker_refused_announcements(tmp_path: Path,
     assert code == 0 and "100 announcements sent" in err, err
 
 
+def test_produce_interrupted_with_the_broker_away_says_what_was_acknowledged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Closing the producer raised (KafkaTimeoutError) over the command's own line: a
+    traceback, exit 1, and "closing it sends them", which it did not. (A fake producer: the
+    broker being away is what it stands for; the real broker's path is tested above.)"""
+    from kafka.errors import KafkaTimeoutError
+
+    import streamdedup.service.kafka as kafka_module
+
+    class Pending:  # a send the broker never answered
+        def add_callback(self, fn: object) -> Pending:
+            return self
+
+        def add_errback(self, fn: object) -> Pending:
+            return self
+
+    class AwayProducer:
+        sends = 0
+
+        def send(self, *args: object, **kwargs: object) -> Pending:
+            self.sends += 1
+            if self.sends == 3:
+                raise KeyboardInterrupt
+            return Pending()
+
+        def close(self, timeout: float) -> None:
+            raise KafkaTimeoutError("Timeout waiting for future")
+
+    monkeypatch.setattr(kafka_module, "announcement_producer", lambda *a, **k: AwayProducer())
+    dump = tmp_path / "ads.jsonl"
+    dump.write_text("".join(json.dumps({"id": str(i), "title": "t"}) + "\n" for i in range(5)))
+    code, _, err = run("produce", str(dump))
+    assert code == 130 and "Traceback" not in err, err
+    assert "interrupted: 2 announcements handed to the producer, 0 acknowledged" in err, err
+
+
+@pytest.mark.broker
+def test_produce_to_a_topic_whose_limit_is_under_a_batch_counts_what_was_written(
+        tmp_path: Path, kafka_bootstrap: str) -> None:
+    """Under 64 KB (the producer's batch), kafka-python splits a refused batch and its
+    flush() fails ("Future not done"): produce said not all were acknowledged, in a
+    traceback, with every ad on the topic; or hid the one refusal among them."""
+    import uuid
+
+    from harness.broker import create_topics
+
+    topic = f"produce-{uuid.uuid4().hex[:8]}"
+    create_topics(kafka_bootstrap, {topic: 1}, {"max.message.bytes": "2000"})
+    rows = [{"id": str(i), "title": "t", "description": "word " * (1_200 if i == 4 else 20)}
+            for i in range(40)]
+    dump = tmp_path / "ads.jsonl"
+    dump.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    code, _, err = run("produce", str(dump), "--bootstrap-servers", kafka_bootstrap,
+                       "--input-topic", topic)
+    assert code == 1 and "Traceback" not in err, err
+    assert "the broker refused 1 of 40 announcements" in err and "39 were written" in err, err
+    assert sorted(map(int, topic_keys(kafka_bootstrap, topic))) == [
+        i for i in range(40) if i != 4]
+
+
 @pytest.mark.broker
 def test_produce_warns_of_row_number_ids_and_refuses_a_rate_that_is_no_number(
         tmp_path: Path, kafka_bootstrap: str) -> None:
