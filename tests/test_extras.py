@@ -42,8 +42,13 @@ def test_scurve_without_matplotlib(tmp_path: Path) -> None:
 
 
 def test_check_without_pyarrow_or_redis(tmp_path: Path) -> None:
+    """An existing --out is left as it was (it was emptied: the Parquet file was opened at
+    the first row, after the output)."""
+    out = tmp_path / "kept.jsonl"
+    out.write_text('{"precious": 1}\n')
     _one_line(without("pyarrow", "check", str(_parquet(tmp_path)), "--store-backend",
-                      "memory"), "parquet")
+                      "memory", "--out", str(out)), "parquet")
+    assert out.read_text() == '{"precious": 1}\n'
     _one_line(without("redis", "check", str(_parquet(tmp_path)), "--store-backend", "redis",
                       "--redis-url", "redis://127.0.0.1:9/0"), "redis")
 
@@ -53,3 +58,19 @@ def test_produce_without_pyarrow(tmp_path: Path, kafka_bootstrap: str) -> None:
     """It was a traceback: a Parquet dump is read as it is sent, past produce's handlers."""
     _one_line(without("pyarrow", "produce", str(_parquet(tmp_path)), "--bootstrap-servers",
                       kafka_bootstrap, "--input-topic", "extras-test"), "parquet")
+
+
+def test_a_spark_backfill_without_pyspark_leaves_its_outputs_alone(tmp_path: Path) -> None:
+    """It read the dump, said "1 documents, 0 bad rows", emptied --out and its errors file,
+    then named the extra."""
+    dump = tmp_path / "ads.jsonl"
+    dump.write_text('{"id": "a", "description": "un annuncio di lavoro"}\n')
+    out = tmp_path / "kept.jsonl"
+    errors = tmp_path / "kept.errors.jsonl"
+    for path in (out, errors):
+        path.write_text("precious\n")
+    done = without("pyspark", "backfill", str(dump), "--engine", "spark", "--out", str(out),
+                   "--store", str(tmp_path / "s"))
+    _one_line(done, "spark")
+    assert "documents" not in done.stderr and not (tmp_path / "s").exists()
+    assert out.read_text() == errors.read_text() == "precious\n"

@@ -98,9 +98,11 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
                                 master=master, driver_memory=driver_memory,
                                 order_by=order_by,
                                 partitions=partitions, pairs=pairs, report_dir=report_dir)
-        if engine == "spark":  # before the store is made and the dump read
+        if engine == "spark":  # before the store is made, the dump read and --out emptied
+            from streamdedup.extras import require
             from streamdedup.replay.spark import check_master_answers
 
+            require("pyspark", "the Spark backfill")
             check_master_answers(master)
     except StreamdedupError as exc:
         raise failure(exc) from None

@@ -259,6 +259,8 @@ def _read_jsonl(path: Path, text_fields: tuple[str, ...], max_bytes: int, time_f
 
 def _read_parquet(path: Path, text_fields: tuple[str, ...], max_bytes: int, time_field: str
                   ) -> Iterator[Row]:
+    """The extra, the file and its columns checked now, as a TSV's header is (a generator
+    checked them at the first row, after ``check`` had emptied an existing ``--out``)."""
     pq = require("pyarrow.parquet", "reading a Parquet dump")
     try:
         parquet = pq.ParquetFile(path)
@@ -268,6 +270,11 @@ def _read_parquet(path: Path, text_fields: tuple[str, ...], max_bytes: int, time
     if not set(text_fields) & set(columns):
         raise InputError(f"{path}: no column is one of the text fields {', '.join(text_fields)} "
                          f"(columns: {', '.join(columns[:10])})")
+    return _parquet_rows(parquet, text_fields, max_bytes, time_field)
+
+
+def _parquet_rows(parquet: Any, text_fields: tuple[str, ...], max_bytes: int, time_field: str
+                  ) -> Iterator[Row]:
     pa = require("pyarrow", "reading a Parquet dump")
     index = 0
     for batch in parquet.iter_batches(batch_size=1024):
