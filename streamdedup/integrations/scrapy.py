@@ -44,6 +44,7 @@ from scrapy.exceptions import DropItem  # noqa: E402
 log = logging.getLogger(__name__)
 ID_SETTING = ENV_PREFIX + "ID_FIELD"
 URL_FIELDS = ("url", "link")
+_SELF_HOLDING = "not JSON: a value holds itself, or is nested too deeply"
 # An item the broker has not acknowledged within this is dropped. Kafka's own default: a
 # broker restart (tens of seconds) loses nothing; meanwhile the items wait and, once
 # Scrapy's scraper slot holds 5 MB of their responses, the crawl holds back.
@@ -90,7 +91,10 @@ class AnnouncementPipeline:
 
     def announcement(self, item: Any) -> tuple[str, bytes]:
         """The id and the JSON bytes of one item."""
-        fields = ItemAdapter(item).asdict()
+        try:
+            fields = ItemAdapter(item).asdict()
+        except RecursionError:
+            raise DropItem(_SELF_HOLDING) from None
         doc_id = fields.get(self.id_field)
         if doc_id in (None, ""):
             doc_id = next((fields[f] for f in URL_FIELDS if fields.get(f)), None)
@@ -100,7 +104,12 @@ class AnnouncementPipeline:
         if isinstance(doc_id, bool) or not isinstance(doc_id, str | int):
             raise DropItem(f"its id must be a string or an integer, not "
                            f"{type(doc_id).__name__} ({_shown(doc_id)})")
-        value = json_bytes({**_finite(fields), "id": str(doc_id)}, _as_json, (", ", ": "))
+        try:
+            value = json_bytes({**_finite(fields), "id": str(doc_id)}, _as_json, (", ", ": "))
+        except (TypeError, ValueError) as exc:
+            raise DropItem(f"not JSON: {exc}") from None
+        except RecursionError:
+            raise DropItem(_SELF_HOLDING) from None
         if len(value) > self.settings.max_message_bytes:
             raise DropItem(f"oversized: {len(value):,} bytes > max_message_bytes "
                            f"{self.settings.max_message_bytes:,} (the detector would not "
@@ -169,11 +178,13 @@ def _settle(done: asyncio.Future[Any], value: Any, exc: BaseException | None) ->
 
 def _finite(value: Any) -> Any:
     """NaN and infinities, at any depth, as null: they are no JSON (the detector reads them,
-    the monitor and any strict reader would not)."""
+    the monitor and any strict reader would not). A dict key that JSON cannot hold failed
+    the pipeline (a TypeError, the item neither sent nor dropped)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, dict):  # a key JSON has no form for (a tuple) as its text
+        return {k if k is None or isinstance(k, str | int | float) else str(k): _finite(v)
+                for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_finite(v) for v in value]
     return value

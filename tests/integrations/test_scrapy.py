@@ -68,6 +68,13 @@ def test_items_the_detector_could_not_take_are_dropped_with_the_reason() -> None
     assert doc.fields["link"] == "https://x/\udc80"
     with pytest.raises(DropItem, match=r"oversized: 5,0.. bytes > max_message_bytes 500"):
         pipe.announcement({"id": "big", "description": "x" * 5000})
+    # A key JSON cannot hold failed the pipeline with a TypeError (neither sent nor dropped)
+    _, value = pipe.announcement({"id": 5, "title": "t", "meta": {(1, 2): "x", 3: "y"}})
+    assert json.loads(value)["meta"] == {"(1, 2)": "x", "3": "y"}
+    looped: dict[str, object] = {"id": 6, "title": "t"}
+    looped["self"] = looped
+    with pytest.raises(DropItem, match="not JSON: a value holds itself"):
+        pipe.announcement(looped)
 
 
 def test_settings_that_do_not_parse_stop_the_crawl_and_lists_are_comma_joined(
