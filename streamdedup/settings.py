@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import logging
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -265,10 +266,16 @@ class Settings:
                 "retention on Redis takes one server and one writer (its commits are one "
                 "MULTI/EXEC); a Redis Cluster serves consumer groups, whose shared protocol "
                 "does not evict yet: use one redis-server, or no --retention")
+        for f in fields(self):  # nan passed every comparison below and held verdicts back
+            value = getattr(self, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"{f.name} must be a finite number, not {value}")
         if self.commit_interval_s < 0:
             raise ConfigError(f"commit_interval_s must be >= 0, not {self.commit_interval_s}")
         if self.log_every_s <= 0:
             raise ConfigError(f"log_every_s must be > 0, not {self.log_every_s}")
+        if not self.group_id.strip():  # the broker refused it at every poll, forever
+            raise ConfigError("group_id must not be empty")
 
     @property
     def retention_ms(self) -> int | None:

@@ -159,6 +159,12 @@ def test_unknown_preset_and_unknown_override_are_config_errors() -> None:
         ({"bootstrap_servers": ",,,"}, "bootstrap_servers must be host"),
         ({"bootstrap_servers": "kafka:abc"}, "bootstrap_servers must be host"),
         ({"bootstrap_servers": "[::1]:0"}, "bootstrap_servers must be host"),
+        # nan passed ">= 0" and held verdicts back until 2,000 messages or a stop; inf too
+        ({"commit_interval_s": float("nan")}, "commit_interval_s must be a finite number"),
+        ({"commit_interval_s": float("inf")}, "commit_interval_s must be a finite number"),
+        ({"log_every_s": float("nan")}, "log_every_s must be a finite number"),
+        ({"group_id": ""}, "group_id must not be empty"),  # refused by the broker, forever
+        ({"group_id": "  "}, "group_id must not be empty"),
     ],
 )
 def test_invalid_combinations_are_config_errors(changes: dict, words: str) -> None:

@@ -53,13 +53,6 @@ def _settle(producer: Any, tally: _Acks, sent: int, timeout_s: float) -> None:
         time.sleep(0.01)
 
 
-def _close(producer: Any) -> None:
-    """Closing waits up to CLOSE_S for what is in flight; its own failure (a broker that is
-    away) replaced the command's message with a traceback."""
-    with contextlib.suppress(Exception):  # what was written is told from the count
-        producer.close(timeout=CLOSE_S)
-
-
 @click.command(name="produce", short_help="Send a dump to the input topic, keyed by id.")
 @click.argument("path", type=click.Path(path_type=Path, dir_okay=False, exists=True,
                                         allow_dash=True))
@@ -77,7 +70,7 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
 
     from streamdedup.errors import MessageError
     from streamdedup.replay.dump import read_dump, row_number_warning
-    from streamdedup.service.kafka import announcement_producer
+    from streamdedup.service.kafka import announcement_producer, close_producer
     from streamdedup.service.message import encode_message
 
     settings = make_settings(preset, options)
@@ -118,20 +111,20 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
                 time.sleep(min(delay, _MAX_SLEEP_S))
         _settle(producer, tally, sent, PRODUCE_FLUSH_S)
     except StreamdedupError as exc:  # found while reading (the dump is read as it is sent)
-        _close(producer)
+        close_producer(producer, CLOSE_S)
         raise click.ClickException(f"{exc} ({tally.said(sent)} before it)") from None
     except KeyboardInterrupt:  # say where it stopped: sending again resends from the start
-        _close(producer)
+        close_producer(producer, CLOSE_S)
         click.echo(f"interrupted: {tally.said(sent)}, {bad} rows not readable; sending the "
                    "dump again is safe (the detector judges an id and text it has seen once)",
                    err=True)
         raise click.exceptions.Exit(130) from None
     except KafkaError as exc:  # the broker went away: send() blocked past its limit
-        _close(producer)
+        close_producer(producer, CLOSE_S)
         raise click.ClickException(
             f"{tally.said(sent)} ({describe(exc)}); send the dump again (the detector judges "
             "an id and text it has seen once)") from None
-    _close(producer)
+    close_producer(producer, CLOSE_S)
     if tally.acked + len(tally.refused) < sent:
         raise click.ClickException(
             f"{tally.said(sent)}: {settings.bootstrap_servers} did not answer for the rest "

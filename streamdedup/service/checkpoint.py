@@ -25,13 +25,14 @@ fit), and if it is refused alone, it is replaced by a small ``output_too_large``
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from kafka import TopicPartition
-from kafka.errors import MessageSizeTooLargeError, RecordListTooLargeError
+from kafka.errors import MessageSizeTooLargeError, RecordListTooLargeError, UnknownError
 from kafka.structs import OffsetAndMetadata
 
 from streamdedup.errors import StoreError, describe
@@ -171,10 +172,16 @@ class Checkpoint:
                                                    headers=o.headers)))
             except _SIZE_ERRORS as exc:  # over the producer's own max_request_size
                 refused.append((o, describe(exc)))
-        self.producer.flush(timeout=self.flush_timeout_s)
+        deadline = time.monotonic() + self.flush_timeout_s
+        # kafka-python's flush() fails ("Future not done", UnknownError) when it split a batch
+        # over the topic's max.message.bytes and sent it again: each record is waited for
+        # below instead (every checkpoint failed on it, rewound and retried, forever, with an
+        # output topic under the producer's 256-KB batch).
+        with contextlib.suppress(UnknownError):
+            self.producer.flush(timeout=self.flush_timeout_s)
         for o, future in sent:
-            try:
-                future.get(timeout=0)  # raises if the broker refused the record
+            try:  # raises if the broker refused the record, or did not answer in time
+                future.get(timeout=max(0.0, deadline - time.monotonic()))
             except _SIZE_ERRORS as exc:
                 refused.append((o, describe(exc)))
         return refused

@@ -44,6 +44,7 @@ from streamdedup.service.fence import FenceWatch
 from streamdedup.service.kafka import (
     BOOTSTRAP_TIMEOUT_MS,
     MAX_BOOTSTRAP_TIMEOUT_MS,
+    close_producer,
     ensure_topics,
     kafka_security,
     missing_topics,
@@ -238,7 +239,7 @@ class Service:
         """The new one first: if it cannot be made (no broker yet), the checkpoint keeps the
         old one, open, and tries again (a closed one failed every later checkpoint)."""
         new = self._producer()
-        old.close(timeout=1)
+        close_producer(old, 1)
         return new
 
     # --- processing (no Kafka calls)
@@ -362,8 +363,7 @@ class Service:
             log.info("stopped before the broker could be reached; nothing was consumed")
             return 0
         except BrokerRefused as exc:
-            log.error("the broker refused: %s; nothing more can be done with these settings",
-                      exc)
+            log.error("the broker refused: %s; nothing more can be done with these settings", exc)
             return EXIT_REFUSED
         finally:
             if self.sketch_worker is not None:
@@ -513,7 +513,7 @@ class Service:
             self.metrics.ready = False
             self.store_in_use.release()
             consumer.close(autocommit=False)  # leaving the group revokes (the listener runs)
-            checkpoint.producer.close(timeout=10)  # renewed after a refused record
+            close_producer(checkpoint.producer)  # settled: flushed, or rewound
         log.info("stopped", extra={"documents": self.processed, "duplicates": self.duplicates,
                                    "dead_letters": self.dead})
         return exit_code

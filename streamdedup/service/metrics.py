@@ -49,7 +49,9 @@ class Metrics:
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
-        self.documents = Counter("streamdedup_documents", "documents given a verdict", registry=r)
+        self.documents = Counter("streamdedup_documents", "documents judged (a batch a "
+                                 "failed checkpoint rewound is judged, and counted, again)",
+                                 registry=r)
         self.duplicates = Counter("streamdedup_duplicates", "verdicts that are duplicates",
                                   registry=r)
         self.dead_letters = Counter("streamdedup_dead_letters", "messages sent to the DLQ",

@@ -510,6 +510,29 @@ def test_poison_messages_of_the_issue_never_block_the_partition(
     assert proc.wait(timeout=60) == 0
 
 
+@pytest.mark.broker
+def test_an_output_topic_under_a_producer_batch_gets_every_verdict_once(
+        kafka_bootstrap: str, kafka_topic_factory: Any, consumer_process: Any,
+        tmp_path: Path) -> None:
+    """With an output topic's max.message.bytes under the producer's 256-KB batch,
+    kafka-python split the refused batch and sent it again, and its flush() failed ("Future
+    not done"): every checkpoint failed, rewound and was retried, forever, the verdicts
+    sent again each time and no offset committed."""
+    src = kafka_topic_factory(1, "in")
+    out = kafka_topic_factory(1, "out", {"max.message.bytes": "20000"})
+    dlq = kafka_topic_factory(1, "dlq")
+    ads = make_ads(400, seed=14)
+    produce(kafka_bootstrap, src, encode(ads))
+    proc = consumer_process("--input-topic", src, "--output-topic", out, "--dlq-topic", dlq,
+                            "--commit-interval-s", "5")  # batches of hundreds of verdicts
+    verdicts = read_topic(kafka_bootstrap, out, len(ads), 120)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    log = (tmp_path / "consumer-0.log").read_text()
+    assert "checkpoint failed" not in log and "splitting batch" in log, log[-3000:]
+    assert sorted(v["id"] for v in verdicts) == sorted(a["id"] for a in ads)
+
+
 # --- issue 17 item 7: a store that lost committed writes is noticed and rebuilt
 
 

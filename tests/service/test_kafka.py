@@ -35,3 +35,28 @@ def test_an_input_topic_with_fewer_partitions_than_asked_is_said(
             "bootstrap_servers": kafka_bootstrap, "input_topic": name,
             "output_topic": name + ".out", "dlq_topic": name + ".dlq"}), 10_000)
     assert caplog.records == []  # one partition asked, one there
+
+
+def test_closing_a_producer_that_cannot_finish_is_a_warning_not_a_crash(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """After SIGTERM with the broker away, the consumer's close raised KafkaTimeoutError:
+    a traceback and exit 1 after the final checkpoint, no "stopped" line. (A fake producer
+    stands for one whose broker is away.)"""
+    from kafka.errors import KafkaTimeoutError
+
+    from streamdedup.service.kafka import close_producer
+
+    class Away:
+        def __init__(self) -> None:
+            self.asked: list[float] = []
+
+        def close(self, timeout: float) -> None:
+            self.asked.append(timeout)
+            raise KafkaTimeoutError("Timeout waiting for future")
+
+    away = Away()
+    with caplog.at_level(logging.WARNING, logger="streamdedup.service.kafka"):
+        close_producer(away)
+    assert away.asked == [2.0]  # its work is settled: not the 10 s it waited before
+    assert [r.getMessage() for r in caplog.records] == [
+        "closing the producer: KafkaTimeoutError: Timeout waiting for future"]
