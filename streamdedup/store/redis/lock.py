@@ -20,6 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -31,7 +32,7 @@ _log = logging.getLogger(__name__)
 
 LOCK_TTL_MS = 30_000
 POLL_S = 0.25
-_TOKEN = re.compile(r"(?P<host>.*) pid (?P<pid>\d+) [0-9a-f]{8}")
+_TOKEN = re.compile(r"(?P<host>.*) pid (?P<pid>\d+) [0-9a-f]{8} in (?P<space>\S+)")
 _TAKE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
@@ -39,6 +40,22 @@ end
 return 0
 """
 _HELD: set[str] = set()  # this process's live tokens: another of its stores is alive
+
+
+def _pid_space() -> str:
+    """Where a pid means one process: this boot of this kernel and this PID namespace. A
+    hostname does not say it: containers with the host's network, or machines left with a
+    default name, share one while their pids are each their own (a live holder in another
+    namespace was taken for dead). '?' where /proc does not tell (then no holder is)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()[:8]
+        space = os.readlink("/proc/self/ns/pid").removeprefix("pid:[").rstrip("]")
+    except OSError:
+        return "?"
+    return f"{boot}.{space}"
+
+
+PID_SPACE = _pid_space()
 _EXTEND = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -64,9 +81,14 @@ class WriterLock:
 
     def __init__(self, r: Any, key: str, namespace: str) -> None:
         self.r, self.key = r, key
-        self.token = f"{socket.gethostname()} pid {os.getpid()} {uuid.uuid4().hex[:8]}"
-        self._acquire(namespace)
-        _HELD.add(self.token)
+        self.token = (f"{socket.gethostname()} pid {os.getpid()} {uuid.uuid4().hex[:8]} "
+                      f"in {PID_SPACE}")
+        _HELD.add(self.token)  # before the key is set: no other store here takes it as dead
+        try:
+            self._acquire(namespace)
+        except BaseException:
+            _HELD.discard(self.token)
+            raise
         self.lost = False
         self._turn = threading.Lock()
         self._stop = threading.Event()
@@ -74,16 +96,16 @@ class WriterLock:
         self._thread.start()
 
     def _acquire(self, namespace: str) -> None:
-        """Take the key; while another token holds it, watch the key's TTL. A holder on this
-        host whose pid is gone (or is this process's own pid: a container's pid 1 started
-        again) is dead, and its key is taken over at once; any other holder is alive when
-        its TTL goes up (a renewal or a commit) or its token changes, and then this writer
-        is refused; a key left to expire (at most 30 s) was a dead holder's."""
+        """Take the key; while another token holds it, watch the key's TTL. A holder of this
+        host and PID namespace whose pid is gone (or is this process's own) is dead, and its
+        key is taken over at once; any other holder is alive when its TTL goes up (a renewal
+        or a commit) or its token changes, and then this writer is refused; a key left to
+        expire (at most 30 s) was a dead holder's."""
         seen: tuple[bytes, int] | None = None
         while not call(self.r.set, self.key, self.token, nx=True, px=LOCK_TTL_MS):
             holder, ttl = call(self.r.get, self.key), call(self.r.pttl, self.key)
-            if holder is None:
-                continue  # freed between the calls
+            if holder is None or ttl == -2:
+                continue  # freed or expired between the calls (-2: no such key)
             name = holder.decode(errors="replace")
             if _died_here(name):
                 if call(self.r.eval, _TAKE, 1, self.key, holder, self.token, LOCK_TTL_MS):
@@ -101,7 +123,7 @@ class WriterLock:
                              "whether it is alive (it renews its lock every %.0f s)",
                              namespace, name, ttl / 1000, LOCK_TTL_MS / 3000)
             seen = (holder, ttl)
-            time.sleep(min(POLL_S, ttl / 1000))
+            time.sleep(min(POLL_S, ttl / 1000 + 0.002))  # Redis expires a key after its ms
 
     def _renew(self) -> None:
         while not self._stop.wait(LOCK_TTL_MS / 3000):
@@ -149,13 +171,15 @@ class WriterLock:
 
 
 def _died_here(token: str) -> bool:
-    """Whether a lock token names a process of this host that no longer runs."""
+    """Whether a lock token names a process of this host and PID namespace that no longer
+    runs (a token of an earlier release, without its namespace, never does)."""
     match = _TOKEN.fullmatch(token)
-    if match is None or match["host"] != socket.gethostname():
+    if (match is None or match["host"] != socket.gethostname()
+            or match["space"] != PID_SPACE or PID_SPACE == "?"):
         return False
     pid = int(match["pid"])
     if pid == os.getpid():
-        return token not in _HELD  # a former process of this pid (a container's pid 1)
+        return token not in _HELD  # a former process given this pid again
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
