@@ -354,17 +354,29 @@ def _is_kafka_name(name: str) -> bool:
     return re.fullmatch(r"[A-Za-z0-9._-]{1,249}", name) is not None and name not in (".", "..")
 
 
-def _port(address: str) -> str | None:
-    """The port of one bootstrap address as kafka-python reads it (an optional scheme://,
-    [IPv6]:port, a bare IPv6 address, host:port), or None when none is given (9092)."""
+def _split_address(address: str) -> tuple[str, str | None]:
+    """One bootstrap address as kafka-python reads it (an optional scheme://, [IPv6]:port, a
+    bare IPv6 address, host:port): its host and its port, None when none is given (9092)."""
     address = re.sub(r"^[A-Za-z_]+://", "", address.strip())
     if address.startswith("["):
-        _, _, rest = address.partition("]")
-        return rest[1:] if rest.startswith(":") else (rest or None)
+        host, _, rest = address[1:].partition("]")
+        return host, (rest[1:] if rest.startswith(":") else (rest or None))
     if address.count(":") > 1:  # an IPv6 address without brackets takes no port
-        return None
-    _, colon, port = address.rpartition(":")
-    return port if colon else None
+        return address, None
+    host, colon, port = address.rpartition(":")
+    return (host, port) if colon else (port, None)
+
+
+def _port(address: str) -> str | None:
+    return _split_address(address)[1]
+
+
+def broker_addresses(servers: str) -> list[tuple[str, int]]:
+    """The (host, port) pairs of valid ``bootstrap_servers``, for a look at whether anything
+    listens (``replay`` split them on its own, so 'localhost' and 'PLAINTEXT://host:9092',
+    accepted here, were "no Kafka broker answers")."""
+    pairs = [_split_address(a) for a in servers.split(",") if a.strip()]
+    return [(host, int(port) if port else 9092) for host, port in pairs]
 
 
 # Variables of the prefix that are no Settings field: read elsewhere (the preset above, the

@@ -304,3 +304,12 @@ def test_a_presets_bands_follow_a_threshold_or_permutations_given_apart_from_the
     assert layout(num_perm=128) != (20, 5)
     env = {"STREAMDEDUP_THRESHOLD": "0.5"}
     assert Sketcher(build_settings("reference", env=env)).bands != 20
+
+
+def test_broker_addresses_are_read_as_the_settings_accept_them() -> None:
+    """`replay` split them on its own: 'localhost' (no port) and a scheme were "no Kafka
+    broker answers" though kafka-python connects to both."""
+    from streamdedup.settings import broker_addresses
+
+    assert broker_addresses("localhost, PLAINTEXT://10.0.0.1:9093,[::1]:9094,::1,h:1") == [
+        ("localhost", 9092), ("10.0.0.1", 9093), ("::1", 9094), ("::1", 9092), ("h", 1)]

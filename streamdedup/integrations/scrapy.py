@@ -33,7 +33,7 @@ from typing import Any
 
 from streamdedup.errors import ConfigError, StreamdedupError, describe
 from streamdedup.extras import require
-from streamdedup.service.kafka import announcement_producer
+from streamdedup.service.kafka import announcement_producer, close_producer
 from streamdedup.service.message import json_bytes
 from streamdedup.settings import ENV_PREFIX, Settings, build_settings
 
@@ -133,7 +133,7 @@ class AnnouncementPipeline:
 
     def close_spider(self, spider: Any = None) -> None:
         if self.producer is not None:
-            self.producer.close(timeout=10)
+            close_producer(self.producer, 10)
         log.log(logging.ERROR if self.refused else logging.INFO,
                 "streamdedup: %d announcements sent to %s%s", self.sent,
                 self.settings.input_topic,

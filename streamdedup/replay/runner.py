@@ -40,7 +40,7 @@ from streamdedup.replay.config import ReplayConfig
 from streamdedup.replay.dump import read_dump
 from streamdedup.replay.process import ChildProcess, free_port
 from streamdedup.service.message import decode_message, encode_message
-from streamdedup.settings import ENV_PREFIX, Settings, build_settings
+from streamdedup.settings import ENV_PREFIX, Settings, broker_addresses, build_settings
 
 # Columns of the Kijiji TSV that count as an announcement's content even when the settings'
 # text fields are fewer: a row with one of them is sent (the consumer dead-letters it if its
@@ -120,7 +120,7 @@ def produce(settings: Settings, rows: Sequence[_Row], rate: float, progress: boo
     """Send every row to the input topic (key = id); return the send time of each id."""
     from tqdm import tqdm
 
-    from streamdedup.service.kafka import announcement_producer
+    from streamdedup.service.kafka import announcement_producer, close_producer
 
     # a short linger: the replay measures each announcement's latency from its send time
     producer = announcement_producer(settings, "streamdedup-replay", linger_ms=5)
@@ -140,7 +140,7 @@ def produce(settings: Settings, rows: Sequence[_Row], rate: float, progress: boo
                 bar.update(1)
             producer.flush(timeout=60)
     finally:
-        producer.close(timeout=10)
+        close_producer(producer, 10)
     return sent_at
 
 
@@ -239,10 +239,9 @@ def _record_id(value: bytes, *, is_verdict: bool) -> str | None:
 def _ensure_broker(settings: Settings) -> None:
     """One clear line when nothing listens at any bootstrap address, instead of a client that
     retries for 30 s and then raises a timeout from deep inside kafka-python."""
-    for address in settings.bootstrap_servers.split(","):
-        host, _, port = address.strip().rpartition(":")
-        with contextlib.suppress(OSError, ValueError):
-            socket.create_connection((host.strip("[]"), int(port)), timeout=5.0).close()
+    for host, port in broker_addresses(settings.bootstrap_servers):
+        with contextlib.suppress(OSError):
+            socket.create_connection((host, port), timeout=5.0).close()
             return
     raise StreamdedupError(
         f"no Kafka broker answers at {settings.bootstrap_servers}; pass the address of a "

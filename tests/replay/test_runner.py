@@ -225,3 +225,22 @@ def test_kijiji_reference_acceptance(kijiji_path: Path, tmp_path: Path,
     assert r["doc_precision"] == 1.0 and r["doc_recall"] >= 0.999
     assert r["pair_precision"] == 1.0 and r["pair_recall"] >= 0.995
     assert r["link_labels"]["reposts"] == 149
+
+
+def test_the_broker_check_reads_addresses_as_the_settings_do() -> None:
+    """'localhost:PORT' worked, 'PLAINTEXT://localhost:PORT' (accepted by the settings) was
+    "no Kafka broker answers"; nothing listening is still that one line."""
+    import socket
+
+    from streamdedup.errors import StreamdedupError
+    from streamdedup.replay.runner import _ensure_broker
+
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        for servers in (f"127.0.0.1:{port}", f"PLAINTEXT://127.0.0.1:{port}"):
+            _ensure_broker(build_settings(env={}, overrides={"bootstrap_servers": servers}))
+    with pytest.raises(StreamdedupError, match="no Kafka broker answers"):
+        _ensure_broker(build_settings(env={}, overrides={
+            "bootstrap_servers": f"PLAINTEXT://127.0.0.1:{port}"}))
