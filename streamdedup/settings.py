@@ -339,7 +339,7 @@ def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
             return False
         raise ConfigError(f"{ENV_PREFIX}{f.name.upper()}: expected a boolean, got {raw!r}")
     if kind is tuple:
-        return tuple(part.strip() for part in raw.split(",") if part.strip())
+        return split_commas(raw)
     try:
         return kind(raw)
     except ValueError as exc:
@@ -352,6 +352,11 @@ def _is_kafka_name(name: str) -> bool:
     """What Kafka takes as a topic or group instance name: 1-249 of [A-Za-z0-9._-], not '.'
     or '..'."""
     return re.fullmatch(r"[A-Za-z0-9._-]{1,249}", name) is not None and name not in (".", "..")
+
+
+def split_commas(raw: str) -> tuple[str, ...]:
+    """A list setting as a flag or a variable gives it: comma-separated, blanks dropped."""
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
 def _split_address(address: str) -> tuple[str, str | None]:

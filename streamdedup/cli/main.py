@@ -10,7 +10,6 @@ for matplotlib or scipy unless it plots or computes ground truth.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Iterable
@@ -199,6 +198,7 @@ def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO, b
     """Judge and write one batch; bad rows are written whatever ``only_duplicates`` says (a
     row left out of the output must say why)."""
     from streamdedup.errors import MessageError
+    from streamdedup.replay.dump import bad_row_line
 
     docs = [item for _, item in batch if not isinstance(item, MessageError)]
     verdicts = iter(detector.process_many(docs, sketches))
@@ -211,8 +211,7 @@ def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO, b
                 tally.errors += 1
                 tally.first_error = tally.first_error or f"{item.reason}: {item.detail}"
                 target = bad
-                bad.write(json.dumps({"row": row, "error": item.reason, "detail": item.detail})
-                          + "\n")
+                bad.write(bad_row_line(row, item))
             else:
                 verdict = next(verdicts)
                 tally.dups += verdict.duplicate

@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from streamdedup.errors import ConfigError, MissingExtraError, StreamdedupError
-from streamdedup.settings import ENV_PREFIX, PRESETS, Settings, build_settings
+from streamdedup.settings import ENV_PREFIX, PRESETS, Settings, build_settings, split_commas
 
 # What a Kafka client reads: where the broker is and how to reach it.
 KAFKA_CLIENT = ("bootstrap_servers", "security_protocol", "sasl_*", "ssl_*")
@@ -72,7 +72,7 @@ def settings_options(func: Callable[..., Any] | None = None, *,
 def _split_commas(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
     if value is None:
         return None
-    return tuple(v.strip() for v in value.split(",") if v.strip())
+    return split_commas(value)
 
 
 def make_settings(preset: str | None, options: dict[str, Any]) -> Settings:

@@ -21,7 +21,6 @@ silently away.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -40,7 +39,7 @@ from streamdedup.core.sketch import Shingled, Sketcher
 from streamdedup.core.verdict import Verdict
 from streamdedup.errors import ConfigError, InputError, MessageError
 from streamdedup.replay.config import ENGINES, ORDERS, STDOUT, BackfillConfig
-from streamdedup.replay.dump import read_dump, row_number_warning
+from streamdedup.replay.dump import bad_row_line, read_dump, row_number_warning
 from streamdedup.replay.pairs import Plan, Row, local_plan, sketch_rows
 from streamdedup.replay.read_ahead import BATCH
 from streamdedup.settings import Settings
@@ -106,9 +105,7 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
                 if isinstance(item, MessageError):
                     result.bad_rows += 1
                     result.first_error = result.first_error or f"{item.reason}: {item.detail}"
-                    errors.write(json.dumps({"row": row, "error": item.reason,  # as `check`
-                                             "detail": item.detail}, ensure_ascii=False)
-                                 + "\n")
+                    errors.write(bad_row_line(row, item))
                 else:
                     good.append((row, item))
         except InputError as exc:  # it reads the whole dump before judging any of it

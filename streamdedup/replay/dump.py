@@ -20,6 +20,7 @@ message's is (``service/message.py``).
 from __future__ import annotations
 
 import csv
+import json
 import logging
 import os
 import sys
@@ -69,6 +70,12 @@ def detect_format(path: Path) -> str:
     if suffix in (".parquet", ".pq"):
         return "parquet"
     raise InputError(f"cannot tell the format of {path}; pass --format tsv, jsonl or parquet")
+
+
+def bad_row_line(row: int, error: MessageError) -> str:
+    """A row that cannot be judged, as `check --errors` and `backfill` write it (one JSON
+    line; ASCII, so that a detail quoting undecodable bytes can still be written)."""
+    return json.dumps({"row": row, "error": error.reason, "detail": error.detail}) + "\n"
 
 
 def read_dump(path: str | os.PathLike[str], fmt: str | None, text_fields: tuple[str, ...],

@@ -358,3 +358,12 @@ def test_a_quote_left_open_names_the_lines_it_swallowed(tmp_path: Path) -> None:
     got = rows(path)
     assert [outcome(item) for _, item in got] == ["malformed_row"]
     assert "lines 2-6 of the file: if a quote was left open at line 2" in got[0][1].detail
+
+
+def test_a_bad_row_is_one_ascii_json_line_for_check_and_backfill_alike() -> None:
+    """Each wrote its own: `check` escaped non-ASCII, `backfill` did not."""
+    from streamdedup.replay.dump import bad_row_line
+
+    line = bad_row_line(3, MessageError("wrong_type", "tïtle \udc80"))
+    assert line.endswith("\n") and line.isascii()
+    assert json.loads(line) == {"row": 3, "error": "wrong_type", "detail": "tïtle \udc80"}
