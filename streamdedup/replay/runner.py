@@ -201,7 +201,7 @@ class VerdictReader:
                 for tp, records in self.reader.poll(timeout_ms=200).items():
                     for rec in records:
                         is_verdict = tp.topic == self.output_topic
-                        doc_id = _record_id(rec.value, is_verdict=is_verdict)
+                        doc_id = _record_id(rec.value, rec.key, is_verdict=is_verdict)
                         if doc_id not in pending:
                             got.repeated += 1
                             continue
@@ -222,11 +222,17 @@ class VerdictReader:
         self.reader.close()
 
 
-def _record_id(value: bytes, *, is_verdict: bool) -> str | None:
+def _record_id(value: bytes, key: bytes | None, *, is_verdict: bool) -> str | None:
+    """The replay's id a record answers: a verdict's ``id``; a dead letter's key, which is the
+    id the replay sent (the payload's ``id`` was read: "None" for an ad without one, or when
+    its text was left out, large or not UTF-8, so the ad counted missing), unless the key was
+    cut short."""
     try:
         body = json.loads(value)
         if is_verdict:
             return str(body["id"])
+        if key is not None and not body.get("key_truncated"):
+            return key.decode("utf-8", "surrogatepass")
         return str(json.loads(body.get("payload_text") or "{}").get("id"))
     except (ValueError, KeyError, TypeError, AttributeError):
         return None

@@ -244,3 +244,22 @@ def test_the_broker_check_reads_addresses_as_the_settings_do() -> None:
     with pytest.raises(StreamdedupError, match="no Kafka broker answers"):
         _ensure_broker(build_settings(env={}, overrides={
             "bootstrap_servers": f"PLAINTEXT://127.0.0.1:{port}"}))
+
+
+def test_a_dead_letter_is_matched_to_the_id_the_replay_sent() -> None:
+    """The payload's id was read: "None" for an ad without one (its id is the automatic one,
+    the record's key) or for a payload not UTF-8, so the ad counted as missing. A key cut
+    short (over 1,024 bytes) still falls back to the payload's id."""
+    from streamdedup.errors import MessageError
+    from streamdedup.replay.runner import _record_id
+    from streamdedup.service.records import Source, dead_letter_record
+
+    def letter(key: bytes, payload: bytes) -> str | None:
+        record = dead_letter_record("dlq", MessageError("empty_text", "x"),
+                                    Source("in", 0, 1), key, payload)
+        return _record_id(record.value, record.key, is_verdict=False)
+
+    assert letter(b"auto-0abc", b'{"title": ""}') == "auto-0abc"
+    assert letter(b"a1", b'{"id": "a1", "title": "\xff"}') == "a1"  # not UTF-8: no text
+    long_id = "x" * 2_000
+    assert letter(long_id.encode(), json.dumps({"id": long_id}).encode()) == long_id
