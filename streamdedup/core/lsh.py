@@ -31,6 +31,12 @@ def p_candidate(s: float | np.ndarray, bands: int, rows: int) -> float | np.ndar
     return float(result) if np.ndim(result) == 0 else result
 
 
+def layout(threshold: float, num_perm: int, bands: int = 0, rows: int = 0) -> tuple[int, int]:
+    """The (bands, rows) a detector uses: those given, else those the threshold chooses (the
+    reports' band tables chose them even when --bands/--rows were given)."""
+    return (bands, rows) if bands else choose_bands(threshold, num_perm)
+
+
 def choose_bands(
     threshold: float, num_perm: int, min_recall: float = DEFAULT_MIN_RECALL
 ) -> tuple[int, int]:

@@ -86,16 +86,14 @@ class Sketcher:
         self._cache: OrderedDict[str, Shingled] = OrderedDict()
         self.normalize = Normalizer(settings)
         self.hasher = make_hasher(settings.minhash, settings.num_perm, settings.seed)
-        if settings.bands:
-            self.bands, self.rows = settings.bands, settings.rows
-        else:
-            self.bands, self.rows = lsh.choose_bands(settings.threshold, settings.num_perm)
-            if self.recall_at_threshold() < lsh.DEFAULT_MIN_RECALL:
-                raise ConfigError(
-                    f"num_perm {settings.num_perm} gives at most P(candidate | s="
-                    f"{settings.threshold}) = {self.recall_at_threshold():.4f} < "
-                    f"{lsh.DEFAULT_MIN_RECALL}: near-duplicates would be missed; use "
-                    f"num_perm >= {lsh.min_num_perm(settings.threshold)}")
+        self.bands, self.rows = lsh.layout(settings.threshold, settings.num_perm,
+                                           settings.bands, settings.rows)
+        if not settings.bands and self.recall_at_threshold() < lsh.DEFAULT_MIN_RECALL:
+            raise ConfigError(
+                f"num_perm {settings.num_perm} gives at most P(candidate | s="
+                f"{settings.threshold}) = {self.recall_at_threshold():.4f} < "
+                f"{lsh.DEFAULT_MIN_RECALL}: near-duplicates would be missed; use "
+                f"num_perm >= {lsh.min_num_perm(settings.threshold)}")
 
     def shingle_fields(self, fields: Mapping[str, str]) -> Shingled:
         return self.shingle_fields_many([fields])[0]

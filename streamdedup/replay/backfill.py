@@ -254,7 +254,8 @@ def _report(settings: Settings, config: BackfillConfig, docs: Sequence[Document]
                 index.setdefault(set_id, int(corpus.set_index[position]))
         ci = np.array([index[a] for a, _ in plan.pairs], dtype=np.int64)
         cj = np.array([index[b] for _, b in plan.pairs], dtype=np.int64)
-        bands, rows = lsh.choose_bands(settings.threshold, settings.num_perm)
+        bands, rows = lsh.layout(settings.threshold, settings.num_perm, settings.bands,
+                                 settings.rows)
         report["band_table"]["rows"].append(ev.table_row(
             truth, f"{bands}x{rows}, this backfill ({config.engine}; size bound applied)",
             ci, cj, bands=bands, rows=rows, num_perm=settings.num_perm,

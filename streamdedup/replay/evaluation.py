@@ -282,15 +282,17 @@ def band_table(
 ) -> dict[str, Any]:
     """Candidate pairs, FP and FN rates of LSH settings over the whole corpus (not streaming).
 
-    Rows: the study's layouts at ``num_perm`` permutations, and the layout the threshold
-    chooses for the settings' own ``num_perm``. A row's time is signing the distinct sets
-    (done once per permutation count) plus band keys and grouping; the brute-force time is
-    ``truth.all_pairs`` on all documents. Neither includes shingling, which both need.
+    Rows: the study's layouts at ``num_perm`` permutations, and the settings' own layout
+    (their --bands x --rows, else what the threshold chooses for their ``num_perm``). A
+    row's time is signing the distinct sets (done once per permutation count) plus band
+    keys and grouping; the brute-force time is ``truth.all_pairs`` on all documents.
+    Neither includes shingling, which both need.
     """
     c = truth.corpus
-    chosen = lsh.choose_bands(settings.threshold, settings.num_perm)
+    used = lsh.layout(settings.threshold, settings.num_perm, settings.bands, settings.rows)
+    how = "chosen" if used == lsh.choose_bands(settings.threshold, settings.num_perm) else "given"
     specs = [(f"{b}x{r}", b, r, num_perm) for b, r in layouts]
-    specs.append((f"{chosen[0]}x{chosen[1]}, chosen", *chosen, settings.num_perm))
+    specs.append((f"{used[0]}x{used[1]}, {how}", *used, settings.num_perm))
     signed: dict[int, tuple[np.ndarray, float]] = {}
     rows = []
     for label, b, r, perms in specs:

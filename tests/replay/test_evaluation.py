@@ -327,6 +327,17 @@ def test_band_table_matches_naive_candidate_counts() -> None:
     assert table["rows"][1]["fn_rate"] > 0  # one band of 16 rows misses most edits
 
 
+
+def test_the_band_table_shows_the_layout_given_not_the_one_the_threshold_would_choose(
+        ) -> None:
+    """With --bands 4 --rows 25 the table's own row (and the S-curve) showed 25x5, the
+    threshold's choice: the layout that missed the run's duplicates appeared nowhere."""
+    docs = generated_docs()
+    settings = make_settings(bands=4, rows=25)
+    table = ev.band_table(truth_for(docs, settings), settings, layouts=((4, 2),), num_perm=16)
+    assert [row["setting"] for row in table["rows"]] == ["4x2", "4x25, given"]
+    assert (table["rows"][1]["bands"], table["rows"][1]["rows"]) == (4, 25)
+
 def test_similarity_histogram_counts_document_pairs() -> None:
     docs = generated_docs()
     settings = make_settings()
