@@ -71,6 +71,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         none_judged,
         not_kept,
         store_directory,
+        writable_directory,
     )
     from streamdedup.cli.progress import progress_bar
     from streamdedup.core.sketch import Sketcher
@@ -109,6 +110,8 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     directory = store_directory(settings)
     if out != STDOUT:
         checked_output(out, dump, store=directory)
+    if report_dir is not None:
+        writable_directory(report_dir, "--report")
     if report_dir is not None and directory is not None \
             and report_dir.resolve() == directory.resolve():
         raise click.UsageError(f"--report {report_dir} is the store's directory; give "

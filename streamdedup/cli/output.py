@@ -20,7 +20,7 @@ from streamdedup.replay.config import STDOUT
 from streamdedup.settings import Settings
 
 __all__ = ["STDOUT", "again_with_retention", "checked_output", "named_file", "none_judged",
-           "not_kept", "open_output", "store_directory"]
+           "not_kept", "open_output", "store_directory", "writable_directory"]
 
 
 def named_file(out: Path | None) -> Path | None:
@@ -92,6 +92,18 @@ def none_judged(path: Path, first_error: str, where: str = "") -> str:
             if first_error.startswith("bad_time") else "")
     return (f"every row of {path} was bad, none was judged (the first: {first_error}"
             f"{where}){hint}")
+
+
+def writable_directory(path: Path, option: str) -> None:
+    """Refuses a report directory that cannot be made or written, before the run: a backfill
+    wrote its whole store, then ended in a 50-line traceback; a replay ran to its end."""
+    probe = path.absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise click.UsageError(f"{option} {path}: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):  # a read-only mount says so to root too
+        raise click.UsageError(f"{option} {path}: {probe} cannot be written")
 
 
 def store_directory(settings: Settings) -> Path | None:

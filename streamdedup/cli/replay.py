@@ -67,6 +67,7 @@ def replay_command(dump: Path, report_dir: Path, fmt: str | None, no_consumer: b
     itself). Without --store the consumer gets a fresh store. Exit status 1 when some ids got
     no verdict in time.
     """
+    from streamdedup.cli.output import writable_directory
     from streamdedup.replay.report import summary
     from streamdedup.replay.runner import replay
 
@@ -78,6 +79,8 @@ def replay_command(dump: Path, report_dir: Path, fmt: str | None, no_consumer: b
         run_consumer=not no_consumer, rate=rate, timeout_s=timeout_s,
         topic_prefix=topic_prefix, progress=progress, band_table=not no_band_table,
     )
+
+    writable_directory(report_dir, "--report-dir")
 
     def say(message: str) -> None:
         click.echo(f"replay: {message}", err=True)

@@ -303,6 +303,25 @@ def test_a_backfill_of_which_no_row_can_be_judged_is_an_error(tmp_path: Path) ->
     assert code == 0, err  # without retention the times are not read
 
 
+@pytest.mark.parametrize("command", ["backfill", "replay"])
+def test_a_report_directory_that_cannot_be_made_is_refused_before_the_run(
+        tmp_path: Path, command: str) -> None:
+    """backfill judged the whole dump and wrote its store, then ended in a traceback
+    (NotADirectoryError); replay ran to its end before "cannot use"."""
+    tsv = write_tsv(tmp_path / "ads.tsv", [["t", "d", "Milano", "2020", "l"]])
+    (tmp_path / "afile").write_text("x")
+    report = str(tmp_path / "afile" / "sub")
+    if command == "backfill":
+        args = ["backfill", str(tsv), "--engine", "local", "--out", str(tmp_path / "v.jsonl"),
+                "--store", str(tmp_path / "s"), "--report", report]
+    else:
+        args = ["replay", "--dump", str(tsv), "--report-dir", report,
+                "--bootstrap-servers", "127.0.0.1:9"]
+    code, _, err = run(*args)
+    assert code == 2 and f"{tmp_path / 'afile'} is not a directory" in err, err
+    assert not (tmp_path / "s").exists() and not (tmp_path / "v.jsonl").exists()
+
+
 def test_backfill_keeps_no_store_it_made_when_it_judged_nothing(tmp_path: Path) -> None:
     """A refusal after the store was opened (--report with repeated ids) left an empty
     store pinned to the run's settings; one that was there before is kept."""
