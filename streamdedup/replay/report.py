@@ -124,9 +124,14 @@ def render_markdown(report: Mapping[str, Any], plot_base: str = "", note: str = 
     out += ["", "## Results", "", "| metric | value |", "|---|---|"]
     pc = r["pair_counts"]
     dc = r["doc_counts"]
+    replay = r.get("replay") or {}
+    dump = r.get("dump") or {}
+    # A replay's missing count takes in the dead letters that never came (it said 0 of 0
+    # while the command said 2 ids got nothing); a backfill's has only documents.
+    missing = replay.get("missing", r.get("missing_verdicts", 0))
     rows = [
         ("documents / verdicts / missing", f"{r['docs']:,} / {r['verdicts']:,} / "
-                                           f"{r.get('missing_verdicts', 0):,}"),
+                                           f"{missing:,}"),
         ("dead letters", f"{r['dead_letters']:,}"),
         ("doc precision / recall / F1",
          f"{r['doc_precision']:.4f} / {r['doc_recall']:.4f} / {r['doc_f1']:.4f}"),
@@ -138,11 +143,18 @@ def render_markdown(report: Mapping[str, Any], plot_base: str = "", note: str = 
                         f"{pc['true_pairs']:,} true pairs share a final cluster)"),
         ("clusters (>= 2 docs): verdicts / truth", f"{r['clusters']:,} / {r['true_clusters']:,}"),
     ]
-    replay = r.get("replay")
-    if replay and "produce_s" in replay:
+    if dump.get("unreadable_rows"):
+        rows.append(("unreadable rows (not sent)", f"{dump['unreadable_rows']:,} of "
+                                                   f"{dump['rows']:,}"))
+    if pc.get("named_unknown_ids"):
+        rows.append(("matches to ids not in the dump", f"{pc['named_unknown_ids']:,} (a store "
+                     "that held other ads: a document flagged only for them is a false "
+                     "positive here)"))
+    if "produce_s" in replay:
         limit = (f"at most {replay['rate_limit']:g}/s" if replay.get("rate_limit")
                  else "no rate limit: latency includes the queue")
-        rows.append(("sent to the input topic", f"{r['docs'] + r['dead_letters']:,} messages "
+        sent = replay.get("sent", r["docs"] + r["dead_letters"])
+        rows.append(("sent to the input topic", f"{sent:,} messages "
                                                 f"in {replay['produce_s']:.2f} s ({limit})"))
     if r.get("docs_per_second"):
         lat = r["latency_ms"]

@@ -356,6 +356,7 @@ def replay(config: ReplayConfig, say: Callable[[str], None] = lambda _m: None) -
                 "consumer_exit": consumer_exit,
                 "topics": [settings.input_topic, settings.output_topic, settings.dlq_topic],
                 "produce_s": produce_s,
+                "sent": len(sent_at),
                 "rate_limit": config.rate,
                 "repeated_records": got.repeated,
                 "dead_letter_reasons": _count(got.dead.values()),

@@ -85,6 +85,24 @@ def test_markdown_lists_true_pairs_apart(tmp_path: Path,
     assert "Preset `reference`: fields " in named
 
 
+def test_markdown_counts_what_a_replay_sent_and_never_got_back(
+        evaluated: tuple[dict[str, Any], list[Verdict]]) -> None:
+    """Two rows that could only be dead letters, none of which came back: the report said
+    "0 / 0 / 0" and "sent 0 messages" while the command said 2 ids got nothing; unreadable
+    rows and matches to ids outside the dump (a store that held other ads) were in
+    report.json only."""
+    report = {**evaluated[0], "docs": 0, "verdicts": 0, "dead_letters": 0,
+              "missing_verdicts": 0,
+              "replay": {"produce_s": 0.5, "rate_limit": 0, "sent": 2, "missing": 2},
+              "dump": {"rows": 7, "unreadable_rows": 5},
+              "pair_counts": {**evaluated[0]["pair_counts"], "named_unknown_ids": 186}}
+    md = rp.render_markdown(report)
+    assert "| documents / verdicts / missing | 0 / 0 / 2 |" in md
+    assert "| sent to the input topic | 2 messages in 0.50 s" in md
+    assert "| unreadable rows (not sent) | 5 of 7 |" in md
+    assert "| matches to ids not in the dump | 186 (a store that held other ads" in md
+
+
 def test_markdown_escapes_table_cells() -> None:
     assert rp._md_cell("a | b\nc") == "a \\| b c"
 
