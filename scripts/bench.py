@@ -25,6 +25,7 @@ The machine has two cores: run one benchmark at a time.
     scripts/bench.py fresh     [--messages 50000] [--before REV]      (bench_fresh.py)
     scripts/bench.py hotsoak   [--messages 100000]                    (bench_fresh.py)
     scripts/bench.py reopen    --store DIR                            (bench_fresh.py)
+    scripts/bench.py scrapy    [--items 5000] [--before REV]          (bench_scrapy.py)
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""A child process run on the replay's behalf: the consumer, a broker, a Redis server.
+"""A child process: the consumer a replay starts, and (in ``harness/``) a broker or a Redis
+server.
 
 Written once, here, for the product's replay and for the development harness (chaos runs,
 benchmarks, the local broker), because they all need the same four things:

@@ -1,5 +1,6 @@
 """The Redis store: ``client.py`` (connections, key layout, errors), ``store.py`` (the Store
-contract, single writer), ``shared.py`` (the protocol a consumer group shares), ``lock.py``
+contract, single writer), ``records.py`` (a document's and a set's hash fields, written and
+read alike by both), ``shared.py`` (the protocol a consumer group shares), ``lock.py``
 (one writer per namespace when retention is on) and ``maintenance.py`` (stats, verify,
 export, one document's verdict)."""
 

@@ -2,8 +2,9 @@
 
 Retention runs the single-writer store (``store.py``: tombstones, eviction in the
 checkpoint's ``MULTI/EXEC``), which must never have two writers; the shared protocol a
-consumer group uses does not evict. A lock key names its holder (host, pid) for the message
-a second writer gets, and has a TTL, so the namespace is free again soon after a holder died.
+consumer group uses does not evict. A lock key names its holder (host, pid, PID namespace)
+for the message a second writer gets, and has a TTL, so the namespace is free again soon
+after a holder died.
 A writer started while the key is held waits to learn whether its holder is alive (it renews
 the key every 10 s) instead of exiting at once: a consumer restarted by its supervisor right
 after a kill -9 used to exit on its own dead predecessor's lock, up to 30 s of restarts.
