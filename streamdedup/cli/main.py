@@ -72,8 +72,8 @@ def run(preset: str | None, **options: Any) -> None:
 def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
           preset: str | None, **options: Any) -> None:
     """Run a dump through the detector in file order; one verdict per line (JSONL), and one
-    line per bad row saying why. The judged documents are added to --store (default
-    ./streamdedup-store, the same as run's: give check a store of its own), so a later dump
+    line per bad row saying why. The judged documents are added to --store (by default the
+    same as run's: give check a store of its own), so a later dump
     is judged against this one; --store-backend memory keeps nothing."""
     from streamdedup.cli.output import (
         STDOUT,
@@ -244,10 +244,10 @@ def _close_all(opened: list[TextIO]) -> str:
 
 @main.command(short_help="Plot the LSH S-curve P(candidate | similarity).")
 @click.option("--threshold", type=float, default=None,
-              help="mark this similarity [default: 0.8]")
+              help=f"mark this similarity [default: {Settings.threshold}]")
 @click.option("--num-perm", type=int, default=None,
-              help="permutations; bands chosen for them [default: 128, or bands x rows "
-                   "when more]")
+              help=f"permutations; bands chosen for them [default: {Settings.num_perm}, or "
+                   "bands x rows when more]")
 @click.option("--bands", type=int, default=None,
               help="LSH bands; give --rows too [default: chosen from --threshold]")
 @click.option("--rows", type=int, default=None,
@@ -259,7 +259,7 @@ def scurve(threshold: float | None, num_perm: int | None, bands: int | None,
            rows: int | None, out: Path) -> None:
     """Plot P(candidate | s) = 1 - (1 - s^r)^b, with the threshold marked. From these flags
     and the default preset only (no STREAMDEDUP_* variables): for a store's curve, give its
-    --bands and --rows (the reference preset's: 20 and 5)."""
+    --bands and --rows (`streamdedup store stats` shows them)."""
     from dataclasses import replace
 
     from streamdedup.cli.output import checked_output

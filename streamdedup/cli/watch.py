@@ -28,7 +28,7 @@ _FROM_HELP = ("where to start reading: 'beginning', 'latest', or an ISO 8601 tim
 def monitor_command(start: str, no_texts: bool, preset: str | None, **options: Any) -> None:
     """A live web page of the duplicates topic, and its JSON API (see the README).
 
-    Binds --monitor-host:--monitor-port (127.0.0.1:8088 by default); bound beyond loopback it
+    Binds --monitor-host:--monitor-port (loopback by default); bound beyond loopback it
     needs --monitor-token. Reads --output-topic, --dlq-topic and --input-topic from
     --bootstrap-servers without joining any consumer group.
     """
