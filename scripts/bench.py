@@ -63,8 +63,8 @@ from streamdedup.core.shingles import set_fingerprint, shingle  # noqa: E402
 from streamdedup.core.sketch import Sketcher  # noqa: E402
 from streamdedup.core.text import compose_text  # noqa: E402
 from streamdedup.errors import MessageError  # noqa: E402
+from streamdedup.replay.config import BATCH  # noqa: E402  (as check and backfill batch)
 from streamdedup.replay.dump import read_dump  # noqa: E402
-from streamdedup.replay.read_ahead import BATCH  # noqa: E402  (as check and backfill batch)
 from streamdedup.settings import Settings, build_settings  # noqa: E402
 from streamdedup.store import Store, open_store  # noqa: E402
 

@@ -88,8 +88,9 @@ def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
     from streamdedup.cli.progress import progress_bar
     from streamdedup.core.shared import detector_for
     from streamdedup.core.sketch import Sketcher
+    from streamdedup.replay.config import BATCH
     from streamdedup.replay.dump import batched, read_dump, row_number_warning
-    from streamdedup.replay.read_ahead import BATCH, ReadAhead
+    from streamdedup.replay.read_ahead import ReadAhead
     from streamdedup.store import open_configured
 
     settings = make_settings(preset, options)

@@ -38,10 +38,9 @@ from streamdedup.core.shared import detector_for
 from streamdedup.core.sketch import Shingled, Sketcher
 from streamdedup.core.verdict import Verdict
 from streamdedup.errors import ConfigError, InputError, MessageError
-from streamdedup.replay.config import ENGINES, ORDERS, STDOUT, BackfillConfig
+from streamdedup.replay.config import BATCH, ENGINES, ORDERS, STDOUT, BackfillConfig
 from streamdedup.replay.dump import bad_row_line, read_dump, row_number_warning
 from streamdedup.replay.pairs import Plan, Row, local_plan, sketch_rows
-from streamdedup.replay.read_ahead import BATCH
 from streamdedup.settings import Settings
 from streamdedup.store.base import Store
 

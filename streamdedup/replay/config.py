@@ -55,6 +55,7 @@ class ReplayConfig:
 
 
 STDOUT = Path("-")  # an output named "-" is standard output (it wrote a file named "-")
+BATCH = 500  # documents per detector call and store commit (check, backfill)
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,10 @@ from streamdedup.core.document import Document
 from streamdedup.core.sketch import Packed, Sketcher, Sketches, pack, unpack
 from streamdedup.errors import InputError, MessageError, StreamdedupError
 from streamdedup.replay import dump
+from streamdedup.replay.config import BATCH
 from streamdedup.replay.dump import Row, batched, read_dump
 from streamdedup.settings import Settings
 
-BATCH = 500  # documents per detector call and store commit (check, backfill)
 _END = "end"
 
 Batch = tuple[list[Row], Sketches]
