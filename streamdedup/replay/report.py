@@ -37,6 +37,8 @@ def write_report(report: dict[str, Any], out_dir: str | Path) -> dict[str, Path]
         plot_precision_recall(report, out / PRECISION_RECALL_PNG)
         plots["precision_recall"] = PRECISION_RECALL_PNG
     report["plots"] = plots
+    for name in {S_CURVES_PNG, PRECISION_RECALL_PNG} - set(plots.values()):
+        (out / name).unlink(missing_ok=True)  # an earlier run's, read as this one's
     paths = {"json": out / "report.json", "md": out / "report.md"}
     _write_text(paths["json"], json.dumps(report, indent=1, ensure_ascii=False) + "\n")
     _write_text(paths["md"], render_markdown(report))

@@ -137,9 +137,11 @@ def test_report_without_band_table_has_no_plots(tmp_path: Path) -> None:
     settings = make_settings()
     report = ev.evaluate(docs, detect(docs, settings), truth_for(docs, settings), settings,
                          with_band_table=False)
+    (tmp_path / rp.S_CURVES_PNG).write_bytes(PNG_MAGIC)  # an earlier run's, in the same folder
     paths = rp.write_report(report, tmp_path)
     assert set(paths) == {"json", "md"}
     assert "## Plots" not in paths["md"].read_text(encoding="utf-8")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "report.md"]
 
 
 def test_render_again_from_json(tmp_path: Path, capsys: pytest.CaptureFixture[str],
