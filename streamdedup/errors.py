@@ -14,6 +14,8 @@
 
 Per-message problems are ``MessageError`` with a short machine-readable ``reason`` so the
 dead-letter record can say why; everything else stops the process with a clear message.
+Two signals inside the consumer are not under this root, and never leave it: the
+checkpoint's ``CheckpointFailed`` (rewound, retried) and ``BrokerRefused`` (an exit status).
 """
 
 from __future__ import annotations
