@@ -64,8 +64,13 @@ if __name__ == "__main__":
         args = [a for i, a in enumerate(args) if a.split("=")[0] != "--bootstrap-servers"
                 and (i == 0 or args[i - 1] != "--bootstrap-servers")]
         sys.exit(replay_then_monitor(given or env or "", args, monitor))
-    with tempfile.TemporaryDirectory(prefix="streamdedup-replay-broker-") as state:
-        print("replay: starting a local Kafka broker", file=sys.stderr)
-        with LocalBroker(Path(state), die_with_parent=True) as broker:
-            print(f"replay: broker ready on {broker.bootstrap}", file=sys.stderr)
-            sys.exit(replay_then_monitor(broker.bootstrap, args, monitor))
+    try:
+        with tempfile.TemporaryDirectory(prefix="streamdedup-replay-broker-") as state:
+            print("replay: starting a local Kafka broker", file=sys.stderr)
+            with LocalBroker(Path(state), die_with_parent=True) as broker:
+                print(f"replay: broker ready on {broker.bootstrap}", file=sys.stderr)
+                code = replay_then_monitor(broker.bootstrap, args, monitor)
+    except KeyboardInterrupt:  # while the broker started: a traceback, exit 1
+        print("replay: interrupted; the local broker is stopped", file=sys.stderr)
+        code = 130
+    sys.exit(code)
