@@ -369,9 +369,11 @@ def replay(config: ReplayConfig, say: Callable[[str], None] = lambda _m: None) -
         paths = rp.write_report(report, config.report_dir)
         paths["verdicts"] = verdicts_path
         return ReplayResult(report, paths, got.missing, consumer_exit)
-    except BaseException:
+    except BaseException as exc:
         if created:  # a failure before anything was written leaves no empty directory
             with contextlib.suppress(OSError):
+                if isinstance(exc, KeyboardInterrupt):  # the consumer's log tells nothing
+                    (config.report_dir / "consumer.log").unlink(missing_ok=True)
                 config.report_dir.rmdir()  # only if empty
         raise
     finally:
