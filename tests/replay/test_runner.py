@@ -200,7 +200,9 @@ def test_a_report_directory_that_cannot_be_made_is_one_line(
     code = main(["--dump", str(dump), "--report-dir", str(tmp_path / "afile" / "sub"),
                  "--no-consumer", "--bootstrap-servers", "127.0.0.1:9", "--no-progress"])
     err = capsys.readouterr().err
-    assert code == 1 and f"cannot use {tmp_path / 'afile' / 'sub'}: Not a directory" in err
+    # refused before anything runs (it was "cannot use ...", exit 1, after the replay)
+    assert code == 2 and f"--report-dir {tmp_path / 'afile' / 'sub'}: {tmp_path / 'afile'} " \
+        "is not a directory" in err, err
     assert "Traceback" not in err
 
 
