@@ -241,7 +241,7 @@ class Settings:
             # (the monitor counted each as an unreadable verdict).
             raise ConfigError(f"output_topic and dlq_topic must differ (both "
                               f"{self.output_topic!r})")
-        ports = [_port(a) for a in self.bootstrap_servers.split(",") if a.strip()]
+        ports = [_split_address(a)[1] for a in self.bootstrap_servers.split(",") if a.strip()]
         if not ports or any(p is not None and not (p.isdigit() and 1 <= int(p) <= 65535)
                             for p in ports):
             raise ConfigError(f"bootstrap_servers must be host[:port][,host[:port]...] with "
@@ -370,10 +370,6 @@ def _split_address(address: str) -> tuple[str, str | None]:
         return address, None
     host, colon, port = address.rpartition(":")
     return (host, port) if colon else (port, None)
-
-
-def _port(address: str) -> str | None:
-    return _split_address(address)[1]
 
 
 def broker_addresses(servers: str) -> list[tuple[str, int]]:

@@ -112,10 +112,9 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         checked_output(out, dump, store=directory)
     if report_dir is not None:
         writable_directory(report_dir, "--report")
-    if report_dir is not None and directory is not None \
-            and report_dir.resolve() == directory.resolve():
-        raise click.UsageError(f"--report {report_dir} is the store's directory; give "
-                               "another (the report's files would sit among the store's)")
+        if directory is not None and report_dir.resolve() == directory.resolve():
+            raise click.UsageError(f"--report {report_dir} is the store's directory; give "
+                                   "another (the report's files would sit among the store's)")
     if errors is None and ((out.exists() and not out.is_file())  # a pipe, a device
                            or out.absolute().parts[1:2] in (("dev",), ("proc",))):
         # /dev/stdout is a regular file when the shell redirects it to one

@@ -12,6 +12,7 @@ import re
 import shutil
 import sys
 import unicodedata
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -121,18 +122,16 @@ def _texts(settings: Settings, ids: set[str], dump: Path | None, fmt: str | None
     from streamdedup.replay.dump import read_dump
 
     found: dict[str, dict[str, str]] = {}
-    rows = bad = 0
-    reasons: dict[str, int] = {}
+    rows = 0
+    reasons: Counter[str] = Counter()  # of the rows that could not be read
     if dump is not None:
         for _, item in read_dump(dump, fmt, settings.text_fields,
                                  max_bytes=settings.max_message_bytes):
             rows += 1
-            if isinstance(item, Document):
-                if item.id in ids:
-                    found[item.id] = dict(item.fields)
-            else:
-                bad += 1
-                reasons[item.reason] = reasons.get(item.reason, 0) + 1
+            if not isinstance(item, Document):
+                reasons[item.reason] += 1
+            elif item.id in ids:
+                found[item.id] = dict(item.fields)
     else:
         found = {i: {k: v for k, v in body.items() if isinstance(v, str)}
                  for i, body in _scan(settings, settings.input_topic, ids).items()}
@@ -140,6 +139,7 @@ def _texts(settings: Settings, ids: set[str], dump: Path | None, fmt: str | None
     if missing:
         where = str(dump) if dump else f"topic {settings.input_topic}"
         # A dump read in the wrong format said only this, each of its rows a bad one.
+        bad = reasons.total()
         unread = "" if not bad else (
             f" ({bad:,} of its {rows:,} rows could not be read: "
             f"{', '.join(f'{n:,} {r}' for r, n in sorted(reasons.items()))}"

@@ -98,33 +98,32 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
     tally = _Acks()  # the broker's answers, counted by the sender thread
     start = time.monotonic()
     try:
-        for row, item in rows:
-            if isinstance(item, MessageError):
-                bad += 1
-                click.echo(f"row {row}: {item.reason}: {item.detail}", err=True)
-                continue
-            producer.send(settings.input_topic, key=item.id.encode("utf-8"),
-                          value=encode_message(item)).add_callback(tally.ack).add_errback(
-                              tally.refuse)
-            sent += 1
-            while rate and (delay := start + sent / rate - time.monotonic()) > 0:
-                time.sleep(min(delay, _MAX_SLEEP_S))
-        _settle(producer, tally, sent, PRODUCE_FLUSH_S)
+        try:
+            for row, item in rows:
+                if isinstance(item, MessageError):
+                    bad += 1
+                    click.echo(f"row {row}: {item.reason}: {item.detail}", err=True)
+                    continue
+                producer.send(settings.input_topic, key=item.id.encode("utf-8"),
+                              value=encode_message(item)).add_callback(tally.ack).add_errback(
+                                  tally.refuse)
+                sent += 1
+                while rate and (delay := start + sent / rate - time.monotonic()) > 0:
+                    time.sleep(min(delay, _MAX_SLEEP_S))
+            _settle(producer, tally, sent, PRODUCE_FLUSH_S)
+        finally:  # before anything is said: what closing delivers is counted too
+            close_producer(producer, CLOSE_S)
     except StreamdedupError as exc:  # found while reading (the dump is read as it is sent)
-        close_producer(producer, CLOSE_S)
         raise click.ClickException(f"{exc} ({tally.said(sent)} before it)") from None
     except KeyboardInterrupt:  # say where it stopped: sending again resends from the start
-        close_producer(producer, CLOSE_S)
         click.echo(f"interrupted: {tally.said(sent)}, {bad} rows not readable; sending the "
                    "dump again is safe (the detector judges an id and text it has seen once)",
                    err=True)
         raise click.exceptions.Exit(130) from None
     except KafkaError as exc:  # the broker went away: send() blocked past its limit
-        close_producer(producer, CLOSE_S)
         raise click.ClickException(
             f"{tally.said(sent)} ({describe(exc)}); send the dump again (the detector judges "
             "an id and text it has seen once)") from None
-    close_producer(producer, CLOSE_S)
     if tally.acked + len(tally.refused) < sent:
         raise click.ClickException(
             f"{tally.said(sent)}: {settings.bootstrap_servers} did not answer for the rest "
