@@ -32,6 +32,7 @@ from harness.chaos.trips import TRIP_MARK, TRIP_STAGES
 from streamdedup.replay.process import ChildProcess
 
 _FAILED_LINE = re.compile(r"(checkpoint|store) failed")
+_KAFKA_NOISE = re.compile(r"ERROR kafka\.|Traceback")  # kafka-python's own, on an outage
 
 
 class ChaosRun(Harness):
@@ -179,7 +180,7 @@ class ChaosRun(Harness):
     def _fault_broker(self, chunk: Sequence[Announcement], how: str) -> None:
         broker = self.c.broker
         proc = self.running()
-        failures_before = proc.count(_FAILED_LINE)
+        failures_before, noise_before = proc.count(_FAILED_LINE), proc.count(_KAFKA_NOISE)
         self.produce(self.main, chunk)
         time.sleep(self.rng.uniform(0.0, 0.1))
         pending = self.main.pending()
@@ -207,7 +208,8 @@ class ChaosRun(Harness):
                    down_s=round(down, 1), unanswered_at_stop=pending,
                    recovered_s=round(recovered, 1), consumer_restarted=False,
                    committed=committed, produced_to=end,
-                   failed_checkpoints_logged=proc.count(_FAILED_LINE) - failures_before)
+                   failed_checkpoints_logged=proc.count(_FAILED_LINE) - failures_before,
+                   kafka_errors_logged=proc.count(_KAFKA_NOISE) - noise_before)
 
     def _fault_sigterm(self, chunk: Sequence[Announcement]) -> None:
         proc = self.running()

@@ -98,17 +98,71 @@ class KafkaRepeats(logging.Filter):
         return True
 
 
+class BrokerAway(logging.Filter):
+    """A broker that goes away made kafka-python log about 15 ERROR lines at once, two with a
+    traceback, then five more at each reconnect attempt: its own retries, with nothing lost
+    (the consumer rewinds what was not acknowledged). Each such record of a ``kafka`` logger
+    (a connection error in its traceback, its arguments or its text) becomes one WARNING
+    line without the traceback, at most one every ``every_s`` seconds: "the broker is away"
+    is said once a minute while it is, whichever of kafka-python's threads noticed."""
+
+    TEXTS = ("KafkaConnectionError", "socket disconnected", "No node available")
+
+    def __init__(self, every_s: float = 60.0) -> None:
+        super().__init__()
+        self.every_s = every_s
+        self.said_at = float("-inf")
+
+    @staticmethod
+    def _connection_error(exc: object) -> bool:
+        from kafka.errors import KafkaConnectionError
+
+        return isinstance(exc, (ConnectionError, KafkaConnectionError))
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith("kafka") or record.levelno < logging.WARNING:
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        args = record.args if isinstance(record.args, tuple) else ()
+        if not (self._connection_error(exc) or any(map(self._connection_error, args))
+                or any(text in record.getMessage() for text in self.TEXTS)):
+            return True
+        said = record.getMessage() + (f" ({type(exc).__name__}: {exc})" if exc else "")
+        record.msg = f"broker unreachable, kafka-python retries (said once a minute): {said}"
+        record.args, record.exc_info, record.exc_text = None, None, None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        if record.created - self.said_at < self.every_s:
+            return False
+        self.said_at = record.created
+        return True
+
+
+class SlowTask(logging.Filter):
+    """kafka-python's IO thread warns when one of its steps ran over 0.1 s ("It is blocking
+    the event loop"): it shares the GIL with judging, so on 2 cores that happens every few
+    minutes and tells an operator nothing to do. Demoted to DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "blocking the event loop" in str(record.msg):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
 def setup_logging(level: str = "INFO", json_lines: bool = False) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if json_lines else PlainFormatter())
-    handler.addFilter(KafkaRepeats())  # on the handler: a logger's filter skips its children
+    # On the handler: a logger's filter skips its children. The broker's absence first.
+    handler.addFilter(BrokerAway())
+    handler.addFilter(KafkaRepeats())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     # kafka-python is chatty at INFO during reconnects; its warnings still show.
     logging.getLogger("kafka").setLevel(max(logging.WARNING, root.level))
     for name, kind in (("kafka.net.transport", ClosedSocketRace),
-                       ("kafka.cluster", CancelledAtClose)):
+                       ("kafka.cluster", CancelledAtClose),
+                       ("kafka.net.selector", SlowTask)):
         logger = logging.getLogger(name)
         if not any(isinstance(f, kind) for f in logger.filters):
             logger.addFilter(kind())

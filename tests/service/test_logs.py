@@ -100,3 +100,58 @@ def test_kafka_pythons_reconnect_lines_show_once_a_minute_whatever_their_numbers
                                       name="kafka.conn"))  # another logger, its own line
     traced = _transport_error(ConnectionResetError("reset"))
     assert repeats.filter(traced) and repeats.filter(traced)  # a traceback always shows
+
+
+def test_a_broker_away_is_one_warning_a_minute_without_tracebacks() -> None:
+    """Killing the broker made kafka-python log ~15 ERROR lines at once, two with a
+    traceback, then five more at each reconnect attempt; they say one thing."""
+    from kafka.errors import KafkaConnectionError, UnknownTopicOrPartitionError
+
+    from streamdedup.service.logs import BrokerAway
+
+    def kafka_error(name: str, msg: str, *args: object, at: float = 0.0) -> logging.LogRecord:
+        return logging.makeLogRecord({"name": name, "levelno": logging.ERROR, "args": args,
+                                      "levelname": "ERROR", "msg": msg, "created": at})
+
+    away = BrokerAway(every_s=60)
+    reset = _transport_error(ConnectionResetError("[Errno 104] Connection reset by peer"))
+    reset.created = 0.0
+    assert away.filter(reset)
+    assert reset.levelno == logging.WARNING and reset.exc_info is None
+    line = PlainFormatter().format(reset)
+    assert "Traceback" not in line and "Connection reset by peer" in line
+    assert "broker unreachable" in line
+    burst = [kafka_error("kafka.net.transport", "%s: socket disconnected", "<conn>", at=0.1),
+             kafka_error("kafka.net.connection", "%s: Connection lost: %s", "<conn>",
+                         KafkaConnectionError("111 ECONNREFUSED"), at=0.2),
+             kafka_error("kafka.cluster", "Metadata refresh: failed %s",
+                         KafkaConnectionError("111 ECONNREFUSED"), at=0.3),
+             kafka_error("kafka.coordinator", "Error sending %s to node %s [%s]",
+                         "HeartbeatRequest", 1, KafkaConnectionError("reset"), at=30)]
+    assert [away.filter(r) for r in burst] == [False] * 4
+    assert all(r.levelno == logging.WARNING for r in burst)
+    again = kafka_error("kafka.net.manager", "Connection failed: %s",
+                        KafkaConnectionError("111 ECONNREFUSED"), at=61)
+    assert away.filter(again)  # still away a minute later: said again
+    other = kafka_error("kafka.producer.sender", "Error sending produce request: %s",
+                        UnknownTopicOrPartitionError(), at=62)
+    assert away.filter(other) and other.levelno == logging.ERROR  # not the broker's absence
+    ours = logging.makeLogRecord({"name": "streamdedup.consumer", "levelno": logging.WARNING,
+                                  "msg": "poll failed: KafkaConnectionError", "created": 62})
+    assert away.filter(ours) and away.filter(ours)
+
+
+def test_kafka_pythons_slow_step_notice_is_debug(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its IO thread shares the GIL with judging: "blocking the event loop" every few minutes
+    on 2 cores is nothing an operator can act on; its other warnings still show."""
+    from streamdedup.service.logs import SlowTask
+
+    selector = logging.getLogger("kafka.net.selector")
+    monkeypatch.setattr(selector, "level", selector.level)
+    selector.setLevel(logging.WARNING)
+    slow = _kafka_line("Task <t> ran for 0.136s (>0.100s threshold). It is blocking the event"
+                       " loop -- likely a tight sync loop inside a coroutine", 0,
+                       name="kafka.net.selector")
+    assert SlowTask().filter(slow) is False and slow.levelno == logging.DEBUG
+    wakeup = _kafka_line("Wakeup socket returned empty. Rebuilding.", 0, name="kafka.net.selector")
+    assert SlowTask().filter(wakeup) and wakeup.levelno == logging.WARNING
