@@ -11,8 +11,10 @@ API (documented in the README):
     GET /api/clusters?limit=20       the biggest and the fastest-growing clusters
     GET /api/verdicts?since=N        verdicts after index N (each carries its index)
     GET /api/duplicates?limit=50     the latest duplicates
-    GET /api/verdict/<id>            one document's verdict
-    GET /api/explain/<id>?other=ID   the document beside its match (default: duplicate_of)
+    GET /api/verdict/<id>            one document's verdict (also /api/verdict?id=ID)
+    GET /api/explain/<id>?other=ID   the document beside its match (default: duplicate_of;
+                                     also /api/explain?id=ID: the page's form, since a
+                                     browser reads an id "." or ".." in a path as a folder)
     GET /api/events?since=N          server-sent events, a "tick" each second: the summary,
                                      the series, and the verdicts since the last tick; a
                                      client more than 200 behind skips to the newest 200
@@ -68,6 +70,14 @@ class _AnyId(PathConvertor):
 
 
 register_url_convertor("any_id", _AnyId())
+
+
+def _doc_id(request: Request) -> str:
+    """The id in the path, or in ``?id=`` (raises ValueError, a 400, when neither has one)."""
+    doc_id = request.path_params.get("doc_id", request.query_params.get("id"))
+    if not doc_id:
+        raise ValueError("no id: give it in the path or as ?id=ID")
+    return str(doc_id)
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -152,14 +162,14 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
         return JSONResponse(read(lambda: list(state.latest_duplicates)[:limit]))
 
     async def verdict(request: Request) -> Response:
-        doc_id = request.path_params["doc_id"]
+        doc_id = _doc_id(request)
         found = read(lambda: state.verdict(doc_id))
         if found is None:
             return _error(404, f"no verdict for {_shown(doc_id)} since the monitor started")
         return JSONResponse(found)
 
     async def explain(request: Request) -> Response:
-        doc_id = request.path_params["doc_id"]
+        doc_id = _doc_id(request)
         other = request.query_params.get("other")
         if other == "":
             return _error(400, "?other= is empty: give the id to compare with, or leave it out")
@@ -215,7 +225,9 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
         Route("/api/clusters", clusters),
         Route("/api/verdicts", verdicts),
         Route("/api/duplicates", duplicates),
+        Route("/api/verdict", verdict),
         Route("/api/verdict/{doc_id:any_id}", verdict),
+        Route("/api/explain", explain),
         Route("/api/explain/{doc_id:any_id}", explain),
         Route("/api/events", events),
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),

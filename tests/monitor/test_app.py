@@ -162,6 +162,21 @@ def test_an_id_with_a_newline_or_a_slash_is_found(site: tuple[str, MonitorState]
         assert code == 200 and body["id"] == doc_id, body
 
 
+def test_an_id_a_browser_reads_as_a_folder_is_found_by_query(
+        site: tuple[str, MonitorState]) -> None:
+    """A page asking for /api/verdict/%2E%2E asks for /api/ (browsers resolve dot segments,
+    encoded or not), so the page passes ids as ?id=; the path form stays for scripts."""
+    base, state = site
+    for doc_id in (".", "..", "a/../b"):
+        state.add_verdict({"id": doc_id, "duplicate": False, "cluster_id": doc_id})
+        code, body = get(base + "/api/verdict?id=" + urllib.parse.quote(doc_id, safe=""))
+        assert code == 200 and body["id"] == doc_id, body
+        code, body = get(base + "/api/explain?id=" + urllib.parse.quote(doc_id, safe=""))
+        assert code == 404 and "is no duplicate" in body["error"], body
+    assert get(base + "/api/verdict")[0] == 400
+    assert "?id=" in get(base + "/api/explain?id=")[1]["error"]
+
+
 def test_a_token_guards_the_api_only() -> None:
     for base, _ in serve(token="s3cret"):
         assert get(base + "/api/summary")[0] == 401

@@ -285,9 +285,12 @@ def test_the_page_updates_live_and_shows_a_duplicate_beside_its_match(
                 "cluster_id": "x-earliest", "matches": [{"id": "x-best", "jaccard": 1.0},
                                                         {"id": "x-earliest", "jaccard": 0.85}],
                 "merged": []}).encode())
+            # An id a browser reads as a folder in a path (the page searched /api/ for it).
+            producer.send(stream.flags[5], json.dumps({
+                "id": "..", "duplicate": False, "cluster_id": ".."}).encode())
             producer.flush()
             producer.close()
-            want = ADS + len(stream.more) + 2
+            want = ADS + len(stream.more) + 3
             page.wait_for_function(
                 f"document.getElementById('verdicts').textContent == '{want}'", timeout=60_000)
             page.wait_for_function("document.getElementById('bad').textContent == '3'",
@@ -309,5 +312,9 @@ def test_the_page_updates_live_and_shows_a_duplicate_beside_its_match(
             page.click("#search button")
             page.wait_for_function("document.getElementById('found').textContent.includes("
                                    "'no verdict')", timeout=10_000)
+            page.fill("#query", "..")
+            page.click("#search button")
+            page.wait_for_function("document.getElementById('found').textContent == "
+                                   "'..: not a duplicate, cluster ..'", timeout=10_000)
         finally:
             browser.close()

@@ -121,7 +121,7 @@
   }
 
   async function explain(id, other) {
-    const path = "api/explain/" + encodeURIComponent(id) + (other ? "?other=" + encodeURIComponent(other) : "");
+    const path = "api/explain?id=" + encodeURIComponent(id) + (other ? "&other=" + encodeURIComponent(other) : "");
     const r = await json(path);
     const e = r.body;
     $("explain").hidden = false;
@@ -142,8 +142,8 @@
     ev.preventDefault();
     // An id as typed first (ids may end in spaces), then without the spaces a paste adds.
     const typed = $("query").value, id = typed.trim(); if (!id) return;
-    let r = await json("api/verdict/" + encodeURIComponent(typed));
-    if (r.status === 404 && typed !== id) r = await json("api/verdict/" + encodeURIComponent(id));
+    let r = await json("api/verdict?id=" + encodeURIComponent(typed));
+    if (r.status === 404 && typed !== id) r = await json("api/verdict?id=" + encodeURIComponent(id));
     const v = r.body;
     if (!r.ok) { $("found").textContent = v.error; $("explain").hidden = true; return; }
     $("found").textContent = v.id + ": " + (v.duplicate ? "duplicate of " + v.duplicate_of : "not a duplicate") + ", cluster " + v.cluster_id;
