@@ -383,6 +383,21 @@ def no_store(directory: Path) -> StoreError:
     return StoreError(f"no store at {directory} (no {DB_NAME})")
 
 
+def tidy_after_reading(path: Path) -> None:
+    """A read-only connection makes the WAL's -shm and an empty -wal beside a store no one
+    has open, and cannot remove them at its close. An empty WAL has nothing to fold back,
+    so a read-write connection's close removes both, if it is the last one (a consumer
+    still running keeps them, as it must)."""
+    wal = path.with_name(path.name + "-wal")
+    with contextlib.suppress(OSError, sqlite3.Error):
+        if wal.stat().st_size == 0:
+            conn = sqlite3.connect(path, timeout=0)
+            try:
+                conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+            finally:
+                conn.close()
+
+
 def read_verdict(directory: Path, doc_id: str) -> str | None:
     """A document's stored verdict JSON, read beside a running consumer: a read-only
     connection that takes no writer lock (WAL lets readers in while the writer works)."""
@@ -398,6 +413,7 @@ def read_verdict(directory: Path, doc_id: str) -> str | None:
         raise StoreCorruptError(f"{path} cannot be read: {exc}") from exc
     finally:
         conn.close()
+        tidy_after_reading(path)
     return None if row is None else checked_verdict(path, doc_id, str(row[0]), row[1])
 
 

@@ -39,6 +39,7 @@ from streamdedup.store.sqlite.file import (
     file_bytes,
     no_store,
     os_problem,
+    tidy_after_reading,
     verdict_intact,
 )
 
@@ -74,6 +75,7 @@ def reading(directory: Path) -> Iterator[sqlite3.Connection]:
         raise StoreCorruptError(f"{path} cannot be read: {exc}") from exc
     finally:
         conn.close()
+        tidy_after_reading(path)
 
 
 def stats(directory: Path) -> dict[str, Any]:

@@ -126,6 +126,28 @@ def test_reading_works_beside_the_writer_and_compacting_waits_for_it(tmp_path: P
     assert verify(tmp_path / "s") == [] and stats(tmp_path / "s")["documents"] == 300
 
 
+def test_reading_a_closed_store_leaves_no_wal_files_but_a_writers_stay(
+        tmp_path: Path) -> None:
+    """stats, verify and explain's read left an -shm and an empty -wal beside a closed store
+    (a read-only connection cannot remove them); a running writer's must stay."""
+    from streamdedup.store.sqlite.file import read_verdict
+
+    first = json.loads(built(tmp_path / "s")[0])["id"]
+    beside = lambda: sorted(p.name for p in (tmp_path / "s").glob(DB_NAME + "-*"))  # noqa: E731
+    assert beside() == []
+    stats(tmp_path / "s")
+    assert verify(tmp_path / "s") == []
+    assert read_verdict(tmp_path / "s", first) is not None
+    assert beside() == []
+    writer = SqliteStore(tmp_path / "s")
+    try:
+        held = beside()
+        assert held and stats(tmp_path / "s")["documents"] == 300
+        assert beside() == held
+    finally:
+        writer.close()
+
+
 def test_a_reader_keeps_one_snapshot_while_the_writer_commits(tmp_path: Path) -> None:
     """verify reads many tables one after another: a consumer committing in between must not
     make them disagree (a seq past the counter, a set not there yet)."""
