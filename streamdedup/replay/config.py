@@ -18,9 +18,10 @@ from streamdedup.errors import ConfigError
 ENGINES = ("spark", "local")
 ORDERS = ("file", "timestamp")
 
-_MEMORY = re.compile(r"^\d+[kmgt]?$", re.I)
-_MASTER = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]|yarn"
-                     r"|(spark|k8s|mesos)://\S+)$")
+_N = r"0*[1-9]\d*"  # a count or a size of 0 started a JVM that failed with its stack
+_MEMORY = re.compile(rf"^{_N}[kmgt]?$", re.I)
+_MASTER = re.compile(rf"^(local(\[({_N}|\*)(,{_N})?\])?|local-cluster\[{_N},{_N},{_N}\]"
+                     r"|yarn|(spark|k8s|mesos)://\S+)$")
 
 
 def check_spark_flags(driver_memory: str, master: str = "local") -> None:
@@ -28,10 +29,12 @@ def check_spark_flags(driver_memory: str, master: str = "local") -> None:
     bad --driver-memory was refused once the whole dump had been; a master of no known form
     started a JVM that printed its stack)."""
     if not _MEMORY.match(driver_memory):
-        raise ConfigError(f"--driver-memory must be like 3g or 512m, not {driver_memory!r}")
+        raise ConfigError(f"--driver-memory must be like 3g or 512m (more than 0), not "
+                          f"{driver_memory!r}")
     if not _MASTER.match(master):
-        raise ConfigError(f"--master must be local, local[N], local[*], local[N,F], yarn or "
-                          f"spark://, k8s://, mesos:// and an address, not {master!r}")
+        raise ConfigError(f"--master must be local, local[N], local[*], local[N,F] (N, F at "
+                          f"least 1), yarn or spark://, k8s://, mesos:// and an address, not "
+                          f"{master!r}")
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,11 @@ a consistent store, and running the backfill again goes on from it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -57,6 +59,7 @@ from streamdedup.settings import Settings
 TASK_ATTEMPTS = 4  # Spark's default spark.task.maxFailures on a cluster
 ADS_PER_PARTITION = 2_000  # each partition crosses to the driver whole: ~8 KB an ad
 _LOCAL = re.compile(r"^local(?:\[(\*|\d+)\])?$")
+INTERRUPTED = threading.Event()  # Ctrl-C: a py4j call it broke fails, and is not the job's
 
 
 def with_retries(master: str) -> str:
@@ -98,20 +101,60 @@ def session(master: str, say: Callable[[str], None], driver_memory: str = "3g"
         # streamdedup's dependencies installed (see the README).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     say(f"starting Spark ({master})")
+    before = signal.getsignal(signal.SIGINT)
     try:
         spark = builder.getOrCreate()
     except Exception as exc:  # a master Spark refuses: py4j's or pyspark's error, a traceback
         raise BackfillError(f"Spark did not start (--master {given}, --driver-memory "
                           f"{driver_memory}): {_java_reason(exc)}") from None
     work = Path(tempfile.mkdtemp(prefix="streamdedup-backfill-"))
+    interrupt = QuietInterrupt(spark.sparkContext)
     try:
         spark.sparkContext.setLogLevel("ERROR")  # task retries are reported by us, not logged
         spark.sparkContext.addPyFile(str(_package_zip(work)))  # for the executors to import
         yield spark, (work if master.startswith("local") else None)
     finally:
+        interrupt.settle()
         with suppress(Exception):  # a JVM that died already: its error is raised
             spark.stop()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, before)
         shutil.rmtree(work, ignore_errors=True)
+
+
+class QuietInterrupt:
+    """Ctrl-C during a Spark job, without ~60 lines of tracebacks. pyspark's own SIGINT
+    handler cancels the jobs from the main thread, inside the py4j call it interrupts (a
+    "reentrant call" on the same socket, each step logged with its traceback), and the JVM
+    then logs its executors' refusals as it stops. This one silences both logs, cancels the
+    jobs from a thread of its own (its own py4j connection) and raises KeyboardInterrupt in
+    the main thread, as pyspark's did, for the command's one line and exit 130."""
+
+    def __init__(self, sc: Any) -> None:
+        self.sc = sc
+        self.cancelling: threading.Thread | None = None
+        INTERRUPTED.clear()
+        if threading.current_thread() is threading.main_thread():  # where signals arrive
+            signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        INTERRUPTED.set()
+        if self.cancelling is None:
+            # py4j logs the interrupted call on the root logger, which would configure it.
+            logging.getLogger().addHandler(logging.NullHandler())
+            self.cancelling = threading.Thread(target=self._cancel, daemon=True)
+            self.cancelling.start()
+        raise KeyboardInterrupt
+
+    def _cancel(self) -> None:
+        with suppress(Exception):  # the context may be stopping already
+            self.sc.setLogLevel("OFF")
+            self.sc.cancelAllJobs()
+
+    def settle(self, timeout_s: float = 10.0) -> None:
+        """Let the cancelling finish before the context stops (its log is off by then)."""
+        if self.cancelling is not None:
+            self.cancelling.join(timeout_s)
 
 
 def check_master_answers(master: str, timeout_s: float = 5.0) -> None:
@@ -241,6 +284,8 @@ class SparkSketches:
         except StreamdedupError:
             raise
         except Exception as exc:  # py4j and Spark errors: the job failed after its retries
+            if INTERRUPTED.is_set():
+                raise KeyboardInterrupt from None
             raise failed(exc) from exc
         finally:
             done.set()

@@ -68,14 +68,51 @@ def test_a_master_spark_refuses_is_one_line(tmp_path: Path) -> None:
     dump = tmp_path / "d.jsonl"
     dump.write_text('{"id": "a", "title": "Dev", "description": "Java"}\n', encoding="utf-8")
     for flags, said, code in (
-            (["--master", "local[0]"], "Spark did not start (--master local[0]", 1),
+            (["--master", "yarn"], "Spark did not start (--master yarn", 1),  # no Hadoop here
             (["--master", "bogus"], "--master must be local, local[N]", 2),  # a bad value
-            (["--driver-memory", "lots"], "--driver-memory must be like 3g", 2)):
+            (["--master", "local[0]"], "(N, F at least 1)", 2),  # a JVM's stack, then exit 1
+            (["--master", "local[2,0]"], "(N, F at least 1)", 2),
+            (["--driver-memory", "lots"], "--driver-memory must be like 3g", 2),
+            (["--driver-memory", "0"], "(more than 0)", 2)):
         done = subprocess.run(
             [sys.executable, "-m", "streamdedup", "backfill", str(dump), "--engine", "spark",
              "--out", str(tmp_path / "v.jsonl"), "--store", str(tmp_path / flags[1]), *flags],
             capture_output=True, text=True, timeout=300)
         assert done.returncode == code and said in done.stderr, done.stderr[-3000:]
         assert "Traceback" not in done.stderr
-        if "local[0]" not in flags:  # refused before the store is made
+        if code == 2:  # refused before the store is made
             assert not (tmp_path / flags[1]).exists()
+
+
+@pytest.mark.dump
+def test_ctrl_c_in_a_spark_phase_is_one_line_without_py4j_tracebacks(
+        kijiji_path: Path, tmp_path: Path) -> None:
+    """pyspark's own SIGINT handler cancelled the jobs inside the py4j call it interrupted:
+    ~60 lines of tracebacks ("reentrant call", Py4JNetworkError) and the JVM's errors, before
+    the command's line and exit 130."""
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamdedup", "backfill", str(kijiji_path), "--engine",
+         "spark", "--master", "local[1]", "--out", str(tmp_path / "v.jsonl"),
+         "--store", str(tmp_path / "s")],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert proc.stderr is not None
+    said = []
+    try:
+        for line in proc.stderr:
+            said.append(line)
+            if line.startswith("spark: candidate pairs"):  # a job runs: py4j is waiting
+                proc.send_signal(signal.SIGINT)
+                break
+        said += proc.stderr.readlines()
+        code = proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    text = "".join(said)
+    assert code == 130 and text.splitlines()[-1].startswith("interrupted"), text[-3000:]
+    assert "py4j" not in text.lower() and "reentrant" not in text, text[-3000:]
+    assert not [x for x in said if " ERROR " in x], text[-3000:]  # the JVM's, as it stopped
