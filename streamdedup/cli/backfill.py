@@ -136,6 +136,12 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         """Removes a store this command made and put nothing in; says so (else "")."""
         return not_kept(made_here and not judged, directory)
 
+    def held() -> str:
+        """What the store holds now (it is kept), or that it was removed (nothing judged)."""
+        return dropped() or (f"; the store holds the {judged} documents judged so far, and "
+                             "backfilling the dump again goes on from there"
+                             + again_with_retention(settings))
+
     try:
         store = open_configured(settings, Sketcher(settings).params())
         try:
@@ -154,15 +160,12 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     except StreamdedupError as exc:
         raise failure(exc, dropped()) from None
     except OSError as exc:  # the output files: checked above, refused by the file system now
-        if exc.filename not in (str(out), str(config.errors_path)):
+        if exc.filename not in (str(out), str(config.errors_path), "standard output"):
             raise
         raise click.ClickException(f"cannot write {exc.filename}: {exc.strerror}"
-                                   + dropped()) from None
+                                   + held()) from None
     except KeyboardInterrupt:  # as check says it; the driver commits every 500 documents
-        click.echo(f"interrupted: the store holds the {judged} documents judged so far; "
-                   f"backfilling the dump again goes on from there"
-                   + again_with_retention(settings)
-                   + dropped(), err=True)
+        click.echo("interrupted" + held(), err=True)
         raise click.exceptions.Exit(130) from None
     finally:
         bar.close()

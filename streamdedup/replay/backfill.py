@@ -24,7 +24,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -167,15 +167,47 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
     return result
 
 
+class _Named:
+    """A file whose write errors name it (an OSError from ``write`` has no file name): a
+    full disk or a closed pipe is then said in one line, as `check` says it."""
+
+    def __init__(self, file: TextIO, name: str) -> None:
+        self.file, self.name = file, name
+
+    def _failed(self, exc: OSError) -> OSError:
+        return OSError(exc.errno, exc.strerror or str(exc), self.name)
+
+    def write(self, text: str) -> None:
+        try:
+            self.file.write(text)
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+    def close(self) -> None:
+        try:
+            self.file.flush() if self.file is sys.stdout else self.file.close()
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+
 @contextmanager
-def _written(path: Path) -> Iterator[TextIO]:
-    """``path`` opened for writing; STDOUT is standard output, left open (and flushed)."""
+def _written(path: Path) -> Iterator[_Named]:
+    """``path`` opened for writing; STDOUT is standard output, left open (and flushed). An
+    error in writing or closing it is an OSError naming it ("standard output" for STDOUT)."""
     if path == STDOUT:
-        yield sys.stdout
-        sys.stdout.flush()
-        return
-    with path.open("w", encoding="utf-8") as file:
-        yield file
+        named = _Named(sys.stdout, "standard output")
+    else:
+        try:
+            named = _Named(path.open("w", encoding="utf-8"), str(path))
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+    try:
+        yield named
+    except BaseException:
+        with suppress(OSError):
+            named.close()
+        raise
+    named.close()
 
 
 def _sketch_local(settings: Settings, docs: Sequence[Document]) -> Iterator[Row]:
@@ -192,7 +224,7 @@ class _Kept:
 
 
 def _decide(detector: Any, store: Store, docs: Sequence[Document], rows: Iterator[Row],
-            plan: Plan | None, out: TextIO, result: BackfillResult,
+            plan: Plan | None, out: _Named, result: BackfillResult,
             progress: Callable[[int], None], keep: _Kept | None) -> None:
     """The driver's half: batches of sketches, in document order, through the detector."""
     batch: list[Row] = []

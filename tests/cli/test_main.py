@@ -358,6 +358,29 @@ def test_backfill_out_dash_is_standard_output(tmp_path: Path) -> None:
     assert "empty_text" in (tmp_path / "e.jsonl").read_text()
 
 
+def test_backfill_says_in_one_line_that_its_output_cannot_be_written(tmp_path: Path) -> None:
+    """A full disk under --out ended in a traceback, a closed pipe under `--out -` in exit 1
+    without a word; `check` says each in one line."""
+    import subprocess
+    import sys
+
+    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020", f"l{i}"]
+                                           for i, (t, d) in enumerate(ADS)])
+    code, _, err = run("backfill", str(tsv), "--engine", "local", "--out", "/dev/full",
+                       "--errors", str(tmp_path / "e.jsonl"), "--store", str(tmp_path / "s"))
+    assert code == 1 and "cannot write /dev/full: No space left on device" in err, err
+    assert "Traceback" not in err and "holds the 3 documents" in err, err  # committed
+    reader = subprocess.Popen([sys.executable, "-m", "streamdedup", "backfill", str(tsv),
+                               "--engine", "local", "--out", "-", "--store",
+                               str(tmp_path / "s2")], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    assert reader.stdout is not None and reader.stderr is not None
+    reader.stdout.close()  # as `| head -0` does: the pipe is closed before the verdicts come
+    said = reader.stderr.read()
+    assert reader.wait(timeout=120) == 1
+    assert "cannot write standard output: Broken pipe" in said and "Traceback" not in said
+
+
 def test_backfill_interrupted_says_how_far_it_got_and_exits_130(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C printed click's bare "Aborted!" and exit 1 (on Spark after ~80 lines of
@@ -377,8 +400,9 @@ def test_backfill_interrupted_says_how_far_it_got_and_exits_130(
     args = ["backfill", str(tsv), "--engine", "local", "--out", str(tmp_path / "v.jsonl"),
             "--store", str(tmp_path / "s")]
     code, _, err = run(*args)
-    assert code == 130 and "interrupted: the store holds the 0 documents" in err, err
-    assert "is not kept" in err and not (tmp_path / "s").exists()
+    assert code == 130 and "interrupted; the store it started at" in err, err
+    assert "is not kept" in err and "goes on from there" not in err, err  # it said both
+    assert not (tmp_path / "s").exists()
     monkeypatch.setattr(backfill, "_decide", real)
     assert run(*args)[0] == 0
     code, _, err = run(*args, "--retention", "60d")  # the store holds 3 documents now
@@ -407,7 +431,8 @@ def test_backfill_interrupted_before_its_first_commit_keeps_no_store(
                                            for i, (t, d) in enumerate(ADS)])
     code, _, err = run("backfill", str(tsv), "--engine", "local", "--out",
                        str(tmp_path / "v.jsonl"), "--store", str(tmp_path / "s"))
-    assert code == 130 and "holds the 0 documents" in err and "is not kept" in err, err
+    assert code == 130 and "interrupted; the store it started at" in err, err
+    assert "is not kept" in err and "goes on" not in err, err
     assert not (tmp_path / "s").exists()
 
 
