@@ -149,7 +149,8 @@ def ok(result: dict[str, Any], events: Sequence[dict[str, Any]]) -> bool:
     return (result["lost"] == 0 and result["self_duplicates"] == 0 and result["conflicts"] == 0
             and s["false_positives"] == 0 and s["false_negatives"] == 0
             and s["self_or_later_matches"] == 0 and s["repeated_seqs"] == 0
-            and s["bad_seq"] == 0 and all(e["ok"] for e in events))
+            and s["bad_seq"] == 0 and s["clusters_unlike_the_truth"] == 0
+            and all(e["ok"] for e in events))
 
 
 def table(result: dict[str, Any]) -> str:
@@ -163,6 +164,8 @@ def table(result: dict[str, Any]) -> str:
             ("repeated seqs", s["repeated_seqs"]), ("duplicates (true)",
                                                     f"{s['duplicates']} ({s['true_duplicates']})"),
             ("precision / recall", f"{s['precision']} / {s['recall']}"),
-            ("matches of itself or a later seq", s["self_or_later_matches"])]
+            ("matches of itself or a later seq", s["self_or_later_matches"]),
+            ("clusters (unlike the truth)",
+             f"{s['clusters']} ({s['clusters_unlike_the_truth']})")]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)

@@ -344,33 +344,103 @@ def seq_truth(sets: Mapping[str, np.ndarray], seqs: Mapping[str, int], threshold
     smaller seq have exact Jaccard >= threshold? ``sets``: doc id -> sorted shingles (one
     text per id); ``seqs``: doc id -> seq. Distinct sets and a sparse product, so thousands
     of documents take a second."""
-    by_set: dict[int, list[str]] = {}
-    for doc_id, sh in sets.items():
-        if sh.size:
-            by_set.setdefault(set_fingerprint(sh), []).append(doc_id)
-    keys = list(by_set)
-    first = np.array([min(seqs[d] for d in by_set[k]) for k in keys])
+    return _seq_truth(_SetGraph.of(sets, threshold), seqs, sets)
+
+
+@dataclass(frozen=True)
+class _SetGraph:
+    """The documents grouped by distinct set, and the pairs of sets at the threshold."""
+
+    groups: list[list[str]]
+    pairs: SetPairs | None
+
+    @classmethod
+    def of(cls, sets: Mapping[str, np.ndarray], threshold: float) -> _SetGraph:
+        by_set: dict[int, list[str]] = {}
+        for doc_id, sh in sets.items():
+            if sh.size:
+                by_set.setdefault(set_fingerprint(sh), []).append(doc_id)
+        groups = list(by_set.values())
+        pairs = (set_similarities([sets[g[0]] for g in groups], threshold)
+                 if len(groups) > 1 else None)
+        return cls(groups, pairs)
+
+
+def _seq_truth(graph: _SetGraph, seqs: Mapping[str, int], sets: Mapping[str, np.ndarray]
+               ) -> dict[str, bool]:
+    first = np.array([min(seqs[d] for d in g) for g in graph.groups], dtype=np.int64)
     neighbour_first = first.copy()  # earliest seq among the set and its similar sets
-    if len(keys) > 1:
-        pairs = set_similarities([sets[by_set[k][0]] for k in keys], threshold)
-        np.minimum.at(neighbour_first, pairs.i, first[pairs.j])
-        np.minimum.at(neighbour_first, pairs.j, first[pairs.i])
+    if graph.pairs is not None:
+        np.minimum.at(neighbour_first, graph.pairs.i, first[graph.pairs.j])
+        np.minimum.at(neighbour_first, graph.pairs.j, first[graph.pairs.i])
     truth = {doc_id: False for doc_id in sets}
-    for n, k in enumerate(keys):
-        for doc_id in by_set[k]:
-            s = seqs[doc_id]
-            truth[doc_id] = bool(neighbour_first[n] < s)  # an earlier copy or neighbour
+    for n, group in enumerate(graph.groups):
+        for doc_id in group:
+            truth[doc_id] = bool(neighbour_first[n] < seqs[doc_id])  # an earlier neighbour
     return truth
+
+
+def _true_clusters(graph: _SetGraph, ids: Sequence[str]) -> list[frozenset[str]]:
+    """The connected components of the documents at the threshold (a text without
+    shingles is a cluster of its own): what the clusters are, whatever the order."""
+    parent = list(range(len(graph.groups)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    if graph.pairs is not None:
+        for i, j in zip(graph.pairs.i.tolist(), graph.pairs.j.tolist(), strict=True):
+            parent[find(i)] = find(j)
+    out: dict[int, set[str]] = {}
+    for n, group in enumerate(graph.groups):
+        out.setdefault(find(n), set()).update(group)
+    grouped = {d for g in graph.groups for d in g}
+    return [frozenset(c) for c in out.values()] + [frozenset([d]) for d in ids
+                                                    if d not in grouped]
+
+
+def reader_clusters(verdicts: Mapping[str, Mapping[str, Any]]) -> list[frozenset[str]]:
+    """The clusters a reader of the verdicts (by id; the monitor) makes of them, in seq
+    order: a document joins the cluster its ``cluster_id`` names (its own id if none), and
+    each cluster in ``merged`` moves into it (a later verdict that names a merged cluster
+    means where it moved)."""
+    members: dict[str, set[str]] = {}
+    moved: dict[str, str] = {}
+
+    def now(label: str) -> str:
+        while label in moved:
+            label = moved[label]
+        return label
+
+    for doc_id, v in sorted(verdicts.items(), key=lambda kv: kv[1]["seq"]):
+        into = now(str(v.get("cluster_id") or doc_id))
+        members.setdefault(into, set()).add(doc_id)
+        for label in v.get("merged") or ():
+            old = now(str(label))
+            if old != into:
+                members[into] |= members.pop(old, set())
+                moved[old] = into
+    return [frozenset(c) for c in members.values()]
 
 
 def check_seq_order(verdicts: Mapping[str, Mapping[str, Any]], sets: Mapping[str, np.ndarray],
                     threshold: float) -> dict[str, Any]:
     """Verdicts (by id) against ``seq_truth``: seqs unique integers, duplicate flags equal to
-    the truth (precision and recall), and no match with the document itself or a later seq."""
+    the truth (precision and recall), no match with the document itself or a later seq, and
+    the clusters a reader makes of ``cluster_id`` and ``merged`` equal to the components at
+    the threshold (two verdicts of a group named a cluster that had merged, unannounced)."""
     seqs = {i: v.get("seq") for i, v in verdicts.items()}
     bad_seq = sorted(i for i, s in seqs.items() if not isinstance(s, int) or isinstance(s, bool))
     good = {i: int(s) for i, s in seqs.items() if i not in bad_seq}  # type: ignore[arg-type]
-    truth = seq_truth({i: sets[i] for i in good}, good, threshold)
+    known = {i: sets[i] for i in good}
+    graph = _SetGraph.of(known, threshold)
+    truth = _seq_truth(graph, good, known)
+    want = set(_true_clusters(graph, list(good)))
+    got = set(reader_clusters({i: verdicts[i] for i in good}))
+    unlike = sorted(min(c) for c in got - want)  # a cluster a reader sees that is not one
     flagged = {i for i in good if verdicts[i]["duplicate"]}
     true = {i for i, t in truth.items() if t}
     later = sorted(i for i in good for m in verdicts[i].get("matches", ())
@@ -383,7 +453,9 @@ def check_seq_order(verdicts: Mapping[str, Mapping[str, Any]], sets: Mapping[str
         "precision": round(len(flagged & true) / len(flagged), 6) if flagged else 1.0,
         "recall": round(len(flagged & true) / len(true), 6) if true else 1.0,
         "self_or_later_matches": len(later),
+        "clusters": len(want), "clusters_unlike_the_truth": len(unlike),
         "examples": {"false_positives": sorted(flagged - true)[:5],
+                     "clusters_unlike_the_truth": unlike[:5],
                      "false_negatives": sorted(true - flagged)[:5],
                      "self_or_later_matches": later[:5], "bad_seq": bad_seq[:5]},
     }

@@ -83,7 +83,8 @@ class SharedStore(Store):
         merge the clusters of all of them under the root whose first document is earliest;
         return that document's id (the cluster id) and the first documents of the other
         clusters merged (sorted; the document's own new set, first claimed at its seq, is
-        not named)."""
+        not named unless a later document's verdict named it as its cluster: a document
+        judged first on another consumer can join it before it joins its own cluster)."""
 
     @abstractmethod
     def finish(self, verdicts: Sequence[tuple[str, int, int, str]]) -> list[str]:

@@ -143,11 +143,16 @@ while i <= #ARGV do
       best, win = starts[r], r
     end
   end
+  if best ~= seq then  -- a cluster another document started: its label is in a verdict now
+    redis.call('HSET', p .. 'set:' .. win, 'named', 1)
+  end
   local reply = {firsts[win]}
   for _, r in ipairs(roots) do
     if r ~= win then
       redis.call('HSET', p .. 'set:' .. r, 'parent', win)
-      if starts[r] ~= seq then  -- not the document's own new set: a cluster it absorbed
+      -- A cluster it absorbed; its own new set too if a later document, judged first on
+      -- another consumer, joined it: that verdict named this document's id as its cluster.
+      if starts[r] ~= seq or redis.call('HEXISTS', p .. 'set:' .. r, 'named') == 1 then
         reply[#reply + 1] = firsts[r]
       end
     end

@@ -12,7 +12,8 @@ Layout (keys in ``client.py``; values are explicit bytes or JSON, never pickle):
     dtime       zset    doc ids by announcement time (retention: oldest go first)
     stime       zset    set ids by their newest document's time (retention)
     pos         hash    "topic\\0partition" -> next offset stored
-    set:<id>    hash    first_seq, first_id, parent, last_time, children, evicted
+    set:<id>    hash    first_seq, first_id, parent, last_time, children, evicted, named
+                        (named: a group's verdict gave its first document as a cluster id)
     sh:<id>     string  the sorted shingle hashes, big-endian uint64 (SET NX)
     mem:<id>    zset    the set's documents scored by seq
     edges:<id>  hash    other set id -> similarity;  crowded  set: sets over the edge cap
