@@ -15,6 +15,7 @@ seconds, clusters without bound (one small record each).
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import Mapping
@@ -126,18 +127,31 @@ class MonitorState:
         self._cluster(v, now)
         return True
 
+    def _where(self, label: str) -> str:
+        """The cluster a label is in now: merges chain (A into B, then B into C), and a
+        verdict may name A after both; the chain is shortened as it is walked."""
+        path = []
+        while label in self.merged_into:
+            path.append(label)
+            label = self.merged_into[label]
+        for step in path[:-1]:
+            self.merged_into[step] = label
+        return label
+
     def _cluster(self, v: Mapping[str, Any], now: float) -> None:
-        label = str(v.get("cluster_id") or v.get("id"))
-        label = self.merged_into.get(label, label)
+        label = self._where(str(v.get("cluster_id") or v.get("id")))
         cluster = self.clusters.get(label)
         if cluster is None:
             cluster = self.clusters[label] = Cluster(label, first_seen=now)
         for other in v.get("merged") or ():
-            other = self.merged_into.get(str(other), str(other))
+            other = self._where(str(other))
+            if other == label:  # merged already (a verdict read late): no cycle
+                continue
             absorbed = self.clusters.pop(other, None)
-            if absorbed is not None and absorbed is not cluster:
+            if absorbed is not None:
                 cluster.size += absorbed.size
                 cluster.first_seen = min(cluster.first_seen, absorbed.first_seen)
+                cluster.recent = deque(heapq.merge(cluster.recent, absorbed.recent))
             self.merged_into[other] = label
         cluster.size += 1
         cluster.last_seen = now

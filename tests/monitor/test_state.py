@@ -35,6 +35,24 @@ def test_counts_clusters_and_merges() -> None:
     assert [p["verdicts"] for p in st.series()] == [5, 1, 1]
 
 
+def test_a_label_merged_twice_still_finds_its_cluster_and_growth_moves_with_merges() -> None:
+    """B1 merged into A1, then A1 into C1; B2, read last (partitions interleave), still names
+    B1: it landed in a new cluster "A1" of one (C1 said 5, not 6). A merge also dropped the
+    absorbed cluster's recent arrivals from "fastest growing" (37 ads, 23 recent)."""
+    st = MonitorState(clock=lambda: 1010.0, growth_s=300)
+    for i, verdict in enumerate((v("C1"), v("A1"), v("B1"),
+                                 v("M1", "A1", cluster="A1", merged=("B1",)),
+                                 v("M2", "C1", cluster="C1", merged=("A1",)),
+                                 v("B2", "B1", cluster="B1"))):
+        st.add_verdict(verdict, at=1000.0 + i)
+    assert {k: c.size for k, c in st.clusters.items()} == {"C1": 6}
+    (top,) = st.top_clusters()["fastest_growing"]
+    assert (top["cluster_id"], top["size"], top["added_last_300s"]) == ("C1", 6, 6)
+    assert list(st.clusters["C1"].recent) == sorted(st.clusters["C1"].recent)
+    st.add_verdict(v("M3", "B2", cluster="C1", merged=("B1", "A1")), at=1007.0)  # no cycle
+    assert {k: c.size for k, c in st.clusters.items()} == {"C1": 7}
+
+
 def test_the_log_the_latest_and_the_clusters_views() -> None:
     now = [2000.0]
     st = MonitorState(keep=3, clock=lambda: now[0], growth_s=60)
