@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 # (TLS and SASL over a long link) is still reached; a signal ends the wait at any point.
 BOOTSTRAP_TIMEOUT_MS = 2000
 MAX_BOOTSTRAP_TIMEOUT_MS = 30_000
+# kafka-python waits up to 30 s between reconnect attempts by default: a broker back after
+# an outage went unnoticed that long (the monitor said "not answering" 27 s after it was up).
+RECONNECT_BACKOFF_MAX_MS = 5000
 
 
 def kafka_security(settings: Settings) -> dict[str, Any]:
