@@ -124,6 +124,11 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
     warning = row_number_warning(config.dump, config.fmt, lambda: held["documents"])
     if warning:
         say(warning)
+    if config.report_dir is not None and held["documents"]:
+        raise InputError(f"--report compares the verdicts with a brute force over this dump "
+                         f"alone, and the store already holds {held['documents']:,} documents "
+                         f"(their matches would count as false positives): give a new or "
+                         f"empty --store for the report")
     use_plan = (config.pairs and isinstance(detector, Detector)
                 and held["documents"] == 0 and held["sets"] == 0
                 and settings.retention_ms is None)

@@ -101,7 +101,7 @@ def session(master: str, say: Callable[[str], None], driver_memory: str = "3g"
         # streamdedup's dependencies installed (see the README).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     say(f"starting Spark ({master})")
-    before = signal.getsignal(signal.SIGINT)
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         spark = builder.getOrCreate()
     except Exception as exc:  # a master Spark refuses: py4j's or pyspark's error, a traceback
@@ -118,12 +118,13 @@ def session(master: str, say: Callable[[str], None], driver_memory: str = "3g"
         with suppress(Exception):  # a JVM that died already: its error is raised
             spark.stop()
         if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, before)
+            for sig, handler in before.items():
+                signal.signal(sig, handler)
         shutil.rmtree(work, ignore_errors=True)
 
 
 class QuietInterrupt:
-    """Ctrl-C during a Spark job, without ~60 lines of tracebacks. pyspark's own SIGINT
+    """Ctrl-C (or SIGTERM) during a Spark job, without ~60 lines of tracebacks. pyspark's own SIGINT
     handler cancels the jobs from the main thread, inside the py4j call it interrupts (a
     "reentrant call" on the same socket, each step logged with its traceback), and the JVM
     then logs its executors' refusals as it stops. This one silences both logs, cancels the
@@ -136,6 +137,7 @@ class QuietInterrupt:
         INTERRUPTED.clear()
         if threading.current_thread() is threading.main_thread():  # where signals arrive
             signal.signal(signal.SIGINT, self._handle)
+            signal.signal(signal.SIGTERM, self._handle)  # a stop, as Ctrl-C: cleaned up
 
     def _handle(self, signum: int, frame: Any) -> None:
         INTERRUPTED.set()
@@ -316,9 +318,11 @@ def failed(exc: BaseException) -> BackfillError:
     why = next((x for x in lines if "Job aborted" in x), lines[0] if lines else "")
     hint = (" The JVM ran out of memory: give it more with --driver-memory."
             if "OutOfMemoryError" in str(exc) else "")
-    return BackfillError(f"the Spark job failed after its task retries: "
-                         f"{type(exc).__name__}: {why[:400]} (what the backfill decided "
-                         f"before is committed: run it again to go on).{hint}")
+    what = ("Spark's JVM stopped answering (killed, or it died)"
+            if type(exc).__name__ == "Py4JNetworkError" or isinstance(exc, ConnectionError)
+            else "the Spark job failed after its task retries")
+    return BackfillError(f"{what}: {type(exc).__name__}: {why[:400]} (what the backfill "
+                         f"decided before is committed: run it again to go on).{hint}")
 
 
 def _package_zip(work: Path) -> Path:

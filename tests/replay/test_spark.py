@@ -85,20 +85,26 @@ def test_a_master_spark_refuses_is_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.dump
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_ctrl_c_in_a_spark_phase_is_one_line_without_py4j_tracebacks(
-        kijiji_path: Path, tmp_path: Path) -> None:
+        kijiji_path: Path, tmp_path: Path, sig: str) -> None:
     """pyspark's own SIGINT handler cancelled the jobs inside the py4j call it interrupted:
     ~60 lines of tracebacks ("reentrant call", Py4JNetworkError) and the JVM's errors, before
-    the command's line and exit 130."""
+    the command's line and exit 130. SIGTERM killed the driver at once, leaving its staging
+    directory (a copy of the texts) in the temporary directory."""
+    import os
     import signal
     import subprocess
     import sys
 
+    temp = tmp_path / "tmp"
+    temp.mkdir()
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamdedup", "backfill", str(kijiji_path), "--engine",
          "spark", "--master", "local[1]", "--out", str(tmp_path / "v.jsonl"),
          "--store", str(tmp_path / "s")],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+        env={**os.environ, "TMPDIR": str(temp)},
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stderr is not None
     said = []
@@ -106,7 +112,8 @@ def test_ctrl_c_in_a_spark_phase_is_one_line_without_py4j_tracebacks(
         for line in proc.stderr:
             said.append(line)
             if line.startswith("spark: candidate pairs"):  # a job runs: py4j is waiting
-                proc.send_signal(signal.SIGINT)
+                assert list(temp.glob("streamdedup-backfill-*")), line  # staged here
+                proc.send_signal(getattr(signal, sig))
                 break
         said += proc.stderr.readlines()
         code = proc.wait(timeout=120)
@@ -116,3 +123,16 @@ def test_ctrl_c_in_a_spark_phase_is_one_line_without_py4j_tracebacks(
     assert code == 130 and text.splitlines()[-1].startswith("interrupted"), text[-3000:]
     assert "py4j" not in text.lower() and "reentrant" not in text, text[-3000:]
     assert not [x for x in said if " ERROR " in x], text[-3000:]  # the JVM's, as it stopped
+    assert not list(temp.glob("streamdedup-backfill-*"))
+
+
+def test_a_jvm_that_went_away_is_not_called_a_failed_job() -> None:
+    from streamdedup.replay.spark import failed
+
+    class Py4JNetworkError(Exception):  # py4j's, by name: importing py4j needs pyspark
+        pass
+
+    said = str(failed(Py4JNetworkError("Answer from Java side is empty")))
+    assert said.startswith("Spark's JVM stopped answering") and "run it again" in said
+    assert str(failed(RuntimeError("Job aborted due to stage failure: x"))).startswith(
+        "the Spark job failed after its task retries: RuntimeError: Job aborted")
