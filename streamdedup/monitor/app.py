@@ -93,8 +93,10 @@ def _int(request: Request, name: str, default: int, lo: int, hi: int) -> int:
     raw = request.query_params.get(name)
     if raw is None:
         return default
-    if not re.fullmatch(r"-?[0-9]{1,19}", raw):  # int() also takes ' 5', '5_0', '٥'
+    if not re.fullmatch(r"-?[0-9]+", raw):  # int() also takes ' 5', '5_0', '٥'
         raise ValueError(f"{name} must be an integer, not {_shown(raw)}")
+    if len(raw.lstrip("-0")) > 19:
+        raise ValueError(f"{name} must be in [{lo}, {hi}], not {_shown(raw)}")
     value = int(raw)
     if not lo <= value <= hi:
         raise ValueError(f"{name} must be in [{lo}, {hi}], not {value}")

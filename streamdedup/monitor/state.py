@@ -164,7 +164,8 @@ class MonitorState:
 
     def add_dead_letter(self, letter: Mapping[str, Any]) -> None:
         self.dead_letters += 1
-        self.dead_by_reason[str(letter.get("reason", "unknown"))] += 1
+        reason = letter.get("reason")  # one of ours is a short word; a record from elsewhere
+        self.dead_by_reason[reason[:80] if isinstance(reason, str) and reason else "unknown"] += 1
 
     def add_announcement(self, body: Mapping[str, Any]) -> None:
         """An input record: its string fields, for titles and explanations, under the id the

@@ -83,6 +83,8 @@ def test_the_json_api(site: tuple[str, MonitorState]) -> None:
 
 def test_bad_requests_get_clear_errors(site: tuple[str, MonitorState]) -> None:
     base, _ = site
+    code, body = get(base + "/api/verdicts?since=" + "9" * 30)  # an integer, out of range
+    assert code == 400 and body["error"].startswith("since must be in [0, "), body
     assert get(base + "/api/verdicts?since=x") == (400, {"error": "since must be an integer, "
                                                                   "not 'x'"})
     assert get(base + "/api/clusters?limit=0")[0] == 400

@@ -32,6 +32,10 @@ def test_counts_clusters_and_merges() -> None:
     assert (s["verdicts"], s["duplicates"], s["dead_letters"], s["clusters"]) == (7, 5, 1, 1)
     assert s["duplicate_rate"] == round(5 / 7, 6)
     assert s["dead_letters_by_reason"] == {"malformed_json": 1}
+    st.add_dead_letter({"reason": "x" * 100_000})  # a record from elsewhere: a key of 80
+    st.add_dead_letter({"reason": {"nested": 1}})
+    assert st.summary()["dead_letters_by_reason"] == {"malformed_json": 1, "x" * 80: 1,
+                                                      "unknown": 1}
     assert [p["verdicts"] for p in st.series()] == [5, 1, 1]
 
 

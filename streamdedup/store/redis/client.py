@@ -158,6 +158,9 @@ def run_ids(r: Any) -> frozenset[str]:
     return frozenset(str(node.get("run_id")) for node in info.values() if isinstance(node, dict))
 
 
+MESSAGE_CHARS = 300  # of a Redis error in a message or a log line
+
+
 def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     """One Redis call; a failure becomes StoreUnavailableError (connection) or StoreError."""
     try:
@@ -169,7 +172,9 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
 def store_error(exc: Exception) -> StoreError:
     """A Redis failure as the store contract names it: unavailable (retried by the consumer)
     when the server is away, still loading its data, or a cluster is moving slots."""
-    message = f"Redis: {type(exc).__name__}: {exc}"
+    text = str(exc)  # a failed pipeline's names its command, with a set's shingles in bytes
+    text = text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS] + "…"
+    message = f"Redis: {type(exc).__name__}: {text}"
     # By class too: redis-py takes the CLUSTERDOWN word off the message of the error it
     # raises for it, so a member started while its cluster was down exited instead of waiting.
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError | redis.BusyLoadingError

@@ -204,6 +204,10 @@ def test_redis_failures_are_named_once_for_calls_and_the_lock_s_commit() -> None
         assert isinstance(store_error(unavailable), StoreUnavailableError), unavailable
     wrong = store_error(redis.ResponseError("WRONGTYPE Operation against a key"))
     assert type(wrong) is StoreError and "ResponseError: WRONGTYPE" in str(wrong)
+    # A failed pipeline names its command: a set's shingles, ~5 KB of escaped bytes a line.
+    blob = redis.exceptions.ClusterDownError(f"Command # 2 (SET sh:7 {bytes(range(256)) * 20!r})")
+    said = str(store_error(blob))
+    assert isinstance(store_error(blob), StoreUnavailableError) and len(said) < 400, said
 
 
 def test_a_cluster_that_is_down_is_unavailable_not_broken() -> None:
