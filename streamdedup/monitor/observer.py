@@ -20,7 +20,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 
 from streamdedup.errors import ConfigError
-from streamdedup.service.kafka import RECONNECT_BACKOFF_MAX_MS, kafka_security
+from streamdedup.service.kafka import client_options
 from streamdedup.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class Observer:
             bootstrap_servers=settings.bootstrap_servers, group_id=None, client_id=client_id,
             enable_auto_commit=False, auto_offset_reset="earliest",
             max_partition_fetch_bytes=max(1 << 20, settings.max_output_bytes + 65536),
-            reconnect_backoff_max_ms=RECONNECT_BACKOFF_MAX_MS, **kafka_security(settings))
+            **client_options(settings))
         self._consumer: KafkaConsumer | None = KafkaConsumer(**self._options) if connect \
             else None
         self.assigned: set[TopicPartition] = set()

@@ -44,6 +44,7 @@ from typing import Any
 
 from streamdedup.errors import BackfillError, StreamdedupError
 from streamdedup.extras import require
+from streamdedup.pids import PID_SPACE, gone
 from streamdedup.replay.config import check_spark_flags
 from streamdedup.replay.pairs import (
     Plan,
@@ -59,6 +60,8 @@ from streamdedup.settings import Settings
 TASK_ATTEMPTS = 4  # Spark's default spark.task.maxFailures on a cluster
 ADS_PER_PARTITION = 2_000  # each partition crosses to the driver whole: ~8 KB an ad
 _LOCAL = re.compile(r"^local(?:\[(\*|\d+)\])?$")
+STAGING = "streamdedup-backfill-"  # then the PID space, the pid and mkdtemp's letters
+_STAGED = re.compile(r"streamdedup-backfill-(?P<space>[^-]+)-(?P<pid>\d+)-\w+")
 INTERRUPTED = threading.Event()  # Ctrl-C: a py4j call it broke fails, and is not the job's
 
 
@@ -107,7 +110,8 @@ def session(master: str, say: Callable[[str], None], driver_memory: str = "3g"
     except Exception as exc:  # a master Spark refuses: py4j's or pyspark's error, a traceback
         raise BackfillError(f"Spark did not start (--master {given}, --driver-memory "
                           f"{driver_memory}): {_java_reason(exc)}") from None
-    work = Path(tempfile.mkdtemp(prefix="streamdedup-backfill-"))
+    sweep_staging()
+    work = Path(tempfile.mkdtemp(prefix=f"{STAGING}{PID_SPACE}-{os.getpid()}-"))
     interrupt = QuietInterrupt(spark.sparkContext)
     try:
         spark.sparkContext.setLogLevel("ERROR")  # task retries are reported by us, not logged
@@ -121,6 +125,19 @@ def session(master: str, say: Callable[[str], None], driver_memory: str = "3g"
             for sig, handler in before.items():
                 signal.signal(sig, handler)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def sweep_staging() -> list[Path]:
+    """Remove the staging directories (a copy of the texts, 2.3 MB for the Kijiji dump) of
+    backfills killed with SIGKILL, which had no chance to: those whose process, of this PID
+    space, is gone. Another user's, or a live one's, are left. Returns those removed."""
+    removed = []
+    for path in Path(tempfile.gettempdir()).glob(f"{STAGING}*"):
+        m = _STAGED.fullmatch(path.name)
+        if m and path.is_dir() and gone(int(m["pid"]), m["space"]):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 class QuietInterrupt:

@@ -44,10 +44,9 @@ from streamdedup.service.fence import FenceWatch
 from streamdedup.service.kafka import (
     BOOTSTRAP_TIMEOUT_MS,
     MAX_BOOTSTRAP_TIMEOUT_MS,
-    RECONNECT_BACKOFF_MAX_MS,
+    client_options,
     close_producer,
     ensure_topics,
-    kafka_security,
     missing_topics,
 )
 from streamdedup.service.message import decode_message
@@ -211,13 +210,12 @@ class Service:
             max_poll_records=s.poll_max_records,
             max_partition_fetch_bytes=max(1 << 20, s.max_message_bytes + 4096),
             fetch_max_bytes=max(50 << 20, s.max_message_bytes + 4096),
-            reconnect_backoff_max_ms=RECONNECT_BACKOFF_MAX_MS,
             bootstrap_timeout_ms=self.bootstrap_ms,
             # kafka-python 3 sleeps this long whenever a poll finds no fetch in flight, which
             # happens between one fetch's completion and the next request: with the default
             # 100 ms, about one message in a hundred waited an extra 100 ms (measured).
             retry_backoff_ms=CONSUMER_RETRY_BACKOFF_MS,
-            **kafka_security(s),
+            **client_options(s),
         )
         return consumer, self._producer()
 
@@ -232,8 +230,7 @@ class Service:
             batch_size=256 * 1024,
             retries=5,
             max_request_size=s.max_output_bytes + 65536,
-            reconnect_backoff_max_ms=RECONNECT_BACKOFF_MAX_MS,
-            **kafka_security(s),
+            **client_options(s),
         )
 
     def _renew_producer(self, old: KafkaProducer) -> KafkaProducer:

@@ -29,6 +29,12 @@ MAX_BOOTSTRAP_TIMEOUT_MS = 30_000
 RECONNECT_BACKOFF_MAX_MS = 5000
 
 
+def client_options(settings: Settings) -> dict[str, Any]:
+    """What every long-lived client of ours is given: the security options, and the
+    reconnect backoff's cap."""
+    return {"reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS, **kafka_security(settings)}
+
+
 def kafka_security(settings: Settings) -> dict[str, Any]:
     """Client options for SSL and SASL; secrets come from settings (i.e. the environment)."""
     opts: dict[str, Any] = {"security_protocol": settings.security_protocol}

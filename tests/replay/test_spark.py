@@ -136,3 +136,30 @@ def test_a_jvm_that_went_away_is_not_called_a_failed_job() -> None:
     assert said.startswith("Spark's JVM stopped answering") and "run it again" in said
     assert str(failed(RuntimeError("Job aborted due to stage failure: x"))).startswith(
         "the Spark job failed after its task retries: RuntimeError: Job aborted")
+
+
+def test_staging_left_by_a_killed_backfill_is_removed_and_no_other(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGKILL leaves a backfill's staging directory (a copy of the texts); the next
+    backfill removes those whose process, of this PID space, is gone."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from streamdedup.pids import PID_SPACE
+    from streamdedup.replay.spark import STAGING, sweep_staging
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    names = {"dead": f"{STAGING}{PID_SPACE}-{child.pid}-abc123",
+             "alive": f"{STAGING}{PID_SPACE}-{os.getpid()}-abc123",
+             "elsewhere": f"{STAGING}0badc0de.1-{child.pid}-abc123",
+             "old form": f"{STAGING}k2j3h4"}
+    for name in names.values():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "texts.jsonl").write_text("{}\n")
+    assert sweep_staging() == [tmp_path / names["dead"]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        n for k, n in names.items() if k != "dead")

@@ -21,12 +21,12 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import redis
 
 from streamdedup.errors import StoreError, StoreLockedError
+from streamdedup.pids import PID_SPACE, gone
 from streamdedup.store.redis.client import call, store_error
 
 _log = logging.getLogger(__name__)
@@ -43,20 +43,6 @@ return 0
 _HELD: set[str] = set()  # this process's live tokens: another of its stores is alive
 
 
-def _pid_space() -> str:
-    """Where a pid means one process: this boot of this kernel and this PID namespace. A
-    hostname does not say it: containers with the host's network, or machines left with a
-    default name, share one while their pids are each their own (a live holder in another
-    namespace was taken for dead). '?' where /proc does not tell (then no holder is)."""
-    try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()[:8]
-        space = os.readlink("/proc/self/ns/pid").removeprefix("pid:[").rstrip("]")
-    except OSError:
-        return "?"
-    return f"{boot}.{space}"
-
-
-PID_SPACE = _pid_space()
 _EXTEND = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -181,10 +167,4 @@ def _died_here(token: str) -> bool:
     pid = int(match["pid"])
     if pid == os.getpid():
         return token not in _HELD  # a former process given this pid again
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False  # alive, another user's
-    return False
+    return gone(pid, match["space"])
