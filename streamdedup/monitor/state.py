@@ -15,7 +15,6 @@ seconds, clusters without bound (one small record each).
 
 from __future__ import annotations
 
-import heapq
 import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import Mapping
@@ -60,12 +59,27 @@ class Cluster:
     size: int = 0
     first_seen: float = 0.0
     last_seen: float = 0.0
-    recent: deque[float] = field(default_factory=deque)  # arrival times in the growth window
+    # Arrivals per second of arrival: a merge adds a few hundred counts at most, where a
+    # list of times copied a big cluster's every arrival (200,000 verdicts and 5,000 merges
+    # took 158 s under the state's lock).
+    recent: dict[int, int] = field(default_factory=dict)
+
+    def arrive(self, at: float, window_s: float) -> None:
+        second = int(at)
+        self.recent[second] = self.recent.get(second, 0) + 1
+        if len(self.recent) > 2 * window_s + 2:  # nobody asked for a while: forget the old
+            self.growth(at, window_s)
+
+    def absorb(self, other: Cluster) -> None:
+        for second, count in other.recent.items():
+            self.recent[second] = self.recent.get(second, 0) + count
 
     def growth(self, now: float, window_s: float) -> int:
-        while self.recent and self.recent[0] < now - window_s:
-            self.recent.popleft()
-        return len(self.recent)
+        """Arrivals in the last ``window_s`` seconds (to the second)."""
+        start = int(now - window_s)
+        for second in [s for s in self.recent if s < start]:
+            del self.recent[second]
+        return sum(self.recent.values())
 
 
 class MonitorState:
@@ -151,11 +165,11 @@ class MonitorState:
             if absorbed is not None:
                 cluster.size += absorbed.size
                 cluster.first_seen = min(cluster.first_seen, absorbed.first_seen)
-                cluster.recent = deque(heapq.merge(cluster.recent, absorbed.recent))
+                cluster.absorb(absorbed)
             self.merged_into[other] = label
         cluster.size += 1
         cluster.last_seen = now
-        cluster.recent.append(now)
+        cluster.arrive(now, self.growth_s)
 
     def add_bad(self, topic: str) -> None:
         """A record that is not a JSON object (or a verdict without an id): counted, shown,

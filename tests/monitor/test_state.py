@@ -42,7 +42,8 @@ def test_counts_clusters_and_merges() -> None:
 def test_a_label_merged_twice_still_finds_its_cluster_and_growth_moves_with_merges() -> None:
     """B1 merged into A1, then A1 into C1; B2, read last (partitions interleave), still names
     B1: it landed in a new cluster "A1" of one (C1 said 5, not 6). A merge also dropped the
-    absorbed cluster's recent arrivals from "fastest growing" (37 ads, 23 recent)."""
+    absorbed cluster's recent arrivals from "fastest growing" (37 ads, 23 recent), and then
+    copied a big cluster's every arrival at each merge (158 s for 5,000 merges)."""
     st = MonitorState(clock=lambda: 1010.0, growth_s=300)
     for i, verdict in enumerate((v("C1"), v("A1"), v("B1"),
                                  v("M1", "A1", cluster="A1", merged=("B1",)),
@@ -52,9 +53,16 @@ def test_a_label_merged_twice_still_finds_its_cluster_and_growth_moves_with_merg
     assert {k: c.size for k, c in st.clusters.items()} == {"C1": 6}
     (top,) = st.top_clusters()["fastest_growing"]
     assert (top["cluster_id"], top["size"], top["added_last_300s"]) == ("C1", 6, 6)
-    assert list(st.clusters["C1"].recent) == sorted(st.clusters["C1"].recent)
     st.add_verdict(v("M3", "B2", cluster="C1", merged=("B1", "A1")), at=1007.0)  # no cycle
     assert {k: c.size for k, c in st.clusters.items()} == {"C1": 7}
+    for i in range(20_000):  # a big cluster, quiet for longer than the window, then merges
+        st.add_verdict(v(f"h{i}", "C1", cluster="C1"), at=1000.0 + i / 10)
+    for i in range(500):
+        st.add_verdict(v(f"s{i}"), at=3000.0)
+        st.add_verdict(v(f"t{i}", f"s{i}", cluster="C1", merged=(f"s{i}",)), at=3000.0)
+    assert len(st.clusters["C1"].recent) <= 2 * 300 + 3  # seconds, not arrivals
+    assert st.clusters["C1"].size == 7 + 20_000 + 1000
+    assert st.clusters["C1"].growth(3000.0, 300) == 1000 + 10 * 300  # the last 300 s only
 
 
 def test_the_log_the_latest_and_the_clusters_views() -> None:
