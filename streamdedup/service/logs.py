@@ -102,16 +102,19 @@ class BrokerAway(logging.Filter):
     """A broker that goes away made kafka-python log about 15 ERROR lines at once, two with a
     traceback, then five more at each reconnect attempt: its own retries, with nothing lost
     (the consumer rewinds what was not acknowledged). Each such record of a ``kafka`` logger
-    (a connection error in its traceback, its arguments or its text) becomes one WARNING
-    line without the traceback, at most one every ``every_s`` seconds: "the broker is away"
-    is said once a minute while it is, whichever of kafka-python's threads noticed."""
+    (a connection error in its traceback, its arguments or its text) becomes a WARNING line
+    without the traceback, each cause (refused, reset, disconnected...) at most once every
+    ``every_s`` seconds. A TLS or SASL failure is no outage: it passes as it came (kafka-python
+    reports a certificate refused as a connection error too)."""
 
     TEXTS = ("KafkaConnectionError", "socket disconnected", "No node available")
+    NOT_AWAY = re.compile(r"certificate|handshake|ssl\w*error|\[ssl|sasl|authenticat",
+                          re.IGNORECASE)  # not "ssl": an SSL transport's name has it
 
     def __init__(self, every_s: float = 60.0) -> None:
         super().__init__()
         self.every_s = every_s
-        self.said_at = float("-inf")
+        self.shown: dict[str, float] = {}
 
     @staticmethod
     def _connection_error(exc: object) -> bool:
@@ -124,16 +127,24 @@ class BrokerAway(logging.Filter):
             return True
         exc = record.exc_info[1] if record.exc_info else None
         args = record.args if isinstance(record.args, tuple) else ()
-        if not (self._connection_error(exc) or any(map(self._connection_error, args))
-                or any(text in record.getMessage() for text in self.TEXTS)):
+        cause = exc if self._connection_error(exc) else next(
+            (a for a in args if self._connection_error(a)), None)
+        text = record.getMessage()
+        marker = next((t for t in self.TEXTS if t in text), None)
+        if cause is None and marker is None:
             return True
-        said = record.getMessage() + (f" ({type(exc).__name__}: {exc})" if exc else "")
-        record.msg = f"broker unreachable, kafka-python retries (said once a minute): {said}"
+        said = text + (f" ({type(exc).__name__}: {exc})" if exc else "")
+        if self.NOT_AWAY.search(said):
+            return True
+        record.msg = f"broker unreachable, kafka-python retries (each cause once a minute): {said}"
         record.args, record.exc_info, record.exc_text = None, None, None
         record.levelno, record.levelname = logging.WARNING, "WARNING"
-        if record.created - self.said_at < self.every_s:
+        key = re.sub(r"[\d.]+", "#", f"{type(cause).__name__}: {cause}" if cause else marker or "")
+        if record.created - self.shown.get(key, float("-inf")) < self.every_s:
             return False
-        self.said_at = record.created
+        if len(self.shown) > 100:  # causes are few; never a leak
+            self.shown.clear()
+        self.shown[key] = record.created
         return True
 
 
