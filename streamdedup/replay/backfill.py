@@ -124,11 +124,14 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
     warning = row_number_warning(config.dump, config.fmt, lambda: held["documents"])
     if warning:
         say(warning)
-    if config.report_dir is not None and held["documents"]:
-        raise InputError(f"--report compares the verdicts with a brute force over this dump "
-                         f"alone, and the store already holds {held['documents']:,} documents "
-                         f"(their matches would count as false positives): give a new or "
-                         f"empty --store for the report")
+    if config.report_dir is not None and held["documents"] and (
+            held["documents"] > len(docs)
+            or len(store.get_docs(d.id for d in docs)) < held["documents"]):
+        # A store of this dump's own ads (a backfill resumed) is fine; another's are not.
+        raise InputError("--report compares the verdicts with a brute force over this dump "
+                         "alone, and the store holds documents of others (their matches "
+                         "would count as false positives): give a new or empty --store, or "
+                         "this dump's own")
     use_plan = (config.pairs and isinstance(detector, Detector)
                 and held["documents"] == 0 and held["sets"] == 0
                 and settings.retention_ms is None)

@@ -118,13 +118,15 @@ def session(master: str, say: Callable[[str], None], driver_memory: str = "3g"
         spark.sparkContext.addPyFile(str(_package_zip(work)))  # for the executors to import
         yield spark, (work if master.startswith("local") else None)
     finally:
-        interrupt.settle()
-        with suppress(Exception):  # a JVM that died already: its error is raised
-            spark.stop()
-        if threading.current_thread() is threading.main_thread():
-            for sig, handler in before.items():
-                signal.signal(sig, handler)
-        shutil.rmtree(work, ignore_errors=True)
+        try:  # a second Ctrl-C here still ends below: the texts' copy is removed
+            interrupt.settle()
+            with suppress(Exception):  # a JVM that died already: its error is raised
+                spark.stop()
+        finally:
+            if threading.current_thread() is threading.main_thread():
+                for sig, handler in before.items():
+                    signal.signal(sig, handler)
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def sweep_staging() -> list[Path]:

@@ -61,3 +61,5 @@ def test_the_clusters_a_reader_makes_of_the_verdicts_are_checked() -> None:
     report = check_seq_order(unannounced, SETS, 0.6)
     assert report["clusters_unlike_the_truth"] == 2
     assert report["examples"]["clusters_unlike_the_truth"] == ["a", "c"]
+    capped = {**unannounced, "a": {**v(3, "b"), "skipped": 1}}  # a match may be unseen
+    assert check_seq_order(capped, SETS, 0.6)["clusters_unlike_the_truth"] is None
