@@ -30,6 +30,7 @@ from streamdedup.errors import StoreCorruptError, StoreError
 from streamdedup.store.base import format_time, valid_payload, verdict_problems
 from streamdedup.store.sqlite.file import (
     DB_NAME,
+    VERDICT,
     acquire_lock,
     blob_checksum,
     check_schema,
@@ -40,7 +41,7 @@ from streamdedup.store.sqlite.file import (
     no_store,
     os_problem,
     tidy_after_reading,
-    verdict_intact,
+    verdict_text,
 )
 
 MAX_LISTED = 20  # problems listed by verify; the count is always whole
@@ -186,12 +187,13 @@ def verify(directory: Path, progress: Callable[[str], None] = lambda _m: None) -
         last_seq = int((conn.execute("SELECT value FROM counters WHERE name = 'seq'")
                         .fetchone() or (0,))[0])
         for doc_id, seq, set_no, verdict, checksum in conn.execute(
-                f"SELECT d.doc_id, d.seq, d.set_no, v.verdict, {checksum_column(conn)} FROM docs d "
-                "LEFT JOIN verdicts v ON v.row = d.verdict_row"):
+                f"SELECT d.doc_id, d.seq, d.set_no, {VERDICT}, {checksum_column(conn)} "
+                "FROM docs d LEFT JOIN verdicts v ON v.row = d.verdict_row"):
             if verdict is None:
                 problems.append(f"document {doc_id!r}: its verdict row is missing")
                 continue
-            if not verdict_intact(verdict, checksum):
+            verdict = verdict_text(verdict, checksum)
+            if verdict is None:
                 problems.append(f"document {doc_id!r}: its verdict fails its checksum")
                 continue
             if set_no not in numbers:
@@ -295,7 +297,7 @@ def export(directory: Path, out: TextIO) -> int:
     path = Path(directory) / DB_NAME
     with reading(directory) as conn:
         for doc_id, verdict, checksum in conn.execute(
-                f"SELECT d.doc_id, v.verdict, {checksum_column(conn)} FROM docs d JOIN verdicts v "
+                f"SELECT d.doc_id, {VERDICT}, {checksum_column(conn)} FROM docs d JOIN verdicts v "
                 "ON v.row = d.verdict_row ORDER BY d.seq"):
             out.write(checked_verdict(path, doc_id, verdict, checksum) + "\n")
             count += 1

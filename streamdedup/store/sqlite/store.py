@@ -44,6 +44,7 @@ from streamdedup.store.sqlite.bucket_index import BucketIndex
 from streamdedup.store.sqlite.edge_counts import EdgeCounts
 from streamdedup.store.sqlite.file import (
     DB_NAME,
+    VERDICT,
     acquire_lock,
     blob_checksum,
     checked_verdict,
@@ -62,7 +63,7 @@ from streamdedup.store.sqlite.set_numbers import SetNumbers
 _SET_CACHE_SIZE = 200_000
 _MEMBERS_CACHE_SIZE = 100_000
 # A document's record as DocRecord's fields (get_doc and get_docs add their WHERE).
-_DOC_SELECT = ("SELECT d.doc_id, d.seq, s.set_id, v.verdict, d.time, v.checksum FROM docs d "
+_DOC_SELECT = (f"SELECT d.doc_id, d.seq, s.set_id, {VERDICT}, d.time, v.checksum FROM docs d "
                "JOIN sets s ON s.set_no = d.set_no JOIN verdicts v ON v.row = d.verdict_row")
 
 
@@ -256,10 +257,10 @@ class SqliteStore(Store):
             return None
         for table in ("versions", "docs"):  # a replaced version holds the first verdict
             row = self._conn.execute(
-                f"SELECT v.verdict, v.checksum FROM {table} x JOIN verdicts v ON v.row = "
+                f"SELECT {VERDICT}, v.checksum FROM {table} x JOIN verdicts v ON v.row = "
                 "x.verdict_row WHERE x.doc_id = ? AND x.set_no = ?", (doc_id, number)).fetchone()
             if row:
-                return checked_verdict(self.path, doc_id, str(row[0]), row[1])
+                return checked_verdict(self.path, doc_id, row[0], row[1])
         return None
 
     @store_errors

@@ -148,6 +148,43 @@ def test_reading_a_closed_store_leaves_no_wal_files_but_a_writers_stay(
         writer.close()
 
 
+def test_a_verdict_damaged_into_bad_utf8_is_listed_and_named_as_damage(tmp_path: Path) -> None:
+    """A flipped high bit can make a verdict bad UTF-8 (about one flip in eight): the driver
+    raised while decoding it, before its checksum was looked at. `verify` stopped with
+    "cannot be read" instead of listing it beside the rest, and `check` said "get_docs:
+    Could not decode to UTF-8", naming no damage."""
+    from streamdedup.store.sqlite.file import read_verdict
+
+    d = tmp_path / "s"
+    ids = [json.loads(v)["id"] for v in built(d)]
+    conn = sqlite3.connect(d / DB_NAME)
+    rows = {i: conn.execute("SELECT v.row, CAST(v.verdict AS BLOB) FROM docs d JOIN verdicts v "
+                            "ON v.row = d.verdict_row WHERE d.doc_id = ?", (i,)).fetchone()
+            for i in ids[3:5]}
+    (row, raw), (row2, raw2) = rows[ids[3]], rows[ids[4]]
+    bad = raw[:3] + bytes([raw[3] ^ 0x80]) + raw[4:]
+    conn.execute("UPDATE verdicts SET verdict = CAST(? AS TEXT) WHERE row = ?", (bad, row))
+    digit = raw2.replace(b'"seq":', b'"seq":9', 1)  # still UTF-8: found by its checksum
+    conn.execute("UPDATE verdicts SET verdict = CAST(? AS TEXT) WHERE row = ?", (digit, row2))
+    conn.commit()
+    conn.close()
+    assert verify(d) == [f"document {ids[3]!r}: its verdict fails its checksum",
+                         f"document {ids[4]!r}: its verdict fails its checksum"]
+    with pytest.raises(StoreCorruptError, match="fails its checksum"):
+        export(d, io.StringIO())
+    with pytest.raises(StoreCorruptError, match="fails its checksum"):
+        read_verdict(d, ids[3])
+    store = SqliteStore(d)
+    try:
+        with pytest.raises(StoreCorruptError, match=f"{ids[3]}' fails its checksum"):
+            store.get_doc(ids[3])
+        with pytest.raises(StoreCorruptError, match="' fails its checksum"):
+            store.get_docs(ids[:5])
+        assert store.get_doc(ids[5]) is not None  # intact rows read
+    finally:
+        store.close()
+
+
 def test_a_reader_keeps_one_snapshot_while_the_writer_commits(tmp_path: Path) -> None:
     """verify reads many tables one after another: a consumer committing in between must not
     make them disagree (a seq past the counter, a set not there yet)."""
