@@ -8,6 +8,7 @@ document's ``duplicate_of``, taken from the store (``--store``/Redis) or the ver
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import sys
@@ -65,7 +66,10 @@ def explain_command(doc_id: str, other_id: str | None, dump: Path | None, fmt: s
             if not verdict.get("duplicate_of"):
                 raise InputError(f"{doc_id!r} is not a duplicate of anything: name OTHER_ID")
             other_id = str(verdict["duplicate_of"])
-        texts = _texts(settings, {doc_id, other_id}, dump, fmt)
+        versions = _texts(settings, {doc_id, other_id}, dump, fmt)
+        texts, note = _as_judged(versions, doc_id, other_id)
+        if note:
+            click.echo(f"note: {note}", err=True)
         sketcher = Sketcher(settings)
         result = explain(sketcher, doc_id, texts[doc_id], other_id, texts[other_id])
     except StreamdedupError as exc:
@@ -109,19 +113,36 @@ def _verdict(settings: Settings, doc_id: str, use_store: bool) -> dict[str, Any]
         verdict = Verdict.from_json(text).to_dict() if text else None
     else:
         found = _scan(settings, settings.output_topic, {doc_id})
-        verdict = found.get(doc_id)
+        verdict = found[doc_id][-1][1] if doc_id in found else None  # its last
     if verdict is None:
         raise InputError(f"no verdict for {doc_id!r} in "
                          f"{'the store' if use_store else settings.output_topic}")
     return verdict
 
 
+def _as_judged(versions: dict[str, list[tuple[int, dict[str, str]]]], doc_id: str,
+               other_id: str) -> tuple[dict[str, dict[str, str]], str]:
+    """DOC_ID's last text, and OTHER_ID's as it was when that text was judged (its last one
+    before it, else its first): an id sent again with another text is another version, and
+    its last text compared with DOC_ID said "Jaccard 0.000" of a pair the detector had
+    measured 1.000. Also a note when either id has several texts."""
+    position, text = versions[doc_id][-1]
+    before = [v for v in versions[other_id] if v[0] < position]
+    chosen = {doc_id: text, other_id: (before or versions[other_id])[-1][1]}
+    several = [f"{i!r} has {n} different texts" for i in (doc_id, other_id)
+               if (n := len({json.dumps(f, sort_keys=True) for _, f in versions[i]})) > 1]
+    note = (f"{' and '.join(several)}: explained with {doc_id!r}'s last and {other_id!r}'s as "
+            f"it was when that one was judged" if several else "")
+    return chosen, note
+
+
 def _texts(settings: Settings, ids: set[str], dump: Path | None, fmt: str | None
-           ) -> dict[str, dict[str, str]]:
+           ) -> dict[str, list[tuple[int, dict[str, str]]]]:
+    """Every text of each id, with its position in the dump or the topic, in order."""
     from streamdedup.core.document import Document
     from streamdedup.replay.dump import read_dump
 
-    found: dict[str, dict[str, str]] = {}
+    found: dict[str, list[tuple[int, dict[str, str]]]] = {}
     rows = 0
     reasons: Counter[str] = Counter()  # of the rows that could not be read
     if dump is not None:
@@ -131,10 +152,11 @@ def _texts(settings: Settings, ids: set[str], dump: Path | None, fmt: str | None
             if not isinstance(item, Document):
                 reasons[item.reason] += 1
             elif item.id in ids:
-                found[item.id] = dict(item.fields)
+                found.setdefault(item.id, []).append((rows, dict(item.fields)))
     else:
-        found = {i: {k: v for k, v in body.items() if isinstance(v, str)}
-                 for i, body in _scan(settings, settings.input_topic, ids).items()}
+        found = {i: [(n, {k: v for k, v in body.items() if isinstance(v, str)})
+                     for n, body in bodies]
+                 for i, bodies in _scan(settings, settings.input_topic, ids).items()}
     missing = sorted(ids - set(found))
     if missing:
         where = str(dump) if dump else f"topic {settings.input_topic}"
@@ -149,8 +171,10 @@ def _texts(settings: Settings, ids: set[str], dump: Path | None, fmt: str | None
     return found
 
 
-def _scan(settings: Settings, topic: str, ids: set[str]) -> dict[str, dict[str, Any]]:
-    """The last record of each id in ``topic``, reading it once from the beginning."""
+def _scan(settings: Settings, topic: str, ids: set[str]
+          ) -> dict[str, list[tuple[int, dict[str, Any]]]]:
+    """The records of each id in ``topic`` with their place in the reading, in order,
+    reading it once from the beginning."""
     from streamdedup.monitor.observer import Observer, decode
     from streamdedup.monitor.tail import topic_flag
     from streamdedup.service.message import announcement_id
@@ -162,14 +186,16 @@ def _scan(settings: Settings, topic: str, ids: set[str]) -> dict[str, dict[str, 
             raise InputError(f"topic {topic} is not on {settings.bootstrap_servers} (is "
                              f"{topic_flag(settings, topic)} the detector's?)")
         ends = observer.consumer.end_offsets(sorted(observer.assigned))
-        found: dict[str, dict[str, Any]] = {}
+        found: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+        read = 0
         while any(observer.consumer.position(tp) < end for tp, end in ends.items()):
             for _, rec in observer.poll(1000):
+                read += 1
                 body = decode(rec)
                 doc_id = announcement_id(body) if topic == settings.input_topic else \
                     None if body is None else str(body.get("id"))
                 if body is not None and doc_id in ids:
-                    found[str(doc_id)] = body
+                    found.setdefault(str(doc_id), []).append((read, body))
         return found
     finally:
         observer.close()

@@ -85,3 +85,21 @@ def test_the_columns_stay_aligned_with_wide_characters() -> None:
         left = row.split(" |")[0]
         assert cells(left) == 48, (cells(left), row)
     assert all(cells(row) <= 100 for row in rows)
+
+
+def test_an_id_sent_again_with_another_text_is_explained_as_it_was_judged(
+        tmp_path: Path) -> None:
+    """A=t1, A=t2, E=t2, A=t1: E is a duplicate of A (its text t2 then). explain took A's
+    last text (t1), printed Jaccard 0.000 and blamed the settings."""
+    t1, t2 = ADS[0][1], ADS[2][1]
+    dump = tmp_path / "ads.jsonl"
+    dump.write_text("".join(json.dumps({"id": i, "title": "", "description": t}) + "\n"
+                            for i, t in (("A", t1), ("A", t2), ("E", t2), ("A", t1))),
+                    encoding="utf-8")
+    store = str(tmp_path / "s")
+    code, out, err = run("check", str(dump), "--store", store)
+    assert code == 0 and json.loads(out.splitlines()[2])["duplicate_of"] == "A", err
+    code, out, err = run("explain", "E", "--use-store", "--store", store, "--dump", str(dump),
+                         "--json")
+    assert code == 0 and json.loads(out)["jaccard"] == 1.0, (out, err)
+    assert "warning" not in err and "'A' has 2 different texts" in err, err
