@@ -4,7 +4,6 @@ judged in arrival order by the stream's detector (``replay/backfill.py``)."""
 from __future__ import annotations
 
 import contextlib
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from click.core import ParameterSource
 
 from streamdedup import garbage
 from streamdedup.cli.options import failure, make_settings, settings_options
+from streamdedup.cli.signals import sigterm_as_interrupt
 from streamdedup.errors import StoreError, StreamdedupError
 from streamdedup.replay.config import ENGINES, ORDERS, BackfillConfig
 from streamdedup.replay.dump import FORMATS
@@ -133,9 +133,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         bar.write(message, file=sys.stderr)
 
     garbage.settle()  # start-up is over (50,000 ads, local engine: 7.1 -> 2.2 s of GC)
-    # SIGTERM stops it as Ctrl-C does: what was not committed is rolled back, Spark's staging
-    # directory removed, and it says how far it got (it died at once, leaving the directory).
-    previous = signal.signal(signal.SIGTERM, _stop)
+    restore = sigterm_as_interrupt()
     made_here = directory is not None and not directory.exists()
     judged = 0
 
@@ -175,7 +173,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         click.echo("interrupted" + held(), err=True)
         raise click.exceptions.Exit(130) from None
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        restore()
         bar.close()
     rate = result.documents / result.seconds if result.seconds else 0.0
     where = f"spark {master}" if engine == "spark" else "local"
@@ -207,7 +205,3 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         aside = out == STDOUT  # standard output holds the verdicts: the summary goes aside
         click.echo(summary(result.report), err=aside)
         click.echo(f"report: {result.report_paths['md']}", err=aside)
-
-
-def _stop(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt

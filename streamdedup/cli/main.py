@@ -86,6 +86,7 @@ def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
         store_directory,
     )
     from streamdedup.cli.progress import progress_bar
+    from streamdedup.cli.signals import sigterm_as_interrupt
     from streamdedup.core.shared import detector_for
     from streamdedup.core.sketch import Sketcher
     from streamdedup.replay.config import BATCH
@@ -142,6 +143,7 @@ def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
     tally = _Tally()
     start = time.perf_counter()
     bar = progress_bar(unit="doc")
+    restore = sigterm_as_interrupt()  # a stop says how far it got, as Ctrl-C does
     try:
         for batch, sketches in batches:
             _check_batch(detector, batch, sketches, sink, bad, tally, settings.only_duplicates)
@@ -157,6 +159,7 @@ def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
                    "gives the same verdicts" + again_with_retention(settings), err=True)
         raise click.exceptions.Exit(130) from None
     finally:
+        restore()
         bar.close()
         if ahead is not None:
             ahead.close()

@@ -138,10 +138,12 @@ def test_a_check_killed_leaves_no_reader_behind(tmp_path: Path) -> None:
     assert not left, "the reader outlived its killed parent"
 
 
-def test_ctrl_c_stops_check_with_one_line_and_a_sound_store(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["ctrl_c", "sigterm"])
+def test_ctrl_c_stops_check_with_one_line_and_a_sound_store(tmp_path: Path, how: str) -> None:
     """Ctrl-C reaches the whole process group: the reader printed a KeyboardInterrupt
     traceback (or a stray "Process streamdedup-read-ahead:") beside check's own line, and
-    check said click's bare "Aborted!" with exit 1 instead of how far it got, with 130."""
+    check said click's bare "Aborted!" with exit 1 instead of how far it got, with 130.
+    SIGTERM (a supervisor's, to check alone) ended it at once without a word."""
     import subprocess
     import sys
     import time
@@ -155,7 +157,10 @@ def test_ctrl_c_stops_check_with_one_line_and_a_sound_store(tmp_path: Path) -> N
     while not (out.exists() and out.stat().st_size) and time.monotonic() < deadline:
         time.sleep(0.02)  # the first verdicts: the store is open, the reader ahead
     assert proc.poll() is None, "check ended before it could be interrupted"
-    os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends it: to the group
+    if how == "ctrl_c":
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends it: to the group
+    else:
+        proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert "Traceback" not in err and "read-ahead" not in err, err
     assert proc.returncode == 130 and "interrupted: " in err and "Aborted!" not in err, err

@@ -87,8 +87,7 @@ class SqliteStore(Store):
         try:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
             self._lock_fd = acquire_lock(self.directory)
-            # A failed open closes its connection; one that succeeds was handed to
-            # ``_load_maps``, which keeps it as the store's.
+            # A failed open closes its connection; a good one is _load_maps' to keep.
             open_db(self.directory, self._load_maps)
         except OSError as exc:
             self._release_lock()
@@ -202,8 +201,8 @@ class SqliteStore(Store):
 
     def _record(self, row: tuple[Any, ...]) -> DocRecord:
         doc_id, seq, set_id, verdict, time, checksum = row
-        return DocRecord(doc_id, seq, set_id, checked_verdict(self.path, doc_id, verdict,
-                                                              checksum), time)
+        verdict = checked_verdict(self.path, doc_id, verdict, checksum)
+        return DocRecord(doc_id, seq, set_id, verdict, time)
 
     @store_errors
     def get_docs(self, doc_ids: Iterable[str]) -> dict[str, DocRecord]:
