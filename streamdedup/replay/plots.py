@@ -37,7 +37,7 @@ def plot_scurve(settings: Sequence[tuple[int, int]], threshold: float, out: Path
     ax = fig.add_subplot()
     for bands, rows in settings:
         at = lsh.p_candidate(threshold, bands, rows)
-        ax.plot(s, lsh.p_candidate(s, bands, rows), label=f"{bands} x {rows} (P={at:.4f} at t)")
+        ax.plot(s, lsh.p_candidate(s, bands, rows), label=f"{bands} x {rows} (P={at:.6f} at t)")
     ax.axvline(threshold, color="grey", linestyle="--", label=f"threshold {threshold}")
     ax.set_xlabel("Jaccard similarity s")
     ax.set_ylabel("P(candidate)")
