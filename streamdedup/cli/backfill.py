@@ -164,11 +164,15 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
                 store.close()
     except StreamdedupError as exc:
         raise failure(exc, dropped()) from None
-    except OSError as exc:  # the output files: checked above, refused by the file system now
-        if exc.filename not in (str(out), str(config.errors_path), "standard output"):
+    except OSError as exc:  # the outputs: checked above, refused by the file system now
+        name = str(exc.filename)
+        if report_dir is not None and Path(name).is_relative_to(report_dir):
+            raise click.ClickException(f"cannot write the report in {report_dir}: "
+                                       f"{exc.strerror or exc}; the verdicts are written"
+                                       + held()) from None
+        if name not in (str(out), str(config.errors_path), "standard output"):
             raise
-        raise click.ClickException(f"cannot write {exc.filename}: {exc.strerror}"
-                                   + held()) from None
+        raise click.ClickException(f"cannot write {name}: {exc.strerror}" + held()) from None
     except KeyboardInterrupt:  # as check says it; the driver commits every 500 documents
         click.echo("interrupted" + held(), err=True)
         raise click.exceptions.Exit(130) from None

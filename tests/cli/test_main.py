@@ -404,6 +404,28 @@ def test_backfill_report_into_a_store_holding_documents_is_refused(tmp_path: Pat
     assert code == 0 and (tmp_path / "r" / "report.md").is_file(), err
 
 
+def test_backfill_says_when_its_report_cannot_be_written_after_the_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A report folder the up-front check let through (root on /proc) and the file system
+    then refused ended the whole run in a traceback."""
+    import errno
+
+    import streamdedup.replay.report as report
+
+    def full(_report: object, out_dir: Path) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(Path(out_dir) / "x.png"))
+
+    monkeypatch.setattr(report, "write_report", full)
+    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020", f"l{i}"]
+                                           for i, (t, d) in enumerate(ADS)])
+    code, _, err = run("backfill", str(tsv), "--engine", "local", "--store",
+                       str(tmp_path / "s"), "--out", str(tmp_path / "v.jsonl"), "--report",
+                       str(tmp_path / "r"))
+    assert code == 1 and "Traceback" not in err, err
+    assert f"cannot write the report in {tmp_path / 'r'}: No space left on device" in err
+    assert (tmp_path / "v.jsonl").read_text().count("\n") == 3
+
+
 def test_backfill_in_time_order_needs_a_time_field(tmp_path: Path) -> None:
     tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020", f"l{i}"]
                                            for i, (t, d) in enumerate(ADS)])

@@ -411,6 +411,20 @@ def tidy_after_reading(path: Path) -> None:
                 conn.close()
 
 
+def unreadable(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
+    """Why a read-only reader failed: busy, this user's rights, or damage."""
+    if isinstance(exc, sqlite3.OperationalError):
+        if "locked" in str(exc) or "busy" in str(exc):
+            return StoreError(f"{path} is busy ({exc}); try again")
+        if "readonly" in str(exc) or ("unable to open" in str(exc)
+                                      and not os.access(path.parent, os.W_OK)):
+            # not damage: the WAL's index (-shm) must be writable, or makable beside it
+            return StoreError(f"{path} cannot be read by this user: SQLite reads a store "
+                              f"through its -shm file beside it, which must be writable; run "
+                              f"as the store's owner ({exc})")
+    return StoreCorruptError(f"{path} cannot be read: {exc}")
+
+
 def read_verdict(directory: Path, doc_id: str) -> str | None:
     """A document's stored verdict JSON, read beside a running consumer: a read-only
     connection that takes no writer lock (WAL lets readers in while the writer works)."""
@@ -423,7 +437,7 @@ def read_verdict(directory: Path, doc_id: str) -> str | None:
             f"SELECT {VERDICT}, {checksum_column(conn)} FROM docs d JOIN verdicts v "
             "ON v.row = d.verdict_row WHERE d.doc_id = ?", (doc_id,)).fetchone()
     except sqlite3.DatabaseError as exc:
-        raise StoreCorruptError(f"{path} cannot be read: {exc}") from exc
+        raise unreadable(path, exc) from exc
     finally:
         conn.close()
         tidy_after_reading(path)

@@ -41,6 +41,7 @@ from streamdedup.store.sqlite.file import (
     no_store,
     os_problem,
     tidy_after_reading,
+    unreadable,
     verdict_text,
 )
 
@@ -62,18 +63,8 @@ def reading(directory: Path) -> Iterator[sqlite3.Connection]:
         conn.execute("BEGIN")
         check_schema(conn, path)  # an upgradable one is read as it is
         yield conn
-    except sqlite3.OperationalError as exc:
-        if "locked" in str(exc) or "busy" in str(exc):
-            raise StoreError(f"{path} is busy ({exc}); try again") from exc
-        if "readonly" in str(exc) or ("unable to open" in str(exc)
-                                      and not os.access(path.parent, os.W_OK)):
-            # not damage: the WAL's index (-shm) must be writable, or makable beside it
-            raise StoreError(f"{path} cannot be read by this user: SQLite reads a store through "
-                             f"its -shm file beside it, which must be writable; run as the "
-                             f"store's owner ({exc})") from exc
-        raise StoreCorruptError(f"{path} cannot be read: {exc}") from exc
     except sqlite3.DatabaseError as exc:
-        raise StoreCorruptError(f"{path} cannot be read: {exc}") from exc
+        raise unreadable(path, exc) from exc
     finally:
         conn.close()
         tidy_after_reading(path)

@@ -330,10 +330,10 @@ def test_a_store_this_user_cannot_write_beside_is_not_called_damaged(
         def __init__(self, conn: sqlite3.Connection) -> None:
             self.conn = conn
 
-        def execute(self, sql: str) -> sqlite3.Cursor:
+        def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
             if sql.startswith("PRAGMA user_version"):
                 raise sqlite3.OperationalError("attempt to write a readonly database")
-            return self.conn.execute(sql)
+            return self.conn.execute(sql, *args)
 
         def close(self) -> None:
             self.conn.close()
@@ -341,6 +341,11 @@ def test_a_store_this_user_cannot_write_beside_is_not_called_damaged(
     monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: Refusing(real(*a, **k)))
     with pytest.raises(StoreError, match="cannot be read by this user") as found:
         stats(tmp_path / "s")
+    assert not isinstance(found.value, StoreCorruptError)
+    from streamdedup.store.sqlite.file import read_verdict  # explain --use-store's read
+
+    with pytest.raises(StoreError, match="cannot be read by this user") as found:
+        read_verdict(tmp_path / "s", "ad1")
     assert not isinstance(found.value, StoreCorruptError)
 
 
