@@ -70,7 +70,7 @@ class Monitor:
                     body = decode(rec)
                     if topic == s.input_topic:  # (settings keep the three topics apart)
                         if body is not None:
-                            self.state.add_announcement(body)
+                            self.state.add_announcement(body, rec.timestamp / 1000)
                         continue
                     if body is None:  # decode logged why
                         self.state.add_bad(topic)
@@ -86,8 +86,10 @@ class Monitor:
                         self.state.add_bad(topic)
 
     def explain(self, doc_id: str, other: str) -> dict[str, Any]:
-        with self.lock:
-            texts = {i: self.state.texts.get(i) for i in (doc_id, other)}
+        with self.lock:  # DOC_ID's last text, OTHER's as it was when that one came
+            mine = self.state.text(doc_id)
+            texts = {doc_id: mine, other: self.state.text(other, mine and mine[0])}
+            several = [i for i in (doc_id, other) if len(self.state.texts.get(i, ())) > 1]
             verdict = self.state.verdict(doc_id) or {}
         missing = [i for i, t in texts.items() if t is None]
         if missing and not self.texts:
@@ -100,8 +102,11 @@ class Monitor:
                            "--from beginning, or an earlier time)")
         a, b = texts[doc_id], texts[other]
         assert a is not None and b is not None
-        found = explain(self.sketcher, doc_id, a, other, b)
+        found = explain(self.sketcher, doc_id, a[1], other, b[1])
         out = found.to_dict()
+        if several:
+            out["note"] = (f"{' and '.join(map(repr, several))} came with several texts: "
+                           f"{doc_id!r}'s last is shown, and {other!r}'s as it was then")
         said = measured_apart(verdict, other, found.jaccard)
         if said is not None:  # the monitor explains with its own settings
             out["warning"] = (f"the detector measured Jaccard {said:.3f} for this pair, "

@@ -53,6 +53,9 @@ def verdict_problem(v: Mapping[str, Any]) -> str | None:
     return None
 
 
+TEXT_VERSIONS = 4  # texts kept per id (a scraper's id may come again, its ad edited)
+
+
 @dataclass
 class Cluster:
     id: str
@@ -103,7 +106,9 @@ class MonitorState:
         self.log: deque[tuple[int, dict[str, Any]]] = deque(maxlen=keep)  # (index, verdict)
         self.by_id: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.seen: OrderedDict[tuple[str, int], None] = OrderedDict()  # (id, seq) counted
-        self.texts: OrderedDict[str, dict[str, str]] = OrderedDict()
+        # Each id's last few texts with the time each came: an id sent again with another
+        # text is explained as it was when the other document was judged.
+        self.texts: OrderedDict[str, list[tuple[float, dict[str, str]]]] = OrderedDict()
         self.latest_duplicates: deque[dict[str, Any]] = deque(maxlen=200)
         self.index = 0
         self.broker: dict[str, Any] = {}  # the observer's ``health()``, as of its last poll
@@ -181,15 +186,29 @@ class MonitorState:
         reason = letter.get("reason")  # one of ours is a short word; a record from elsewhere
         self.dead_by_reason[reason[:80] if isinstance(reason, str) and reason else "unknown"] += 1
 
-    def add_announcement(self, body: Mapping[str, Any]) -> None:
+    def add_announcement(self, body: Mapping[str, Any], at: float | None = None) -> None:
         """An input record: its string fields, for titles and explanations, under the id the
         consumer gives it (an automatic one when it has none)."""
         doc_id = announcement_id(dict(body))
         if doc_id is not None:
-            self.add_text(doc_id, {k: v for k, v in body.items() if isinstance(v, str)})
+            self.add_text(doc_id, {k: v for k, v in body.items() if isinstance(v, str)}, at)
 
-    def add_text(self, doc_id: str, fields: Mapping[str, str]) -> None:
-        _remember(self.texts, doc_id, dict(fields), self.keep)
+    def add_text(self, doc_id: str, fields: Mapping[str, str], at: float | None = None
+                 ) -> None:
+        versions = self.texts.get(doc_id, [])
+        if versions and versions[-1][1] == fields:  # the same text again: it came earlier
+            return
+        at = self.clock() if at is None else at
+        _remember(self.texts, doc_id, [*versions[-(TEXT_VERSIONS - 1):], (at, dict(fields))],
+                  self.keep)
+
+    def text(self, doc_id: str, at: float | None = None) -> tuple[float, dict[str, str]] | None:
+        """The id's last text, or the last one that came by ``at`` (else its first kept)."""
+        versions = self.texts.get(doc_id)
+        if not versions:
+            return None
+        came = [v for v in versions if at is None or v[0] <= at]
+        return came[-1] if came else versions[0]
 
     # --- views (the JSON API)
     def summary(self) -> dict[str, Any]:
@@ -230,8 +249,8 @@ class MonitorState:
                 f"added_last_{int(self.growth_s)}s": c.growth(now, self.growth_s)}
 
     def title(self, doc_id: str) -> str | None:
-        fields = self.texts.get(doc_id)
-        return None if fields is None else fields.get(TITLE_FIELD)
+        found = self.text(doc_id)
+        return None if found is None else found[1].get(TITLE_FIELD)
 
     def since(self, index: int, limit: int = 500) -> list[dict[str, Any]]:
         """Verdicts after ``index`` (each with its ``index``), oldest first, at most limit:

@@ -81,7 +81,7 @@ def follow(settings: Settings, observer: Observer, count: int, stop: list[int],
                 if body is None:
                     continue
                 if topic == settings.input_topic:
-                    state.add_announcement(body)
+                    state.add_announcement(body, rec.timestamp / 1000)
                     read_to[(topic, rec.partition)] = rec.timestamp
                     continue
                 try:

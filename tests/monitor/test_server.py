@@ -111,3 +111,18 @@ def test_a_port_in_use_is_one_line_before_the_monitor_says_where_it_is() -> None
                            "127.0.0.1:9"], capture_output=True, text=True, timeout=60)
     assert away.returncode == 2 and "another monitor" not in away.stderr, away.stderr
     assert "is --monitor-host an address of this machine?" in away.stderr
+
+
+def test_an_id_sent_again_with_another_text_is_explained_as_it_was_judged() -> None:
+    """A=t1, A=t2, E=t2, A=t1: E is a copy of A's text then. The page compared E with A's
+    last text, and warned about the settings for a pair the detector measured 1.000."""
+    m = monitor("default")
+    for doc_id, fields, at in (("a", A, 1.0), ("a", B, 2.0), ("e", B, 3.0), ("a", A, 4.0)):
+        m.state.add_text(doc_id, fields, at)
+    m.state.add_verdict({"id": "e", "seq": 3, "duplicate": True, "duplicate_of": "a",
+                         "cluster_id": "a", "matches": [{"id": "a", "jaccard": 1.0}]})
+    out = m.explain("e", "a")
+    assert out["jaccard"] == 1.0 and "warning" not in out, out
+    assert "'a' came with several texts" in str(out["note"])
+    assert m.state.title("a") == A.get("title")  # the last text names it
+    assert "note" not in filled("default", 0.5).explain("b", "a")

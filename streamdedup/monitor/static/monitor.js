@@ -128,7 +128,7 @@
     if (!r.ok) { $("why").textContent = e.error; for (const k of ["a-id", "a-raw", "a-text", "b-id", "b-raw", "b-text"]) $(k).textContent = ""; return; }
     $("why").textContent = "Jaccard " + e.jaccard.toFixed(3) + " · MinHash estimate " + e.minhash_estimate.toFixed(3) +
       " · bands shared " + e.bands_shared + " of " + e.bands + " · " + e.reason +
-      (e.warning ? " · " + e.warning : "");
+      (e.warning ? " · " + e.warning : "") + (e.note ? " · " + e.note : "");
     for (const side of ["a", "b"]) {
       $(side + "-id").textContent = e[side].id + " (" + e[side].shingles + " shingles)";
       $(side + "-raw").textContent = e[side].raw;
