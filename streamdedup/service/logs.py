@@ -43,6 +43,30 @@ class PlainFormatter(logging.Formatter):
         return line
 
 
+def _to_debug(record: logging.LogRecord) -> bool:
+    """Demote a record of kafka-python's that says nothing wrong to DEBUG; whether it is
+    still shown (only when its logger is at DEBUG)."""
+    record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+    return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+class _Throttle:
+    """Whether a line of a kind is due: at most one a kind every ``every_s`` seconds (its
+    memory of kinds is cleared past ``kinds``: they are few; never a leak)."""
+
+    def __init__(self, every_s: float, kinds: int) -> None:
+        self.every_s, self.kinds = every_s, kinds
+        self.shown: dict[Any, float] = {}
+
+    def due(self, kind: Any, at: float) -> bool:
+        if at - self.shown.get(kind, float("-inf")) < self.every_s:
+            return False
+        if len(self.shown) > self.kinds:
+            self.shown.clear()
+        self.shown[kind] = at
+        return True
+
+
 class ClosedSocketRace(logging.Filter):
     """kafka-python 3.0.12 closes a connection's socket from the caller's thread while its IO
     thread may be between "still open?" and ``recv``; the read then fails on ``None`` and is
@@ -53,9 +77,8 @@ class ClosedSocketRace(logging.Filter):
         exc = record.exc_info[1] if record.exc_info else None
         if isinstance(exc, AttributeError) and "'NoneType' object has no attribute" in str(exc):
             record.exc_info, record.exc_text = None, None
-            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
             record.msg = f"{record.msg} (socket closed by a concurrent close: {exc})"
-            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+            return _to_debug(record)
         return True
 
 
@@ -69,8 +92,7 @@ class CancelledAtClose(logging.Filter):
 
         args = record.args if isinstance(record.args, tuple) else ()
         if args and isinstance(args[0], Cancelled):
-            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+            return _to_debug(record)
         return True
 
 
@@ -82,20 +104,13 @@ class KafkaRepeats(logging.Filter):
 
     def __init__(self, every_s: float = 60.0) -> None:
         super().__init__()
-        self.every_s = every_s
-        self.shown: dict[tuple[str, int, str], float] = {}
+        self.throttle = _Throttle(every_s, kinds=1000)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not record.name.startswith("kafka") or record.exc_info:  # a traceback is news
             return True
         key = (record.name, record.levelno, re.sub(r"[\d.]+", "#", record.getMessage()))
-        now = record.created
-        if now - self.shown.get(key, float("-inf")) < self.every_s:
-            return False
-        if len(self.shown) > 1000:  # distinct lines are few; never a leak
-            self.shown.clear()
-        self.shown[key] = now
-        return True
+        return self.throttle.due(key, record.created)
 
 
 class BrokerAway(logging.Filter):
@@ -113,8 +128,7 @@ class BrokerAway(logging.Filter):
 
     def __init__(self, every_s: float = 60.0) -> None:
         super().__init__()
-        self.every_s = every_s
-        self.shown: dict[str, float] = {}
+        self.throttle = _Throttle(every_s, kinds=100)
 
     @staticmethod
     def _connection_error(exc: object) -> bool:
@@ -140,12 +154,7 @@ class BrokerAway(logging.Filter):
         record.args, record.exc_info, record.exc_text = None, None, None
         record.levelno, record.levelname = logging.WARNING, "WARNING"
         key = re.sub(r"[\d.]+", "#", f"{type(cause).__name__}: {cause}" if cause else marker or "")
-        if record.created - self.shown.get(key, float("-inf")) < self.every_s:
-            return False
-        if len(self.shown) > 100:  # causes are few; never a leak
-            self.shown.clear()
-        self.shown[key] = record.created
-        return True
+        return self.throttle.due(key, record.created)
 
 
 class SlowTask(logging.Filter):
@@ -155,8 +164,7 @@ class SlowTask(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if "blocking the event loop" in str(record.msg):
-            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+            return _to_debug(record)
         return True
 
 
