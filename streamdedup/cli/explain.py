@@ -126,9 +126,10 @@ def _as_judged(versions: dict[str, list[tuple[int, dict[str, str]]]], doc_id: st
     before it, else its first): an id sent again with another text is another version, and
     its last text compared with DOC_ID said "Jaccard 0.000" of a pair the detector had
     measured 1.000. Also a note when either id has several texts."""
+    from streamdedup.monitor.state import as_of
+
     position, text = versions[doc_id][-1]
-    before = [v for v in versions[other_id] if v[0] < position]
-    chosen = {doc_id: text, other_id: (before or versions[other_id])[-1][1]}
+    chosen = {doc_id: text, other_id: as_of(versions[other_id], position)[1]}
     several = [f"{i!r} has {n} different texts" for i in (doc_id, other_id)
                if (n := len({json.dumps(f, sort_keys=True) for _, f in versions[i]})) > 1]
     note = (f"{' and '.join(several)}: explained with {doc_id!r}'s last and {other_id!r}'s as "

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from streamdedup.service.message import announcement_id
 
@@ -54,6 +54,15 @@ def verdict_problem(v: Mapping[str, Any]) -> str | None:
 
 
 TEXT_VERSIONS = 4  # texts kept per id (a scraper's id may come again, its ad edited)
+V = TypeVar("V")
+
+
+def as_of(versions: Sequence[tuple[float, V]], at: float | None) -> tuple[float, V]:
+    """Of an id's versions (when each came, oldest first), the last that came by ``at`` (the
+    last of all for None), else the first: an id sent again with another text is explained
+    as it was when the other document was judged (`explain` and the monitor's page)."""
+    came = [v for v in versions if at is None or v[0] <= at]
+    return came[-1] if came else versions[0]
 
 
 @dataclass
@@ -65,24 +74,19 @@ class Cluster:
     # Arrivals per second of arrival: a merge adds a few hundred counts at most, where a
     # list of times copied a big cluster's every arrival (200,000 verdicts and 5,000 merges
     # took 158 s under the state's lock).
-    recent: dict[int, int] = field(default_factory=dict)
+    recent: Counter[int] = field(default_factory=Counter)
 
     def arrive(self, at: float, window_s: float) -> None:
-        second = int(at)
-        self.recent[second] = self.recent.get(second, 0) + 1
+        self.recent[int(at)] += 1
         if len(self.recent) > 2 * window_s + 2:  # nobody asked for a while: forget the old
             self.growth(at, window_s)
-
-    def absorb(self, other: Cluster) -> None:
-        for second, count in other.recent.items():
-            self.recent[second] = self.recent.get(second, 0) + count
 
     def growth(self, now: float, window_s: float) -> int:
         """Arrivals in the last ``window_s`` seconds (to the second)."""
         start = int(now - window_s)
         for second in [s for s in self.recent if s < start]:
             del self.recent[second]
-        return sum(self.recent.values())
+        return self.recent.total()
 
 
 class MonitorState:
@@ -170,7 +174,7 @@ class MonitorState:
             if absorbed is not None:
                 cluster.size += absorbed.size
                 cluster.first_seen = min(cluster.first_seen, absorbed.first_seen)
-                cluster.absorb(absorbed)
+                cluster.recent.update(absorbed.recent)
             self.merged_into[other] = label
         cluster.size += 1
         cluster.last_seen = now
@@ -205,10 +209,7 @@ class MonitorState:
     def text(self, doc_id: str, at: float | None = None) -> tuple[float, dict[str, str]] | None:
         """The id's last text, or the last one that came by ``at`` (else its first kept)."""
         versions = self.texts.get(doc_id)
-        if not versions:
-            return None
-        came = [v for v in versions if at is None or v[0] <= at]
-        return came[-1] if came else versions[0]
+        return as_of(versions, at) if versions else None
 
     # --- views (the JSON API)
     def summary(self) -> dict[str, Any]:
