@@ -353,22 +353,21 @@ def verdict_checksum(verdict: str) -> int:
 VERDICT = "CAST(v.verdict AS BLOB)"  # read as bytes: a flipped high bit is found, not raised
 
 
-def verdict_text(verdict: bytes | str, checksum: int | None) -> str | None:
-    """The stored verdict JSON if it is intact, else None: it matches its checksum (rows
-    written before schema 6 have none) and is UTF-8. Read as text, a verdict damaged into
-    bad UTF-8 (about one bit flip in eight) raised in the driver, before any check: `store
-    verify` stopped at it instead of listing it, `check` named no damage."""
-    raw = verdict if isinstance(verdict, bytes) else verdict.encode()
-    if checksum is not None and blob_checksum(raw) != checksum:
+def verdict_text(verdict: bytes, checksum: int | None) -> str | None:
+    """The stored verdict JSON (read as ``VERDICT``, bytes) if it is intact, else None: it
+    matches its checksum (rows written before schema 6 have none) and is UTF-8. Read as
+    text, a verdict damaged into bad UTF-8 (about one bit flip in eight) raised in the
+    driver, before any check: `store verify` stopped at it instead of listing it, `check`
+    named no damage."""
+    if checksum is not None and blob_checksum(verdict) != checksum:
         return None
     try:
-        return raw.decode() if isinstance(verdict, bytes) else verdict
+        return verdict.decode()
     except UnicodeDecodeError:
         return None
 
 
-def checked_verdict(path: Path, doc_id: str, verdict: bytes | str, checksum: int | None
-                    ) -> str:
+def checked_verdict(path: Path, doc_id: str, verdict: bytes, checksum: int | None) -> str:
     """The stored verdict JSON, or a ``StoreCorruptError`` if it is not intact."""
     text = verdict_text(verdict, checksum)
     if text is None:
@@ -396,7 +395,7 @@ def no_store(directory: Path) -> StoreError:
     return StoreError(f"no store at {directory} (no {DB_NAME})")
 
 
-def tidy_after_reading(path: Path) -> None:
+def _tidy_after_reading(path: Path) -> None:
     """A read-only connection makes the WAL's -shm and an empty -wal beside a store no one
     has open, and cannot remove them at its close. An empty WAL has nothing to fold back,
     so a read-write connection's close removes both, if it is the last one (a consumer
@@ -411,7 +410,7 @@ def tidy_after_reading(path: Path) -> None:
                 conn.close()
 
 
-def unreadable(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
+def _unreadable(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
     """Why a read-only reader failed: busy, this user's rights, or damage."""
     if isinstance(exc, sqlite3.OperationalError):
         if "locked" in str(exc) or "busy" in str(exc):
@@ -425,22 +424,31 @@ def unreadable(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
     return StoreCorruptError(f"{path} cannot be read: {exc}")
 
 
-def read_verdict(directory: Path, doc_id: str) -> str | None:
-    """A document's stored verdict JSON, read beside a running consumer: a read-only
-    connection that takes no writer lock (WAL lets readers in while the writer works)."""
-    path = directory / DB_NAME
+@contextlib.contextmanager
+def read_only(directory: Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to the store in ``directory``, beside a running consumer (WAL
+    lets readers in while the writer works; no writer lock is taken). A failure of SQLite's
+    is said as ``unreadable`` says it; the WAL's files are tidied at the end."""
+    path = Path(directory) / DB_NAME
     if not path.is_file():
         raise no_store(directory)
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, isolation_level=None)
     try:
+        yield conn
+    except sqlite3.DatabaseError as exc:
+        raise _unreadable(path, exc) from exc
+    finally:
+        conn.close()
+        _tidy_after_reading(path)
+
+
+def read_verdict(directory: Path, doc_id: str) -> str | None:
+    """A document's stored verdict JSON, read beside a running consumer."""
+    with read_only(directory) as conn:
         row = conn.execute(
             f"SELECT {VERDICT}, {checksum_column(conn)} FROM docs d JOIN verdicts v "
             "ON v.row = d.verdict_row WHERE d.doc_id = ?", (doc_id,)).fetchone()
-    except sqlite3.DatabaseError as exc:
-        raise unreadable(path, exc) from exc
-    finally:
-        conn.close()
-        tidy_after_reading(path)
+    path = directory / DB_NAME
     return None if row is None else checked_verdict(path, doc_id, row[0], row[1])
 
 

@@ -40,8 +40,7 @@ from streamdedup.store.sqlite.file import (
     file_bytes,
     no_store,
     os_problem,
-    tidy_after_reading,
-    unreadable,
+    read_only,
     verdict_text,
 )
 
@@ -55,19 +54,10 @@ def reading(directory: Path) -> Iterator[sqlite3.Connection]:
     transaction) until the block ends, so a consumer committing meanwhile cannot make its
     tables disagree with each other. While it is held the writer's WAL cannot be folded back
     into the file, so the WAL grows by what the consumer writes meanwhile."""
-    path = Path(directory) / DB_NAME
-    if not path.is_file():
-        raise no_store(directory)
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, isolation_level=None)
-    try:
+    with read_only(directory) as conn:
         conn.execute("BEGIN")
-        check_schema(conn, path)  # an upgradable one is read as it is
+        check_schema(conn, Path(directory) / DB_NAME)  # an upgradable one is read as it is
         yield conn
-    except sqlite3.DatabaseError as exc:
-        raise unreadable(path, exc) from exc
-    finally:
-        conn.close()
-        tidy_after_reading(path)
 
 
 def stats(directory: Path) -> dict[str, Any]:
