@@ -204,11 +204,8 @@ def _written(path: Path) -> Iterator[_Named]:
     error in writing or closing it is an OSError naming it ("standard output" for STDOUT)."""
     if path == STDOUT:
         named = _Named(sys.stdout, "standard output")
-    else:
-        try:
-            named = _Named(path.open("w", encoding="utf-8"), str(path))
-        except OSError as exc:
-            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+    else:  # an error in opening it names it already
+        named = _Named(path.open("w", encoding="utf-8"), str(path))
     try:
         yield named
     except BaseException:

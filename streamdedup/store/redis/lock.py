@@ -41,8 +41,6 @@ end
 return 0
 """
 _HELD: set[str] = set()  # this process's live tokens: another of its stores is alive
-
-
 _EXTEND = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -161,10 +159,9 @@ def _died_here(token: str) -> bool:
     """Whether a lock token names a process of this host and PID namespace that no longer
     runs (a token of an earlier release, without its namespace, never does)."""
     match = _TOKEN.fullmatch(token)
-    if (match is None or match["host"] != socket.gethostname()
-            or match["space"] != PID_SPACE or PID_SPACE == "?"):
+    if match is None or match["host"] != socket.gethostname():
         return False
     pid = int(match["pid"])
-    if pid == os.getpid():
+    if pid == os.getpid() and match["space"] == PID_SPACE != "?":
         return token not in _HELD  # a former process given this pid again
-    return gone(pid, match["space"])
+    return gone(pid, match["space"])  # never another PID space's, nor this process's
