@@ -181,10 +181,8 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         bar.close()
     rate = result.documents / result.seconds if result.seconds else 0.0
     where = f"spark {master}" if engine == "spark" else "local"
-    bad_at = ("among the verdicts" if result.errors_path == STDOUT
-              else f"in {result.errors_path}")
     parts = [f"{result.documents} documents, {result.duplicates} duplicates, "
-             f"{result.bad_rows} bad rows ({bad_at}), {result.seconds:.1f} s, "
+             f"{result.bad_rows} bad rows ({config.errors_place}), {result.seconds:.1f} s, "
              f"{rate:.0f} documents/s ({where})"]
     if result.sketch_seconds:
         parts.append(f"sketching took {result.sketch_seconds:.1f} s")

@@ -114,8 +114,7 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
     if config.report_dir is not None and len({d.id for d in docs}) != len(docs):
         raise InputError("--report needs a dump whose ids are unique (the report's brute "
                          "force compares documents, not versions of one id)")
-    where = "among the verdicts" if errors_path == STDOUT else f"in {errors_path}"
-    say(f"{len(docs):,} documents, {result.bad_rows:,} bad rows ({where})")
+    say(f"{len(docs):,} documents, {result.bad_rows:,} bad rows ({config.errors_place})")
     detector = detector_for(settings, store, Sketcher(settings))
     # The plan knows this dump's sets only: used into an empty store; a store that already
     # holds documents is probed as the stream would. With retention, too: a pair plan knows

@@ -80,6 +80,12 @@ class BackfillConfig:
             check_spark_flags(self.driver_memory, self.master)
 
     @property
+    def errors_place(self) -> str:
+        """Where the bad rows go, as the command says it."""
+        path = self.errors_path
+        return "among the verdicts" if path == STDOUT else f"in {path}"
+
+    @property
     def errors_path(self) -> Path:
         if self.errors is not None:
             return self.errors
