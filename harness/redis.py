@@ -27,6 +27,7 @@ from streamdedup.replay.process import ChildProcess, free_port, port_free
 from streamdedup.settings import cache_root
 
 STATE_FILE = "redis.json"
+CLUSTER_BUS = 10000  # a cluster node's bus port is its port + 10,000 (Redis' default)
 
 
 class RedisError(RuntimeError):
@@ -122,7 +123,8 @@ class RedisServer:
                     f"{self.state_dir} stop)") from None
             ports = []
             for _ in range(max(1, self.cluster)):
-                ports.append(free_port(avoid=ports))
+                ports.append(free_port(avoid=[*ports, *(p + CLUSTER_BUS for p in ports)],
+                                       paired=CLUSTER_BUS if self.cluster else 0))
             for home in self.state_dir.glob("node*"):
                 if self.cluster:
                     shutil.rmtree(home)

@@ -47,18 +47,25 @@ def port_free(host: str, port: int) -> bool:
     return True
 
 
-def free_port(host: str = "127.0.0.1", avoid: Sequence[int] = ()) -> int:
+def free_port(host: str = "127.0.0.1", avoid: Sequence[int] = (), *, paired: int = 0) -> int:
     """A port free on ``host`` now, below the ephemeral range (20000 up to its start);
-    an OS-chosen port where that range leaves no room."""
+    an OS-chosen port where that range leaves no room. ``paired``: ``port + paired`` must be
+    free and below the range too (a Redis Cluster node's bus listens 10,000 above its port;
+    in the ephemeral range, an outgoing connection took it: "bind: Address already in
+    use")."""
     low = 32768
     with contextlib.suppress(OSError, ValueError):
         low = int(_EPHEMERAL_RANGE.read_text().split()[0])
-    if low > 20000:
+    if low - paired > 20000:
         rng = random.Random()
         for _ in range(200):
-            port = rng.randrange(20000, low)
-            if port not in avoid and port_free(host, port):
+            port = rng.randrange(20000, low - paired)
+            if (port not in avoid and port + paired not in avoid and port_free(host, port)
+                    and port_free(host, port + paired)):
                 return port
+    if paired:
+        raise StreamdedupError(f"no free port pair {paired} apart below the ephemeral range "
+                               f"(from {low})")
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
