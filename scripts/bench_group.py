@@ -45,7 +45,7 @@ from harness.generator import Generator, learn
 from harness.redis import RedisServer
 from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
-from streamdedup.core.shared import SharedDetector
+from streamdedup.core.shared_detector import SharedDetector
 from streamdedup.core.sketch import Sketcher
 from streamdedup.replay.process import ChildProcess, free_port
 from streamdedup.store.redis import SharedRedisStore

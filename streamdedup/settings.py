@@ -288,6 +288,12 @@ class Settings:
         (not read, so no time can make a message a dead letter) with it off."""
         return self.time_field if self.retention else ""
 
+    def topic_flag(self, topic: str) -> str:
+        """The flag that names ``topic``: what `tail` and `explain` point at when the broker
+        does not have it (most likely a flag that is not the detector's)."""
+        return {self.input_topic: "--input-topic", self.dlq_topic: "--dlq-topic"}.get(
+            topic, "--output-topic")
+
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
 

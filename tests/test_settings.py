@@ -313,3 +313,9 @@ def test_broker_addresses_are_read_as_the_settings_accept_them() -> None:
 
     assert broker_addresses("localhost, PLAINTEXT://10.0.0.1:9093,[::1]:9094,::1,h:1") == [
         ("localhost", 9092), ("10.0.0.1", 9093), ("::1", 9094), ("::1", 9092), ("h", 1)]
+
+
+def test_topic_flag_names_the_flag_of_each_topic() -> None:
+    s = Settings(input_topic="in", output_topic="out", dlq_topic="dead")
+    assert [s.topic_flag(t) for t in ("in", "out", "dead", "other")] == [
+        "--input-topic", "--output-topic", "--dlq-topic", "--output-topic"]

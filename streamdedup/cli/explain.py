@@ -177,7 +177,6 @@ def _scan(settings: Settings, topic: str, ids: set[str]
     """The records of each id in ``topic`` with their place in the reading, in order,
     reading it once from the beginning."""
     from streamdedup.monitor.observer import Observer, decode
-    from streamdedup.monitor.tail import topic_flag
     from streamdedup.service.message import announcement_id
 
     observer = Observer(settings, [topic], "beginning", client_id="streamdedup-explain")
@@ -185,7 +184,7 @@ def _scan(settings: Settings, topic: str, ids: set[str]
         observer.refresh()
         if not observer.assigned:  # it said "no verdict for X in T", as if T were read
             raise InputError(f"topic {topic} is not on {settings.bootstrap_servers} (is "
-                             f"{topic_flag(settings, topic)} the detector's?)")
+                             f"{settings.topic_flag(topic)} the detector's?)")
         ends = observer.consumer.end_offsets(sorted(observer.assigned))
         found: dict[str, list[tuple[int, dict[str, Any]]]] = {}
         read = 0

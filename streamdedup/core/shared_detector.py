@@ -1,7 +1,7 @@
 """The detector for a shared store: many consumers, one index, one arrival order.
 
 A document is a duplicate iff a document with a smaller ``seq`` has Jaccard >= threshold
-(``store/shared.py`` explains why publishing and claiming first makes every such document
+(``store/shared_store.py`` explains why publishing and claiming first makes every such document
 visible). Compared with the single-writer ``Detector``:
 
 - every document is probed and verified, exact copies too. The single writer answers a copy
@@ -32,7 +32,7 @@ from streamdedup.core.sketch import Shingled, Sketcher, Sketches
 from streamdedup.core.verdict import Verdict
 from streamdedup.settings import Settings
 from streamdedup.store.base import Store
-from streamdedup.store.shared import Claim, SharedStore
+from streamdedup.store.shared_store import Claim, SharedStore
 
 KEY_CACHE = 65_536  # band keys of recent sets (~200 bytes each), so copies are not re-signed
 

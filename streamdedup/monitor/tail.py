@@ -97,15 +97,9 @@ def follow(settings: Settings, observer: Observer, count: int, stop: list[int],
             for topic in sorted(set(observer.health()["waiting_for"]) - said):  # (looked in
                 said.add(topic)                                   # the poll) it was silent
                 warn(f"waiting for topic {topic}: not on {settings.bootstrap_servers} yet (is "
-                     f"{topic_flag(settings, topic)} the detector's?)")
+                     f"{settings.topic_flag(topic)} the detector's?)")
     except KeyboardInterrupt:
         release(everything=True)
         raise
     release(everything=bool(stop))
 
-
-def topic_flag(settings: Settings, topic: str) -> str:
-    """The flag that names ``topic``: what `tail` and `explain` point at when the broker does
-    not have it (most likely a flag that is not the detector's)."""
-    return {settings.input_topic: "--input-topic", settings.dlq_topic: "--dlq-topic"}.get(
-        topic, "--output-topic")

@@ -34,7 +34,7 @@ import numpy as np
 from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
 from streamdedup.core.retention import parse_time
-from streamdedup.core.shared import detector_for
+from streamdedup.core.shared_detector import detector_for
 from streamdedup.core.sketch import Shingled, Sketcher
 from streamdedup.core.verdict import Verdict
 from streamdedup.errors import ConfigError, InputError, MessageError

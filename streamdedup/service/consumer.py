@@ -35,7 +35,7 @@ from kafka.errors import (
 
 from streamdedup import __version__, garbage
 from streamdedup.core.document import Document
-from streamdedup.core.shared import detector_for
+from streamdedup.core.shared_detector import detector_for
 from streamdedup.core.sketch import Sketcher
 from streamdedup.core.verdict import Verdict
 from streamdedup.errors import MessageError, StoreError, StoreUnavailableError, describe

@@ -67,7 +67,7 @@ DEFAULT_EDGE_CAP = 256
 
 class Store(ABC):
     """Persistent state of the detector. One writer per store, used by one thread at a time
-    (not necessarily always the same one); a ``shared`` store (``store/shared.py``) takes
+    (not necessarily always the same one); a ``shared`` store (``store/shared_store.py``) takes
     many writers."""
 
     shared = False

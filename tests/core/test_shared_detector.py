@@ -11,7 +11,7 @@ import pytest
 from conftest import SHARED_STORES
 from test_detector import WORDS, Oracle, doc, observable, random_stream
 
-from streamdedup.core.shared import SharedDetector
+from streamdedup.core.shared_detector import SharedDetector
 
 
 @pytest.mark.parametrize("kind", SHARED_STORES)

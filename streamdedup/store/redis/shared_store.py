@@ -1,4 +1,4 @@
-"""The shared protocol (``store/shared.py``) on Redis: what lets a consumer group share one
+"""The shared protocol (``store/shared_store.py``) on Redis: what lets a consumer group share one
 index, on one server or a Redis Cluster.
 
 Round trips per batch, whatever its size (a cluster: per node, in parallel pipelines):
@@ -26,7 +26,7 @@ from streamdedup.settings import Settings
 from streamdedup.store.base import encode_shingles
 from streamdedup.store.redis.client import call
 from streamdedup.store.redis.store import RedisStore
-from streamdedup.store.shared import Claim, SharedStore
+from streamdedup.store.shared_store import Claim, SharedStore
 
 # KEYS: bucket keys of one shard; ARGV: (size, set id) per key.
 _ADD = """

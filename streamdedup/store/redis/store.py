@@ -30,7 +30,7 @@ detector sees its own batch) and sent at ``commit()`` as one MULTI/EXEC; ``rollb
 forgets them; evictions too (what a checkpoint removed is hidden from its reads until then);
 a probe of a whole batch is one pipelined round trip. These operations assume
 one writer and one server; the consumers of a group use the shared protocol built on the same
-layout (``shared.py``), which is also what runs on a Redis Cluster.
+layout (``shared_store.py``), which is also what runs on a Redis Cluster.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from streamdedup.core.shared import detector_for
+from streamdedup.core.shared_detector import detector_for
 from streamdedup.core.sketch import Sketcher
 from streamdedup.store import open_store
 from streamdedup.store.redis import maintenance

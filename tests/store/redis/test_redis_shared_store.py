@@ -15,13 +15,13 @@ from shingle_sets import u64
 
 from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
-from streamdedup.core.shared import SharedDetector, detector_for
+from streamdedup.core.shared_detector import SharedDetector, detector_for
 from streamdedup.core.sketch import Sketcher
 from streamdedup.replay.dump import read_dump
 from streamdedup.replay.truth import check_seq_order, reader_clusters
 from streamdedup.settings import Settings, build_settings
 from streamdedup.store.memory import MemoryStore
-from streamdedup.store.shared import Claim
+from streamdedup.store.shared_store import Claim
 
 pytestmark = pytest.mark.parametrize("kind", SHARED_STORES)
 Make = Callable[..., Any]
