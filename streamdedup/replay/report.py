@@ -46,6 +46,13 @@ def write_report(report: dict[str, Any], out_dir: str | Path) -> dict[str, Path]
     return paths
 
 
+def remove_report(out_dir: str | Path) -> None:
+    """Remove a report and its plots: a run stopped after it replaced ``verdicts.jsonl``
+    would otherwise leave them describing an earlier run's verdicts (or half of each)."""
+    for name in ("report.json", "report.md", S_CURVES_PNG, PRECISION_RECALL_PNG):
+        (Path(out_dir) / name).unlink(missing_ok=True)
+
+
 def write_verdicts(path: str | Path, verdicts: Iterable[Verdict]) -> int:
     """One verdict JSON per line, in the order given; returns how many."""
     lines = [v.to_json() for v in verdicts]

@@ -294,6 +294,7 @@ def replay(config: ReplayConfig, say: Callable[[str], None] = lambda _m: None) -
     config.report_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="streamdedup-replay-"))
     consumer_exit: int | None = None
+    unreported = False  # verdicts.jsonl replaced, the report not yet written
     try:
         store = config.store or work / "store"
         bootstrap = config.bootstrap_servers
@@ -341,6 +342,7 @@ def replay(config: ReplayConfig, say: Callable[[str], None] = lambda _m: None) -
                              with_band_table=config.band_table)
         order = [r.doc_id for r in rows if r.doc_id in got.verdicts]
         verdicts_path = config.report_dir / "verdicts.jsonl"
+        unreported = True
         rp.write_verdicts(verdicts_path, (got.verdicts[i] for i in order))
         report.update({
             "dump": {"path": str(config.dump), "name": config.dump.name, "sha256": dump_sha,
@@ -370,6 +372,9 @@ def replay(config: ReplayConfig, say: Callable[[str], None] = lambda _m: None) -
         paths["verdicts"] = verdicts_path
         return ReplayResult(report, paths, got.missing, consumer_exit)
     except BaseException as exc:
+        if unreported:
+            with contextlib.suppress(OSError):
+                rp.remove_report(config.report_dir)
         if created:  # a failure before anything was written leaves no empty directory
             with contextlib.suppress(OSError):
                 if isinstance(exc, KeyboardInterrupt):  # the consumer's log tells nothing

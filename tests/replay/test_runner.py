@@ -22,6 +22,7 @@ from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
 from streamdedup.core.verdict import Verdict
 from streamdedup.errors import InputError
+from streamdedup.replay import report as report_module
 from streamdedup.replay.runner import ReplayConfig, consumer_env, load_rows, replay
 from streamdedup.settings import build_settings
 from streamdedup.store.memory import MemoryStore
@@ -109,7 +110,8 @@ def in_process(dump: Path, overrides: dict[str, object]) -> dict[str, Verdict]:
 
 
 @pytest.mark.broker
-def test_replay_against_broker(dump: Path, tmp_path: Path, kafka_bootstrap: str) -> None:
+def test_replay_against_broker(dump: Path, tmp_path: Path, kafka_bootstrap: str,
+                               monkeypatch: pytest.MonkeyPatch) -> None:
     config = ReplayConfig(dump=dump, report_dir=tmp_path / "r1", preset="default",
                           overrides=OVERRIDES, bootstrap_servers=kafka_bootstrap,
                           progress=False, timeout_s=60, cache_dir=tmp_path / "cache")
@@ -145,6 +147,17 @@ def test_replay_against_broker(dump: Path, tmp_path: Path, kafka_bootstrap: str)
     # deterministic: a second replay gives byte-identical verdicts
     again = replay(dataclasses.replace(config, report_dir=tmp_path / "r2"))
     assert again.report["verdicts_sha256"] == r["verdicts_sha256"]
+
+    # Ctrl-C after the verdicts were written, before the report: no earlier report is left
+    # beside them, as if it described them
+    def interrupted(*_args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report_module, "write_report", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        replay(dataclasses.replace(config, report_dir=tmp_path / "r2"))
+    left = sorted(p.name for p in (tmp_path / "r2").iterdir())
+    assert left == ["consumer.log", "verdicts.jsonl"], left
 
 
 def main(args: list[str]) -> int:
