@@ -14,8 +14,10 @@
 
 Per-message problems are ``MessageError`` with a short machine-readable ``reason`` so the
 dead-letter record can say why; everything else stops the process with a clear message.
-Two signals inside the consumer are not under this root, and never leave it: the
-checkpoint's ``CheckpointFailed`` (rewound, retried) and ``BrokerRefused`` (an exit status).
+Three signals of the consumer are not under this root: the checkpoint's
+``CheckpointFailed`` (rewound, retried) and ``BrokerRefused`` (an exit status) never leave
+it; ``StoppedWhileConnecting`` (a stop before the broker first answered) reaches `run`,
+which exits quietly.
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ class Shingled:
     text: str = ""
 
 
-# Sketches computed elsewhere (the Spark backfill): each document's Shingled, in order, and
+# Sketches computed elsewhere (the Spark backfill, `check`'s read-ahead, the consumer's
+# sketch worker): each document's Shingled, in order, and
 # band keys by set id (for the sets among them; missing ones are signed on the spot).
 Sketches = tuple[Sequence[Shingled], Mapping[int, np.ndarray]]
 # Set ids ``Sketcher.sketches`` remembers as signed (~60 MB of Python ints); then it forgets.

@@ -68,8 +68,7 @@ class AnnouncementPipeline:
         env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIX)}
         env.update({k: _setting_text(v) for k, v in crawler.settings.items()
                     if k.startswith(ENV_PREFIX)})
-        id_field = env.pop(ID_SETTING, "") or "id"  # the pipeline's own (ignored, then warned
-        # of as "not a setting", when it came from the environment)
+        id_field = env.pop(ID_SETTING, "") or "id"  # the pipeline's own, not a Settings field
         try:
             settings = build_settings(env=env)
         except StreamdedupError as exc:  # NotConfigured only turned the pipeline off: the

@@ -1,7 +1,8 @@
 """``streamdedup monitor``: the observer thread, the state it fills, and the web server.
 
 The observer reads the verdict and dead-letter topics, and the input topic for the ads'
-texts (the store keeps shingles, not texts), from ``--from`` on, without a consumer group.
+texts (a store keeps normalized texts or shingle hashes, never the ads), from ``--from``
+on, without a consumer group.
 The web server (uvicorn) binds to loopback by default; bound elsewhere it needs a token.
 """
 

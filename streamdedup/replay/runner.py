@@ -1,10 +1,11 @@
 """Replay a dump through Kafka and the consumer, then measure the verdicts against exact truth.
 
-As a scraper would: each row becomes an announcement JSON (TSV rows keep their columns, with
-the row index as ``id``) produced to the input topic. The consumer runs as a subprocess
-(``python -m streamdedup run``) unless one is already running (``--no-consumer``); the replay
-reads the output and dead-letter topics until every produced id is accounted for, then stops
-what it started and writes DIR/report.json, report.md, verdicts.jsonl and the plots.
+As a scraper would: each row becomes an announcement JSON (TSV rows keep their columns, and
+the row index is the ``id`` when the dump has no id column) produced to the input topic.
+The consumer runs as a subprocess (``python -m streamdedup run``) unless one is already
+running (``--no-consumer``); the replay reads the output and dead-letter topics until every
+produced id is accounted for, then stops what it started and writes DIR/report.json,
+report.md, verdicts.jsonl and the plots.
 
 Deterministic: a replay uses fresh topics of one partition, a fresh consumer group and a fresh
 store (unless ``--store`` is given), so the consumer sees the rows in file order and two

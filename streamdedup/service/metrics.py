@@ -1,8 +1,9 @@
 """Prometheus metrics and the health endpoints, served from one small HTTP server.
 
 ``/metrics`` (Prometheus text format), ``/healthz`` (liveness: the loop made progress
-recently), ``/readyz`` (readiness: store open and partitions assigned). Binds to loopback by
-default; expose it deliberately with ``--metrics-host``.
+recently), ``/readyz`` (readiness: store open, partitions assigned, and fewer than
+``STUCK_AFTER`` checkpoints failed in a row). Binds to loopback by default; expose it
+deliberately with ``--metrics-host``.
 """
 
 from __future__ import annotations
@@ -91,12 +92,16 @@ class Metrics:
         return generate_latest(self.registry)
 
 
+# /healthz answers 503 once the loop has not beaten (``Metrics.beat``) for this long; it
+# beats at every poll, and while it waits for the broker or the store.
+STALE_AFTER_S = 60.0
+
+
 class HealthServer:
     """Serves metrics and health in a daemon thread; ``stop()`` closes the socket."""
 
-    def __init__(self, metrics: Metrics, host: str, port: int, stale_after_s: float = 60.0):
+    def __init__(self, metrics: Metrics, host: str, port: int):
         self.metrics = metrics
-        self.stale_after_s = stale_after_s
         handler = self._handler()
         try:
             self.server = ThreadingHTTPServer((host, port), handler)
@@ -125,7 +130,7 @@ class HealthServer:
                 if self.path.startswith("/metrics"):
                     self._send(200, m.render(), CONTENT_TYPE_LATEST)
                 elif self.path.startswith("/healthz"):
-                    alive = time.monotonic() - m.heartbeat < owner.stale_after_s
+                    alive = time.monotonic() - m.heartbeat < STALE_AFTER_S
                     self._send(200 if alive else 503, b"ok\n" if alive else b"stalled\n")
                 elif self.path.startswith("/readyz"):
                     self._send(200 if m.ready else 503, b"ready\n" if m.ready else b"not ready\n")

@@ -67,10 +67,8 @@ DEFAULT_EDGE_CAP = 256
 
 class Store(ABC):
     """Persistent state of the detector. One writer per store, used by one thread at a time
-    (not necessarily always the same one); a ``shared`` store (``store/shared_store.py``) takes
-    many writers."""
-
-    shared = False
+    (not necessarily always the same one); a ``SharedStore`` (``store/shared_store.py``)
+    takes many writers."""
 
     def ping(self) -> None:  # noqa: B027 (deliberately a no-op for local stores)
         """Raise StoreError if the store cannot be reached now (a local one always can)."""

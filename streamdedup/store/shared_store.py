@@ -44,9 +44,8 @@ class Claim:
 
 
 class SharedStore(Store):
-    """A store that any number of consumers use at once (``shared`` tells the detector)."""
-
-    shared = True
+    """A store that any number of consumers use at once (``detector_for`` gives it the
+    shared detector)."""
 
     @abstractmethod
     def known(self, set_ids: Iterable[int]) -> set[int]:
