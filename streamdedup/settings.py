@@ -33,6 +33,8 @@ MIN_OUTPUT_BYTES = 65_536
 # Signatures of 1,024 values already estimate Jaccard to +-0.013 at 0.8 (the default's 128:
 # +-0.035); 10^8 ended in a 24 GiB allocation, 10^6 took over a minute for 50 ads.
 MAX_NUM_PERM = 1_024
+MINHASH_SCHEMES = ("oph", "multiply-shift")  # core/minhash.py signs with each
+SHINGLE_KINDS = ("char", "word")
 _AT_LEAST_ONE = ("shingle_size", "num_perm", "max_matches", "max_candidates",
                  "max_message_bytes", "poll_max_records", "commit_every", "topic_partitions")
 
@@ -189,9 +191,9 @@ class Settings:
     def __post_init__(self) -> None:
         """Refuse what cannot work, with the setting's name: an operator's typo must stop the
         process at once with one line, not retry forever or fail deep inside a library."""
-        if self.shingle_kind not in ("char", "word"):
+        if self.shingle_kind not in SHINGLE_KINDS:
             raise ConfigError(f"shingle_kind must be 'char' or 'word', not {self.shingle_kind!r}")
-        if self.minhash not in ("oph", "multiply-shift"):
+        if self.minhash not in MINHASH_SCHEMES:
             raise ConfigError(f"minhash must be 'oph' or 'multiply-shift', not {self.minhash!r}")
         for name in _AT_LEAST_ONE:
             if getattr(self, name) < 1:

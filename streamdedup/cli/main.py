@@ -267,7 +267,7 @@ def scurve(threshold: float | None, num_perm: int | None, bands: int | None,
     from dataclasses import replace
 
     from streamdedup.cli.output import checked_output
-    from streamdedup.core.lsh import choose_bands, p_candidate
+    from streamdedup.core.lsh import layout, p_candidate
     from streamdedup.errors import ConfigError
     from streamdedup.replay.plots import image_formats, plot_scurve
 
@@ -281,10 +281,8 @@ def scurve(threshold: float | None, num_perm: int | None, bands: int | None,
         given["num_perm"] = max(Settings.num_perm, bands * rows)
     try:  # the settings' own checks
         settings = replace(Settings(), **given)
-        if settings.bands:
-            bands, rows = settings.bands, settings.rows
-        else:
-            bands, rows = choose_bands(settings.threshold, settings.num_perm)
+        bands, rows = layout(settings.threshold, settings.num_perm, settings.bands,
+                             settings.rows)
         at = p_candidate(settings.threshold, bands, rows)
     except (ConfigError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None

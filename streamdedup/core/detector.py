@@ -172,7 +172,7 @@ class Detector:
             store.delete_doc(doc.id)  # same id, new text: the new version replaces the old
         seq = store.next_seq()
         if not sh.shingles.size:
-            verdict = Verdict(doc.id, False, None, (), doc.id, 0, shingles=0, seq=seq)
+            verdict = Verdict.alone(doc.id, seq)
             store.put_doc(DocRecord(doc.id, seq, sh.set_id, verdict.to_json(), time))
             return verdict
 
@@ -301,7 +301,7 @@ class Detector:
         if not hits:  # most fresh ads: nothing to read
             return [], 0, 0
         t = self.settings.threshold
-        ranked = sorted(hits, key=lambda c: (-hits[c], c))
+        ranked = rank_candidates(hits)
         chosen = ranked[: self.settings.max_candidates]
         stored = self.store.get_shingles(chosen)
         chosen = [c for c in chosen if c in stored]
@@ -384,6 +384,12 @@ def _stored(verdict_json: str, seq: int | None) -> Verdict:
     document's arrival number from its record."""
     verdict = Verdict.from_json(verdict_json)
     return verdict if verdict.seq is not None or seq is None else replace(verdict, seq=seq)
+
+
+def rank_candidates(hits: Mapping[int, int]) -> list[int]:
+    """Candidate sets by bands shared, most first (ties: the smaller set id), so that
+    ``max_candidates`` keeps the likeliest matches, the same ones on every run."""
+    return sorted(hits, key=lambda c: (-hits[c], c))
 
 
 def rank_matches(found: Iterable[tuple[float, int, str]], limit: int

@@ -22,10 +22,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from streamdedup.core.hashing import splitmix64, splitmix64_stream
+from streamdedup.settings import MINHASH_SCHEMES
 
 MINHASH_SCHEME = "multiply-shift-u64-top32+splitmix64-perms/v2"
 OPH_SCHEME = "oph-splitmix64-top-bins-low32+optimal-densification/v1"
-SCHEMES = ("oph", "multiply-shift")
 EMPTY_VALUE = np.uint32(0xFFFFFFFF)
 _SHIFT = np.uint64(32)
 _CHUNK_ELEMENTS = 1 << 21  # bound the (shingles x permutations) temporary to ~16 MiB
@@ -180,7 +180,7 @@ def make_hasher(scheme: str, num_perm: int, seed: int) -> MinHasher | OnePermuta
         return OnePermutationHasher(num_perm, seed)
     if scheme == "multiply-shift":
         return MinHasher(num_perm, seed)
-    raise ValueError(f"unknown minhash scheme {scheme!r}; known: {', '.join(SCHEMES)}")
+    raise ValueError(f"unknown minhash scheme {scheme!r}; known: {', '.join(MINHASH_SCHEMES)}")
 
 
 def scheme_name(scheme: str) -> str:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from streamdedup.core.detector import Detector, rank_matches
+from streamdedup.core.detector import Detector, rank_candidates, rank_matches
 from streamdedup.core.document import Document
 from streamdedup.core.jaccard import jaccard_many, size_bounds
 from streamdedup.core.sketch import Shingled, Sketcher, Sketches
@@ -105,7 +105,7 @@ class SharedDetector:
             set_id, seq = shingled[i].set_id, claims[i].seq
             hits = {c: n for c, n in probed[set_id].items()
                     if c != set_id and firsts.get(c, seq) < seq}
-            ranked = sorted(hits, key=lambda c: (-hits[c], c))
+            ranked = rank_candidates(hits)
             chosen[i] = (ranked[: s.max_candidates], len(ranked))
         blobs = store.get_shingles({c for cs, _ in chosen.values() for c in cs})
         sims: dict[tuple[int, int], float] = {}
@@ -138,8 +138,7 @@ class SharedDetector:
                 skipped=chosen[i][1] - len(chosen[i][0]), merged=merged, seq=claims[i].seq)
         for i, claim in enumerate(claims):
             if claim.verdict is None and i not in verdicts:  # no shingles: nothing to match
-                verdicts[i] = Verdict(docs[i].id, False, None, (), docs[i].id, 0, shingles=0,
-                                      seq=claim.seq)
+                verdicts[i] = Verdict.alone(docs[i].id, claim.seq)
         order = sorted(verdicts)
         stored = store.finish([(docs[i].id, claims[i].seq, shingled[i].set_id,
                                 verdicts[i].to_json()) for i in order])

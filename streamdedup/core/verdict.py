@@ -49,6 +49,12 @@ class Verdict:
     seq: int | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
+    @classmethod
+    def alone(cls, doc_id: str, seq: int) -> Verdict:
+        """The verdict of an ad with no shingles (an empty text once normalized): nothing
+        can match it, and it is its own cluster."""
+        return cls(doc_id, False, None, (), doc_id, 0, shingles=0, seq=seq)
+
     def to_dict(self) -> dict[str, Any]:
         """Written out by hand: ``dataclasses.asdict`` deep-copies and was the hot spot."""
         return {

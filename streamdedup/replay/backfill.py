@@ -42,7 +42,7 @@ from streamdedup.replay.config import BATCH, ENGINES, ORDERS, STDOUT, BackfillCo
 from streamdedup.replay.dump import bad_row_line, read_dump, row_number_warning
 from streamdedup.replay.pairs import Plan, Row, local_plan, sketch_rows
 from streamdedup.settings import Settings
-from streamdedup.store.base import Store
+from streamdedup.store.base import Store, decode_shingles
 
 
 @dataclass
@@ -235,8 +235,7 @@ def _decide(detector: Any, store: Store, docs: Sequence[Document], rows: Iterato
 
     def flush() -> None:
         part = [docs[p] for p, _, _, _ in batch]
-        shingled = [Shingled(np.frombuffer(sh, dtype=">u8").astype(np.uint64), set_id)
-                    for _, set_id, sh, _ in batch]
+        shingled = [Shingled(decode_shingles(sh), set_id) for _, set_id, sh, _ in batch]
         keys = {set_id: np.frombuffer(k, dtype=np.int64) for _, set_id, _, k in batch if k}
         found = (detector.process_many(part, (shingled, keys)) if plan is None else
                  detector.process_many(part, (shingled, keys), planned=plan.sets))

@@ -29,9 +29,10 @@ from streamdedup.core.detector import Planned
 from streamdedup.core.jaccard import jaccard_many, size_bounds
 from streamdedup.core.sketch import Sketcher
 from streamdedup.settings import Settings
+from streamdedup.store.base import decode_shingles, encode_shingles
 
 # One document's sketch as it travels from an executor: position, set id, shingles as
-# big-endian uint64 bytes, band keys as int64 bytes (no pickle of numpy objects).
+# the stores' bytes (``encode_shingles``), band keys as int64 bytes (no pickle of numpy objects).
 Row = tuple[int, int, bytes, bytes]
 # A bucket member: (first position, set id, size).
 Member = tuple[int, int, int]
@@ -61,7 +62,7 @@ def sketch_rows(settings: Settings, items: Iterator[tuple[int, Mapping[str, str]
     for position, fields in items:
         sh = sketcher.shingle_fields(fields)
         keys = sketcher.band_keys(sh.shingles) if sh.shingles.size else np.zeros(0, np.int64)
-        yield (position, sh.set_id, sh.shingles.astype(">u8").tobytes(),
+        yield (position, sh.set_id, encode_shingles(sh.shingles),
                np.asarray(keys, dtype=np.int64).tobytes())
 
 
@@ -96,9 +97,7 @@ def bucket_pairs(members: Iterable[Member], threshold: float, cap: int
 def verify_pair(threshold: float, later: bytes, earlier: bytes) -> float | None:
     """Exact Jaccard of two sets' shingle bytes if it reaches the threshold: the detector's
     function and comparison."""
-    a = np.frombuffer(later, dtype=">u8").astype(np.uint64)
-    b = np.frombuffer(earlier, dtype=">u8").astype(np.uint64)
-    sim = float(jaccard_many(a, [b])[0])
+    sim = float(jaccard_many(decode_shingles(later), [decode_shingles(earlier)])[0])
     return sim if sim >= threshold else None
 
 

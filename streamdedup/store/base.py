@@ -377,7 +377,7 @@ def sorted_hashes(blob: bytes) -> bool:
     """Whether ``blob`` is what ``encode_shingles`` writes: sorted, distinct 64-bit hashes."""
     if len(blob) % 8:
         return False
-    values = np.frombuffer(blob, dtype=">u8").astype(np.uint64)
+    values = decode_shingles(blob)
     return bool(values.size < 2 or (np.diff(values) > 0).all())
 
 

@@ -36,7 +36,9 @@ def last_time_field(time: int | None) -> dict[str, int]:
 
 
 def held_and_missing(ids: Iterable[K], local: Mapping[K, V]) -> tuple[dict[K, V], list[K]]:
-    """What this checkpoint already holds of ``ids``, and the ids to fetch from the server."""
+    """What this checkpoint already holds of ``ids``, and the ids to fetch from the server.
+    Not ``base.split_held``: a None held here is an answer (a document deleted in this
+    checkpoint), not a miss."""
     found: dict[K, V] = {}
     missing: list[K] = []
     for i in ids:
