@@ -1,0 +1,65 @@
+"""`streamdedup replay` around the replay itself: bad flags, Ctrl-C, its store from its flag."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from command_line import run, write_tsv
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--rate", "-1"], "--rate"), (["--timeout", "0"], "--timeout")])
+def test_replay_refuses_a_negative_rate_and_no_timeout(tmp_path: Path, args: list[str],
+                                                       message: str) -> None:
+    tsv = write_tsv(tmp_path / "ads.tsv", [["t", "d", "Milano", "2020", "l"]])
+    code, _, err = run("replay", "--dump", str(tsv), "--report-dir", str(tmp_path / "r"), *args)
+    assert code == 2 and message in err and "Traceback" not in err, err
+
+
+def test_replay_refuses_retention_whose_forgetting_its_report_would_count_as_misses(
+        tmp_path: Path) -> None:
+    tsv = write_tsv(tmp_path / "ads.tsv", [["t", "d", "Milano", "2020", "l"]])
+    code, _, err = run("replay", "--dump", str(tsv), "--report-dir", str(tmp_path / "r"),
+                       "--retention", "1d", "--bootstrap-servers", "127.0.0.1:9")
+    assert code == 1 and "drop it here" in err and not (tmp_path / "r").exists(), err
+
+
+def test_replay_interrupted_says_so_and_exits_130(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C printed click's bare "Aborted!" and exit 1, where check and produce exit 130
+    and say where they stopped. (The replay itself is faked: what is tested is the command
+    around it.)"""
+    import streamdedup.replay.runner as runner
+
+    def interrupted(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "replay", interrupted)
+    tsv = write_tsv(tmp_path / "ads.tsv", [["t", "d", "Milano", "2020", "l"]])
+    code, _, err = run("replay", "--dump", str(tsv), "--report-dir", str(tmp_path / "r"))
+    assert code == 130 and "replay: interrupted before its report" in err, err
+
+
+def test_replay_takes_its_store_from_the_flag_only(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its --help said "env STREAMDEDUP_STORE" while the variable was not read (a replay
+    beside `run` must not write into run's store); the help and the flag now say so."""
+    import streamdedup.replay.runner as runner
+
+    got = []
+
+    def capture(config: object, *args: object) -> None:
+        got.append(config)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "replay", capture)
+    tsv = write_tsv(tmp_path / "ads.tsv", [["t", "d", "Milano", "2020", "l"]])
+    base = ["replay", "--dump", str(tsv), "--report-dir", str(tmp_path / "r")]
+    env = {"STREAMDEDUP_STORE": str(tmp_path / "run-store")}
+    run(*base, env=env)
+    run(*base, "--store", str(tmp_path / "mine"), env=env)
+    assert [c.store for c in got] == [None, tmp_path / "mine"]  # type: ignore[attr-defined]
+    _, out, _ = run("replay", "--help")
+    assert "env STREAMDEDUP_STORE]" not in out and "STREAMDEDUP_STORE is not read" in " ".join(
+        out.split())

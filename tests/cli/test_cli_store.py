@@ -1,0 +1,28 @@
+"""`streamdedup store`: `store export` into a closed pipe (`| head -1`) ends quietly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from command_line import run, write_tsv
+
+
+def test_store_export_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    """`store export | head -1` ended with "Error: cannot write the export: Broken pipe"
+    and exit 1, as if the export had failed."""
+    import subprocess
+    import sys
+
+    rows = [[f"annuncio {i}", f"testo numero {i} di prova", "Milano", "2020", f"l{i}"]
+            for i in range(3000)]
+    store = str(tmp_path / "s")
+    code, _, err = run("check", str(write_tsv(tmp_path / "ads.tsv", rows)), "--store", store,
+                       "--out", str(tmp_path / "v.jsonl"))
+    assert code == 0, err
+    export = subprocess.Popen([sys.executable, "-m", "streamdedup", "store", "export",
+                               "--store", store], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    assert export.stdout is not None and export.stdout.readline().startswith(b'{"id":')
+    export.stdout.close()
+    assert export.wait(timeout=120) == 141
+    assert export.stderr is not None and b"Error" not in export.stderr.read()
