@@ -70,24 +70,51 @@ class StoreWatch:
         writes (its metadata names the store), is past what the store holds: the store lost
         writes that were committed (its WAL deleted, an old copy restored). Offsets only move
         after the store commits, so this cannot happen otherwise; re-read them from the
-        store's position, which rebuilds exactly what was lost. An offset another member
-        committed (with its own store) is left alone. Returns the partitions rewound (the
-        batch just polled for them is dropped: it starts past the gap)."""
+        store's position, which rebuilds exactly what was lost, as far as the topic still
+        holds it. An offset committed with another store is not moved, but a gap it leaves
+        in this store's index is said. Returns the partitions rewound (the batch just polled
+        for them is dropped: it starts past the gap)."""
         stored = self.store.get_positions()
         ours = offset_tag(self.store)
         rewound: set[TopicPartition] = set()
         for tp in sorted(tps):
             have = stored.get((tp.topic, tp.partition))
             meta = consumer.committed(tp, metadata=True)
-            if have is None or meta is None or meta.metadata != ours:
-                continue  # not committed after this store's writes (another member's store)
-            committed = meta.offset
-            if have >= committed:
+            if meta is None or (have or 0) >= meta.offset:
                 continue
+            if meta.metadata != ours:
+                _say_unseen(tp, have, meta.offset)
+                continue
+            start = int(consumer.beginning_offsets([tp])[tp])
+            since = have or 0
+            if since < start:
+                log.error("the topic no longer holds %s/%d's offsets %d to %d (its retention): "
+                          "this store lost them and cannot rebuild them", tp.topic,
+                          tp.partition, since, start - 1)
+                since = start
             log.error("the store holds %s/%d up to offset %d but the group committed %d: it "
                       "lost committed writes (a deleted WAL, an old copy restored?); re-reading "
-                      "%d messages to rebuild them", tp.topic, tp.partition, have, committed,
-                      committed - have)
-            consumer.seek(tp, have)
+                      "%d messages to rebuild them", tp.topic, tp.partition, have or 0,
+                      meta.offset, meta.offset - since)
+            consumer.seek(tp, since)
             rewound.add(tp)
         return rewound
+
+
+def _say_unseen(tp: TopicPartition, have: int | None, committed: int) -> None:
+    """The group's offset was committed with another store (or by another program) past what
+    this store holds: the messages between were judged against another index, and this one
+    lacks them. Said, not rebuilt: a group whose members each keep a store of their own
+    meets it at every rebalance, and re-reading would judge those messages twice."""
+    if have is None:
+        log.warning("this store holds nothing of %s/%d, but the group committed offset %d "
+                    "there with another store: the messages before it are not in this "
+                    "store's index (a new store for an old group, or the wrong --store?)",
+                    tp.topic, tp.partition, committed)
+    else:
+        log.warning("this store holds %s/%d up to offset %d, but the group committed %d there "
+                    "with another store: the %d messages between are not in this store's "
+                    "index (a copy restored after another store ran?). To rebuild them, reset "
+                    "the group's offset to %d before the next start (kafka-consumer-groups.sh "
+                    "--reset-offsets --to-offset %d)", tp.topic, tp.partition, have, committed,
+                    committed - have, have, have)
