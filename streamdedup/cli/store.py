@@ -1,6 +1,7 @@
-"""`streamdedup store stats | verify | compact | export`: administering a store, SQLite
-(``store/sqlite/maintenance.py``) or Redis (``store/redis/maintenance.py``). Stats, verify
-and export only read, beside running consumers; compact (SQLite) needs the writer's lock."""
+"""`streamdedup store stats | verify | compact | export | backup`: administering a store,
+SQLite (``store/sqlite/maintenance.py``) or Redis (``store/redis/maintenance.py``). Stats,
+verify, export and backup (SQLite) only read, beside running consumers; compact (SQLite)
+needs the writer's lock."""
 
 from __future__ import annotations
 
@@ -36,9 +37,9 @@ def _redis_maintenance() -> Any:
     return maintenance
 
 
-@click.group(name="store", short_help="Stats, verify, export or compact a store.")
+@click.group(name="store", short_help="Stats, verify, export, back up or compact a store.")
 def store_command() -> None:
-    """Administer a store: stats, verify, export, compact. Give the store after the
+    """Administer a store: stats, verify, export, backup, compact. Give the store after the
     subcommand: `store stats --store DIR` (SQLite), or `--store-backend redis --redis-url
     URL`."""
 
@@ -124,6 +125,38 @@ def compact_command(preset: str | None, **options: Any) -> None:
     except StreamdedupError as exc:
         raise failure(exc) from None
     click.echo(f"store {directory}: {before:,} -> {after:,} bytes")
+
+
+@store_command.command(name="backup")
+@click.option("--to", "to", type=click.Path(path_type=Path), required=True,
+              help="the new directory the copy is written to")
+@settings_options(shown=("store",))
+def backup_command(to: Path, preset: str | None, **options: Any) -> None:
+    """A consistent copy of a SQLite store, beside a running consumer, then checked."""
+    from streamdedup.store.sqlite import maintenance
+
+    settings = _settings(preset, options)
+    if settings.store_backend == "redis":
+        raise click.UsageError("a Redis store is backed up with its server: copy the "
+                               "append-only file's directory (appendonlydir) after "
+                               "BGREWRITEAOF, or the RDB file BGSAVE writes (docs/STORES.md)")
+
+    def say(message: str) -> None:
+        click.echo(f"checking {message}", err=True)
+
+    try:
+        documents = maintenance.backup(Path(settings.store), to)
+        click.echo(f"copied {documents:,} documents to {to}; checking the copy", err=True)
+        problems = maintenance.verify(to, progress=say)
+    except StreamdedupError as exc:
+        raise failure(exc) from None
+    for problem in problems[:maintenance.MAX_LISTED]:
+        click.echo(problem)
+    if problems:  # the copy is of one commit: the problems are the store's own
+        click.echo(f"backup {to}: {len(problems)} problem(s), copied from the store (store "
+                   f"verify --store {settings.store} lists its own)", err=True)
+        sys.exit(1)
+    click.echo(f"backup {to}: {documents:,} documents, ok")
 
 
 @store_command.command(name="export")

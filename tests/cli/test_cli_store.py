@@ -1,4 +1,5 @@
-"""`streamdedup store`: `store export` into a closed pipe (`| head -1`) ends quietly."""
+"""`streamdedup store`: `store export` into a closed pipe (`| head -1`) ends quietly;
+`store backup` copies and checks."""
 
 from __future__ import annotations
 
@@ -26,3 +27,22 @@ def test_store_export_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     export.stdout.close()
     assert export.wait(timeout=120) == 141
     assert export.stderr is not None and b"Error" not in export.stderr.read()
+
+
+def test_store_backup_copies_checks_and_points_redis_at_its_server(tmp_path: Path) -> None:
+    rows = [[f"annuncio {i}", f"testo numero {i} di prova", "Milano", "2020", f"l{i}"]
+            for i in range(50)]
+    store = str(tmp_path / "s")
+    code, _, err = run("check", str(write_tsv(tmp_path / "ads.tsv", rows)), "--store", store,
+                       "--out", str(tmp_path / "v.jsonl"))
+    assert code == 0, err
+    code, out, err = run("store", "backup", "--store", store, "--to", str(tmp_path / "b"))
+    assert code == 0, err
+    assert out.strip() == f"backup {tmp_path / 'b'}: 50 documents, ok"
+    code, out, _ = run("store", "stats", "--store", str(tmp_path / "b"))
+    assert code == 0 and "documents          50" in out
+    code, _, err = run("store", "backup", "--store", store, "--to", str(tmp_path / "b"))
+    assert code == 1 and "exists: a backup is written to a new directory" in err
+    code, _, err = run("store", "backup", "--store-backend", "redis", "--redis-url",
+                       "redis://127.0.0.1:9/0", "--to", str(tmp_path / "r"))
+    assert code == 2 and "appendonlydir" in err and not (tmp_path / "r").exists()

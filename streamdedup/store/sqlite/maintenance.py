@@ -1,5 +1,5 @@
 """Administering a SQLite store from outside the detector: stats, a full integrity check,
-compaction and an export, for ``streamdedup store``.
+compaction, an export and a backup, for ``streamdedup store``.
 
 Stats, verify and export read through a read-only connection that takes no writer lock, so
 they run beside a working consumer (WAL lets a reader see the last commit while the writer
@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -37,6 +39,7 @@ from streamdedup.store.sqlite.file import (
     checked_verdict,
     checksum_column,
     decode_log_row,
+    disk_full,
     file_bytes,
     no_store,
     os_problem,
@@ -283,6 +286,42 @@ def export(directory: Path, out: TextIO) -> int:
             out.write(checked_verdict(path, doc_id, verdict, checksum) + "\n")
             count += 1
     return count
+
+
+def backup(directory: Path, to: Path) -> int:
+    """A copy of the store in ``directory`` as a new directory ``to``, beside a running
+    consumer: SQLite's online backup copies one snapshot (the last commit). A copy made with
+    cp or tar while the consumer commits can mix two commits: in the operators' drill one
+    copy in 30 had sets counting children it did not hold, and it opened without a word.
+    The copy is made beside ``to`` and renamed into place, so ``to`` is whole or absent.
+    The maps' snapshot is not copied: the copy rebuilds them at its first open (~4 s at a
+    million ads). Returns the documents copied."""
+    directory, to = Path(directory), Path(to)
+    if to.exists():
+        raise StoreError(f"{to} exists: a backup is written to a new directory")
+    with reading(directory) as conn:  # a missing or foreign store is said before anything
+        documents = int(conn.execute("SELECT count(*) FROM docs").fetchone()[0])
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=f".{to.name}.", dir=to.parent))
+        except OSError as exc:
+            raise StoreError(f"cannot write the backup at {to}: {exc.strerror or exc}") from None
+        try:
+            copy = sqlite3.connect(tmp / DB_NAME)
+            try:
+                conn.backup(copy)  # in the reading's transaction: the count's snapshot
+            except sqlite3.DatabaseError as exc:
+                if disk_full(to.parent):
+                    raise StoreError(f"no space left for the backup at {to} (the store needs "
+                                     f"{file_bytes(directory):,} bytes): {exc}") from None
+                raise
+            finally:
+                copy.close()
+            tmp.chmod(directory.stat().st_mode & 0o7777)
+            tmp.rename(to)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return documents
 
 
 def _structure_damaged(conn: sqlite3.Connection) -> bool:

@@ -19,7 +19,7 @@ from streamdedup.errors import StoreCorruptError, StoreError, StoreLockedError
 from streamdedup.settings import build_settings
 from streamdedup.store.sqlite import SqliteStore
 from streamdedup.store.sqlite.file import DB_NAME
-from streamdedup.store.sqlite.maintenance import compact, export, stats, verify
+from streamdedup.store.sqlite.maintenance import backup, compact, export, stats, verify
 
 SETTINGS = build_settings("default", env={})
 
@@ -407,3 +407,76 @@ def test_compact_with_its_temporary_directory_full_says_so_not_damage(tmp_path: 
     assert "SQLite's temporary directory" in done.stderr and "damaged" not in done.stderr
     assert verify(tmp_path / "s") == []
 
+
+
+def test_a_backup_beside_the_writer_holds_its_last_commit_and_opens(tmp_path: Path) -> None:
+    """What the writer has not committed is not in the copy; what it committed is; the copy
+    is a store that verifies, opens and answers as the original."""
+    built(tmp_path / "s", 100)
+    writer = SqliteStore(tmp_path / "s")
+    try:
+        Detector(SETTINGS, writer).process_many(
+            [Document(f"new-{d.id}", d.fields) for d in ads(50, seed=9)])
+        assert backup(tmp_path / "s", tmp_path / "b1") == 100
+        writer.commit()
+        assert backup(tmp_path / "s", tmp_path / "b2") == 150
+    finally:
+        writer.close()
+    assert verify(tmp_path / "b1") == [] and verify(tmp_path / "b2") == []
+    assert sorted(p.name for p in (tmp_path / "b2").iterdir()) == [DB_NAME]
+    with (tmp_path / "e1").open("w") as a, (tmp_path / "e2").open("w") as b:
+        export(tmp_path / "b2", a)
+        export(tmp_path / "s", b)
+    assert (tmp_path / "e1").read_text() == (tmp_path / "e2").read_text()
+    copy = SqliteStore(tmp_path / "b1")
+    try:
+        assert copy.get_doc("ad99") is not None and copy.get_doc("new-ad0") is None
+        assert copy.get_params() == {"example": 1}
+    finally:
+        copy.close()
+
+
+def test_backups_while_the_writer_commits_are_each_one_commit(tmp_path: Path) -> None:
+    """The operators' drill copied a working store with cp: one copy in 30 mixed two commits
+    (sets counting children the copy did not hold). Backups taken while a writer commits
+    every 20 documents each verify clean."""
+    import threading
+
+    built(tmp_path / "s", 50)
+    done = threading.Event()
+
+    def write() -> None:
+        store = SqliteStore(tmp_path / "s")
+        try:
+            detector = Detector(SETTINGS, store)
+            docs = [Document(f"w{i}-{d.id}", d.fields) for i in range(4) for d in ads(200, i)]
+            for start in range(0, len(docs), 20):
+                detector.process_many(docs[start:start + 20])
+                store.commit()
+        finally:
+            store.close()
+            done.set()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    copies = []
+    try:
+        while not done.is_set():
+            copies.append(backup(tmp_path / "s", tmp_path / f"b{len(copies)}"))
+    finally:
+        thread.join()
+    assert len(copies) >= 2 and copies == sorted(copies)
+    for i, documents in enumerate(copies):  # the count said is the copy's own
+        assert verify(tmp_path / f"b{i}") == [] and stats(tmp_path / f"b{i}")["documents"] == (
+            documents), i
+
+
+def test_a_backup_is_not_written_over_anything_nor_from_nothing(tmp_path: Path) -> None:
+    built(tmp_path / "s", 10)
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(StoreError, match="exists: a backup is written to a new directory"):
+        backup(tmp_path / "s", tmp_path / "taken")
+    with pytest.raises(StoreError, match="no store at"):
+        backup(tmp_path / "none", tmp_path / "b")
+    assert not (tmp_path / "b").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s", "taken"]  # no leftovers
