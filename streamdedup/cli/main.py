@@ -1,6 +1,6 @@
-"""The `streamdedup` command line (click): run, check, scurve; replay (replay.py); monitor,
-tail (watch.py); produce (produce.py); explain (explain.py); backfill (backfill.py); store
-(store.py).
+"""The `streamdedup` command line (click): run, scurve; check (check.py); replay
+(replay.py); monitor, tail (watch.py); produce (produce.py); explain (explain.py); backfill
+(backfill.py); store (store.py).
 
 The top layer: it imports the layers below and nothing imports it. Every ``Settings`` field is
 a flag and an environment variable (``options.py``). Heavy modules are imported inside the
@@ -11,16 +11,14 @@ for matplotlib or scipy unless it plots or computes ground truth.
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import click
 
-from streamdedup import __version__, garbage
+from streamdedup import __version__
 from streamdedup.cli.backfill import backfill_command
+from streamdedup.cli.check import check_command
 from streamdedup.cli.explain import explain_command
 from streamdedup.cli.options import failure, make_settings, settings_options
 from streamdedup.cli.produce import produce_command
@@ -28,7 +26,6 @@ from streamdedup.cli.replay import replay_command
 from streamdedup.cli.store import store_command
 from streamdedup.cli.watch import monitor_command, tail_command
 from streamdedup.errors import StreamdedupError
-from streamdedup.replay.dump import FORMATS
 from streamdedup.settings import MAX_NUM_PERM, Settings
 
 
@@ -55,195 +52,6 @@ def run(preset: str | None, **options: Any) -> None:
     except StreamdedupError as exc:
         raise failure(exc) from None
     sys.exit(code)
-
-
-@main.command(short_help="Judge a dump in file order into a store; verdicts as JSONL.")
-@click.argument("path", type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="input format [default: from the file name]")
-@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="write verdicts (JSONL) here; - is standard output [default: standard "
-                   "output]")
-@click.option("--errors", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="write the bad rows (JSONL: row, error, detail) here; - is standard "
-                   "output [default: among the verdicts]")
-@settings_options(shown=("text", "sketch", "store", "retention", "only_duplicates",
-                           "max_message_bytes", "sketch_ahead"))
-def check(path: Path, fmt: str | None, out: Path | None, errors: Path | None,
-          preset: str | None, **options: Any) -> None:
-    """Run a dump through the detector in file order; one verdict per line (JSONL), and one
-    line per bad row saying why. The judged documents are added to --store (by default the
-    same as run's: give check a store of its own), so a later dump
-    is judged against this one; --store-backend memory keeps nothing."""
-    from streamdedup.cli.output import (
-        STDOUT,
-        again_with_retention,
-        checked_output,
-        named_file,
-        none_judged,
-        not_kept,
-        open_output,
-        store_directory,
-    )
-    from streamdedup.cli.progress import progress_bar
-    from streamdedup.cli.signals import sigterm_as_interrupt
-    from streamdedup.core.shared_detector import detector_for
-    from streamdedup.core.sketch import Sketcher
-    from streamdedup.replay.config import BATCH
-    from streamdedup.replay.dump import batched, read_dump, row_number_warning
-    from streamdedup.replay.read_ahead import ReadAhead
-    from streamdedup.store import open_configured
-
-    settings = make_settings(preset, options)
-    directory = store_directory(settings)
-    errors_to_stdout = errors == STDOUT
-    out, errors = named_file(out), named_file(errors)
-    if out is not None:
-        checked_output(out, path, store=directory)
-    if errors is not None:
-        checked_output(errors, path, option="--errors", store=directory,
-                       beside=("--out", out) if out else None)
-    ahead: ReadAhead | None = None
-    try:
-        rows = read_dump(path, fmt, settings.text_fields, max_bytes=settings.max_message_bytes,
-                         time_field=settings.read_time_field)
-        sketcher = Sketcher(settings)
-        batches: Iterable[tuple[list[Any], Any]] = ((b, None) for b in batched(rows, BATCH))
-        garbage.settle()  # start-up is over; the read-ahead child inherits it
-        if settings.sketch_ahead:  # started before the store is opened: it holds none of it
-            batches = ahead = ReadAhead(path, fmt, settings)
-        made_here = directory is not None and not directory.exists()
-        store = open_configured(settings, sketcher.params())
-        try:
-            warning = row_number_warning(path, fmt, lambda: store.stats()["documents"])
-        except BaseException:
-            store.close()
-            raise
-    except StreamdedupError as exc:
-        if ahead is not None:
-            ahead.close()
-        raise failure(exc) from None
-    if warning:
-        click.echo(warning, err=True)
-    detector = detector_for(settings, store, sketcher)
-    opened: list[TextIO] = []
-    try:
-        for target, option in ((out, "--out"), (errors, "--errors")):
-            if target is not None:
-                opened.append(open_output(target, option))
-    except click.ClickException:
-        if ahead is not None:
-            ahead.close()
-        store.close()
-        for each in opened:
-            each.close()
-        raise
-    sink: TextIO = opened[0] if out else sys.stdout
-    bad: TextIO = opened[-1] if errors else sys.stdout if errors_to_stdout else sink
-    tally = _Tally()
-    start = time.perf_counter()
-    bar = progress_bar(unit="doc")
-    restore = sigterm_as_interrupt()  # a stop says how far it got, as Ctrl-C does
-    try:
-        for batch, sketches in batches:
-            _check_batch(detector, batch, sketches, sink, bad, tally, settings.only_duplicates)
-            bar.update(len(batch))
-    except StreamdedupError as exc:  # e.g. a TSV field too long to read past
-        if made_here and not tally.docs:
-            store.close()  # before its directory goes (SQLite: closing again does nothing)
-            raise failure(exc, not_kept(True, directory)) from None
-        raise failure(exc) from None
-    except KeyboardInterrupt:  # as produce says it: where it stopped, and that again is safe
-        click.echo(f"interrupted: {tally.docs} documents judged, {tally.errors} bad rows; the "
-                   "store holds the documents judged so far, and checking the dump again "
-                   "gives the same verdicts" + again_with_retention(settings), err=True)
-        raise click.exceptions.Exit(130) from None
-    finally:
-        restore()
-        bar.close()
-        if ahead is not None:
-            ahead.close()
-        store.close()
-        unwritten = _close_all(opened)
-    if unwritten:
-        raise click.ClickException(unwritten)
-    elapsed = time.perf_counter() - start
-    docs, untimed, first_error = tally.docs, tally.untimed, tally.first_error
-    click.echo(
-        f"{docs} documents, {tally.dups} duplicates, {tally.errors} bad rows, {elapsed:.2f} s, "
-        f"{docs / elapsed if elapsed else 0:.0f} documents/s; {sketcher.bands} bands x "
-        f"{sketcher.rows} rows, P(candidate | s={settings.threshold}) = "
-        f"{sketcher.recall_at_threshold():.6f}"
-        + (f"; retention {settings.retention}: {getattr(detector, 'evicted', 0)} documents "
-           f"and sets evicted" if settings.retention else "")
-        + (f"; {untimed} documents without a {settings.time_field!r} field took the clock's"
-           f" time (the newest seen; on a fresh store, their batch's first)"
-           if settings.read_time_field and untimed else ""),
-        err=True,
-    )
-    if tally.errors and not docs:  # e.g. --retention on a dump whose times do not parse
-        raise click.ClickException(none_judged(path, first_error)
-                                   + not_kept(made_here, directory))
-
-
-@dataclass
-class _Tally:
-    """What `check` says at the end."""
-
-    docs: int = 0
-    dups: int = 0
-    errors: int = 0
-    first_error: str = ""  # "reason: detail" of the first bad row
-    untimed: int = 0  # documents without a time (with retention: at the clock's)
-
-
-def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO, bad: TextIO,
-                 tally: _Tally, only_duplicates: bool) -> None:
-    """Judge and write one batch; bad rows are written whatever ``only_duplicates`` says (a
-    row left out of the output must say why)."""
-    from streamdedup.errors import MessageError
-    from streamdedup.replay.dump import bad_row_line
-
-    docs = [item for _, item in batch if not isinstance(item, MessageError)]
-    verdicts = iter(detector.process_many(docs, sketches))
-    detector.store.commit()
-    tally.docs += len(docs)
-    target = sink
-    try:
-        for row, item in batch:
-            if isinstance(item, MessageError):
-                tally.errors += 1
-                tally.first_error = tally.first_error or f"{item.reason}: {item.detail}"
-                target = bad
-                bad.write(bad_row_line(row, item))
-            else:
-                verdict = next(verdicts)
-                tally.dups += verdict.duplicate
-                tally.untimed += item.time is None
-                if verdict.duplicate or not only_duplicates:
-                    target = sink
-                    sink.write(verdict.to_json() + "\n")
-    except OSError as exc:  # a full disk, a closed pipe: only writing raises it here
-        raise click.ClickException(_unwritten(target, exc)) from None
-
-
-def _unwritten(target: TextIO, exc: OSError) -> str:
-    name = getattr(target, "name", "the output")
-    name = "standard output" if name == "<stdout>" else name
-    return (f"cannot write {name}: {exc.strerror or exc}; the "
-            "store holds the documents judged so far, and checking the dump again gives the "
-            "same verdicts")
-
-
-def _close_all(opened: list[TextIO]) -> str:
-    """Close every output; what a failed close (its buffer's last write) says, or ''."""
-    said = ""
-    for each in opened:
-        try:
-            each.close()
-        except OSError as exc:
-            said = said or _unwritten(each, exc)
-    return said
 
 
 @main.command(short_help="Plot the LSH S-curve P(candidate | similarity).")
@@ -300,6 +108,7 @@ def scurve(threshold: float | None, num_perm: int | None, bands: int | None,
                f"plot written to {out}")
 
 
+main.add_command(check_command)
 main.add_command(replay_command)
 main.add_command(monitor_command)
 main.add_command(tail_command)

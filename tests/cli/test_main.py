@@ -1,4 +1,5 @@
-"""The command line: `check` on good and bad input, `scurve`, settings from flags and env."""
+"""The command line: `run`, `scurve`, settings from flags and the environment, every
+command's help, and what several commands share."""
 
 from __future__ import annotations
 
@@ -13,158 +14,6 @@ from command_line import ADS, run, write_tsv
 from streamdedup.cli.main import main
 
 
-def test_check_writes_one_verdict_per_row_and_a_summary(tmp_path: Path) -> None:
-    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020", f"l{i}"]
-                                           for i, (t, d) in enumerate(ADS)])
-    out = tmp_path / "v.jsonl"
-    code, _, err = run("check", str(tsv), "--store", str(tmp_path / "s"), "--out", str(out))
-    assert code == 0, err
-    verdicts = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [v["id"] for v in verdicts] == ["0", "1", "2"]
-    assert [v["duplicate_of"] for v in verdicts] == [None, "0", None]
-    assert "3 documents, 1 duplicates, 0 bad rows" in err
-    assert "25 bands x 5 rows" in err
-
-    # Same file, same store: identical verdicts, nothing is its own duplicate.
-    again = tmp_path / "again.jsonl"
-    code, _, _ = run("check", str(tsv), "--store", str(tmp_path / "s"), "--out", str(again))
-    assert code == 0 and again.read_text() == out.read_text()
-
-
-def test_a_check_that_judged_nothing_does_not_keep_the_store_it_started(
-        tmp_path: Path) -> None:
-    """A dump of bad rows only left an empty store pinned to that run's settings: the next
-    check with another preset was refused. A store that was there before is kept."""
-    bad = write_tsv(tmp_path / "bad.tsv", [["", "", "Milano", "2020", "l0"]])
-    good = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020", f"l{i}"]
-                                            for i, (t, d) in enumerate(ADS)])
-    store = tmp_path / "s"
-    code, _, err = run("check", str(bad), "--store", str(store), "--out", str(tmp_path / "v"))
-    assert code == 1 and "none was judged" in err and "is not kept" in err, err
-    assert not store.exists()
-    code, _, err = run("check", str(good), "--store", str(store), "--preset", "reference",
-                       "--out", str(tmp_path / "v"))
-    assert code == 0, err
-    code, _, err = run("check", str(bad), "--store", str(store), "--preset", "reference",
-                       "--out", str(tmp_path / "v"))
-    assert code == 1 and "is not kept" not in err and (store / "index.sqlite").is_file(), err
-
-
-@pytest.mark.parametrize("ahead", ["--sketch-ahead", "--no-sketch-ahead"])
-def test_a_check_whose_read_stops_before_any_row_does_not_keep_its_store(
-        tmp_path: Path, ahead: str) -> None:
-    """A first row with a field too long to read past: the same empty, pinned store."""
-    from streamdedup.replay.dump import FIELD_BOUND
-
-    tsv = tmp_path / "huge.tsv"
-    tsv.write_text(f'title\tdescription\nt\t"{"y" * (FIELD_BOUND + 1)}"\n', encoding="utf-8")
-    code, _, err = run("check", str(tsv), "--store", str(tmp_path / "s"), "--out",
-                       str(tmp_path / "v"), ahead)
-    assert code == 1 and "row 0" in err and "is not kept" in err, err
-    assert not (tmp_path / "s").exists()
-
-
-def test_dash_is_standard_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """check's --out - and --errors -, and store export's --out -, wrote a file named "-" in
-    the working directory and printed nothing."""
-    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020", f"l{i}"]
-                                           for i, (t, d) in enumerate(ADS)])
-    monkeypatch.chdir(tmp_path)
-    code, out, err = run("check", str(tsv), "--store-backend", "memory", "--out", "-")
-    assert code == 0, err
-    assert [json.loads(line)["id"] for line in out.splitlines()] == ["0", "1", "2"]
-    bad = write_tsv(tmp_path / "bad.tsv", [["t", "un annuncio", "Milano", "2020", "l"],
-                                           ["", "", "", "", ""]])
-    code, out, err = run("check", str(bad), "--store", "s", "--out", "v.jsonl", "--errors", "-")
-    assert code == 0 and json.loads(out) == {
-        "row": 1, "error": "empty_text", "detail": "none of title, description has text"}, err
-    code, out, err = run("store", "export", "--store", "s", "--out", "-")
-    assert code == 0 and json.loads(out)["id"] == "0", err
-    assert not (tmp_path / "-").exists()
-
-
-def test_check_with_only_duplicates_writes_the_duplicates_and_the_bad_rows(
-        tmp_path: Path) -> None:
-    rows = [[t, d, "Milano", "2020", f"l{i}"] for i, (t, d) in enumerate(ADS)]
-    tsv = write_tsv(tmp_path / "ads.tsv", [*rows, ["", "", "", "", ""]])
-    code, stdout, err = run("check", str(tsv), "--store-backend", "memory",
-                            "--only-duplicates")
-    assert code == 0, err
-    records = [json.loads(line) for line in stdout.splitlines()]
-    assert [(r.get("id"), r.get("duplicate_of"), r.get("error")) for r in records] == [
-        ("1", "0", None), (None, None, "empty_text")]
-    assert "3 documents, 1 duplicates, 1 bad rows" in err
-
-
-def test_check_bad_rows_become_error_records_and_the_rest_is_processed(tmp_path: Path) -> None:
-    tsv = tmp_path / "bad.tsv"
-    good = "\t".join([ADS[0][0], ADS[0][1], "x", "y", "z"])
-    tsv.write_bytes(
-        b"title\tdescription\tlocation\ttimestamp\tlink\n"
-        + good.encode() + b"\n"
-        + b"only\ttwo\n"                                   # missing fields
-        + b"caf\xe9\tbad bytes here\tx\ty\tz\n"             # not UTF-8
-        + b"\t   \tx\ty\tz\n"                               # empty text
-        + good.encode() + b"\n"
-    )
-    code, stdout, err = run("check", str(tsv), "--store-backend", "memory")
-    assert code == 0, err
-    records = [json.loads(line) for line in stdout.splitlines()]
-    assert [r.get("error") for r in records] == [None, "malformed_row", "not_utf8",
-                                                "empty_text", None]
-    assert records[4]["duplicate_of"] == "0"
-    assert "2 documents, 1 duplicates, 3 bad rows" in err
-
-
-def test_check_errors_writes_the_bad_rows_apart_from_the_verdicts(tmp_path: Path) -> None:
-    rows = [[t, d, "Milano", "2020", f"l{i}"] for i, (t, d) in enumerate(ADS)]
-    tsv = write_tsv(tmp_path / "ads.tsv", [rows[0], ["", "", "", "", ""], *rows[1:]])
-    out, errors = tmp_path / "v.jsonl", tmp_path / "bad.jsonl"
-    code, _, err = run("check", str(tsv), "--store-backend", "memory", "--out", str(out),
-                       "--errors", str(errors))
-    assert code == 0, err
-    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["0", "2", "3"]
-    assert [json.loads(line) for line in errors.read_text().splitlines()] == [
-        {"row": 1, "error": "empty_text", "detail": "none of title, description has text"}]
-    code, _, err = run("check", str(tsv), "--store-backend", "memory", "--out", str(out),
-                       "--errors", str(out))
-    assert code == 2 and "--errors" in err and "is also --out" in err, err
-
-
-@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
-def test_a_full_disk_under_the_outputs_is_one_line(tmp_path: Path) -> None:
-    """check and store export wrote into /dev/full with an OSError traceback."""
-    rows = [[t, d, "Milano", "2020", f"l{i}"] for i, (t, d) in enumerate(ADS)]
-    tsv = write_tsv(tmp_path / "ads.tsv", [*rows, ["", "", "", "", ""]])
-    store = str(tmp_path / "s")
-    for outputs in (["--out", "/dev/full"], ["--out", str(tmp_path / "v"), "--errors",
-                                             "/dev/full"]):
-        code, _, err = run("check", str(tsv), "--store", store, *outputs)
-        assert code == 1 and "cannot write /dev/full: No space left on device" in err, err
-    code, _, err = run("store", "export", "--store", store, "--out", "/dev/full")
-    assert code == 1 and "cannot write the export: No space left on device" in err, err
-
-
-@pytest.mark.parametrize(("args", "message"), [
-    (["/no/such/file.tsv"], "no such file"),
-    (["{tmp}"], "is a directory"),  # was "no such file", as backfill and replay do not say
-    (["{tmp}/x.csv"], "cannot tell the format"),
-    (["{tmp}/x.csv", "--format", "tsv"], "header has none of the text fields"),
-    (["{tmp}/x.csv", "--preset", "nope"], "Invalid value for '--preset'"),
-    (["{tmp}/x.csv", "--threshold", "2"], "threshold must be in (0, 1]"),
-])
-def test_check_reports_unusable_input_without_a_traceback(tmp_path: Path, args: list[str],
-                                                          message: str) -> None:
-    (tmp_path / "x.csv").write_text("a,b\n1,2\n")
-    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
-    result = CliRunner().invoke(main, ["check", *args, "--store", str(tmp_path / "s")])
-    assert result.exit_code != 0
-    assert message in result.output
-    assert "Traceback" not in result.output
-    assert not isinstance(result.exception, Exception) or isinstance(result.exception,
-                                                                      SystemExit)
-
-
 @pytest.mark.parametrize(("args", "message"), [
     (["--stopwords", "xx"], "no stopword list for language 'xx'"),
     (["--stopwords", "/no/such/words.txt"], "cannot read stopword file"),
@@ -177,16 +26,6 @@ def test_a_setting_found_wrong_when_used_exits_2_like_one_refused_at_parsing(
     code, _, err = run("check", str(tsv), "--store", str(tmp_path / "s"), "--out",
                        str(tmp_path / "v.jsonl"), *args)
     assert code == 2 and err.strip().splitlines() == [err.strip()] and message in err, err
-
-
-def test_check_refuses_a_store_built_with_other_settings(tmp_path: Path) -> None:
-    tsv = write_tsv(tmp_path / "ads.tsv", [[ADS[2][0], ADS[2][1], "a", "b", "c"]])
-    store = str(tmp_path / "s")
-    assert run("check", str(tsv), "--store", store, "--out", str(tmp_path / "1"))[0] == 0
-    result = CliRunner().invoke(main, ["check", str(tsv), "--store", store, "--preset",
-                                       "reference"])
-    assert result.exit_code == 1
-    assert "num_perm: store has 128, settings give 100" in result.output
 
 
 def test_environment_and_flags_configure_settings(tmp_path: Path) -> None:
@@ -215,42 +54,6 @@ def test_scurve_writes_a_png_and_prints_the_value_at_the_threshold(tmp_path: Pat
     # a flag not given was named ("num_perm must be <= 1024, not 1500")
     code, _, err = run("scurve", "--bands", "300", "--rows", "5", "--out", str(out))
     assert code == 2 and "--bands x --rows must be <= 1024" in err and "num_perm" not in err
-
-
-def test_check_with_retention_says_how_many_documents_had_no_time(tmp_path: Path) -> None:
-    """A --time-field no row has (a typo) made every time an arrival, silently."""
-    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020-01-01T00:00:00Z", f"l{i}"]
-                                           for i, (t, d) in enumerate(ADS)])
-    common = [str(tsv), "--retention", "60d", "--out", str(tmp_path / "v.jsonl")]
-    code, _, err = run("check", *common, "--store", str(tmp_path / "s1"))
-    assert code == 0 and "without a" not in err, err
-    code, _, err = run("check", *common, "--store", str(tmp_path / "s2"), "--time-field", "nosuch")
-    assert code == 0 and "3 documents without a 'nosuch' field took the clock's time" in err, err
-    code, _, err = run("check", *common, "--store", str(tmp_path / "s3"), "--time-field", "")
-    assert code == 0 and "without a" not in err, err  # arrival times asked for
-
-
-def test_retention_turned_on_for_a_store_built_without_it_is_warned_of(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """Its documents have no time and never leave; that was said only in docs/RETENTION.md."""
-    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020-01-01T00:00:00Z", f"l{i}"]
-                                           for i, (t, d) in enumerate(ADS)])
-    common = [str(tsv), "--store", str(tmp_path / "s"), "--out", str(tmp_path / "v.jsonl")]
-    assert run("check", *common)[0] == 0
-    code, _, err = run("check", *common, "--retention", "60d")
-    assert code == 0, err
-    assert "3 documents of this store were judged without --retention" in caplog.text
-    caplog.clear()
-    assert run("check", *common[:1], "--store", str(tmp_path / "t"), "--retention", "60d",
-               "--out", str(tmp_path / "w.jsonl"))[0] == 0
-    assert run("check", *common[:1], "--store", str(tmp_path / "t"), "--retention", "60d",
-               "--out", str(tmp_path / "w.jsonl"))[0] == 0
-    assert "without --retention" not in caplog.text  # built with it: every document timed
-    assert "was run with --retention" not in caplog.text
-    # and turned off: it was silent, and what it judged never expired
-    assert run("check", *common[:1], "--store", str(tmp_path / "t"),
-               "--out", str(tmp_path / "w.jsonl"))[0] == 0
-    assert "this store was run with --retention" in caplog.text
 
 
 @pytest.mark.parametrize("command", ["backfill", "replay"])
@@ -307,21 +110,6 @@ def test_scurve_names_the_file_it_wrote(tmp_path: Path) -> None:
     code, stdout, _ = run("scurve", "--out", str(tmp_path / "plot"))
     assert code == 0 and f"plot written to {tmp_path / 'plot.png'}" in stdout
     assert (tmp_path / "plot.png").read_bytes()[:4] == b"\x89PNG"
-
-
-def test_a_missing_column_is_warned_of_once_with_the_sketch_worker(tmp_path: Path) -> None:
-    """The worker process reads the dump again and said the warning a second time."""
-    import os
-    import subprocess
-    import sys
-
-    dump = tmp_path / "d.tsv"
-    dump.write_text("description\nciao mondo, un annuncio\naltro annuncio di lavoro\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMDEDUP_")}
-    done = subprocess.run([sys.executable, "-m", "streamdedup", "check", str(dump),
-                           "--store-backend", "memory", "--sketch-ahead"],
-                          capture_output=True, text=True, env=env, timeout=120)
-    assert done.returncode == 0 and done.stderr.count("has no column 'title'") == 1, done.stderr
 
 
 def test_run_stops_cleanly_on_sigterm_while_the_broker_is_unreachable(tmp_path: Path) -> None:
@@ -412,67 +200,6 @@ def _free_port() -> int:
     return free_port()
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "redis"])
-def test_check_with_retention_forgets_what_left_the_window(
-        tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
-    """The issue's case through the command: originals on day 0, exact reposts on day 30 and
-    on day 90; with --retention 60d only the day-30 ones are duplicates, without it all are.
-    On SQLite and on a real redis-server (one writer with retention, the shared protocol
-    without)."""
-    import random
-    import uuid
-
-    rng = random.Random(16)
-    words = ("sviluppatore java python milano roma torino contratto esperienza anni "
-             "azienda cerca offre progetto bancario server reti sicurezza cloud").split()
-    texts = [" ".join(rng.choice(words) + str(rng.randrange(1000)) for _ in range(40))
-             for _ in range(6)]
-    rows = [{"id": f"orig-{i}", "title": "Annuncio", "description": t,
-             "timestamp": f"2024-01-01T0{i}:00:00Z"} for i, t in enumerate(texts)]
-    rows += [{**r, "id": f"day30-{i}", "timestamp": "2024-01-31T12:00:00Z"}
-             for i, r in enumerate(rows[:3])]
-    rows += [{**r, "id": f"day90-{i}", "timestamp": 1711886400 + i}  # 2024-03-31, epoch s
-             for i, r in enumerate(rows[3:6], start=3)]
-    dump = tmp_path / "ads.jsonl"
-    dump.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    found = {}
-    for retention in ("60d", ""):
-        out = tmp_path / f"v{retention}.jsonl"
-        where = ["--store", str(tmp_path / f"s{retention}")] if backend == "sqlite" else [
-            "--store-backend", "redis", "--redis-url", request.getfixturevalue("redis_url"),
-            "--redis-namespace", f"t{uuid.uuid4().hex}"]
-        code, _, err = run("check", str(dump), *where, "--out", str(out),
-                           "--retention", retention)
-        assert code == 0, err
-        assert ("documents and sets evicted" in err) == bool(retention)
-        found[retention] = {v["id"]: v["duplicate"] for v in
-                            map(json.loads, out.read_text().splitlines())}
-    assert [found["60d"][f"day30-{i}"] for i in range(3)] == [True] * 3
-    assert [found["60d"][f"day90-{i}"] for i in range(3, 6)] == [False] * 3
-    assert all(found[""][r["id"]] for r in rows[6:])
-
-
-def test_check_with_retention_names_an_unreadable_time(tmp_path: Path) -> None:
-    """Kijiji's timestamps ("21 ottobre, 17:41") carry no year: with --retention each row is
-    an error record saying so, and --time-field '' uses arrival times instead."""
-    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "21 ottobre, 17:41", f"l{i}"]
-                                           for i, (t, d) in enumerate(ADS)])
-    out = tmp_path / "v.jsonl"
-    code, _, err = run("check", str(tsv), "--store", str(tmp_path / "s"), "--out", str(out),
-                       "--retention", "60d")
-    assert code == 1 and "none was judged" in err and "--time-field ''" in err, err
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [r["error"] for r in rows] == ["bad_time"] * 3
-    assert "neither ISO 8601" in rows[0]["detail"]
-    code, _, err = run("check", str(tsv), "--store", str(tmp_path / "s2"), "--out", str(out),
-                       "--retention", "60d", "--time-field", "")
-    assert code == 0, err
-    assert [json.loads(line)["duplicate"] for line in out.read_text().splitlines()] == \
-        [False, True, False]
-    code, _, err = run("check", str(tsv), "--store", str(tmp_path / "s3"), "--retention", "2")
-    assert code != 0 and "retention must be a duration" in err
-
-
 def test_no_command_declares_an_option_twice() -> None:
     """A command's own flag and a Settings flag of the same name (tail's --only-duplicates)
     made click warn on every run; each command's options are unique."""
@@ -511,20 +238,6 @@ def test_replay_and_backfill_flags_default_to_their_configs_fields(command: str)
     shared = sorted(set(defaults) & set(params))
     assert len(shared) >= 3, shared  # the flags that carry a config field's name
     assert {name: params[name] for name in shared} == {name: defaults[name] for name in shared}
-
-
-def test_a_dump_refused_at_its_header_leaves_out_and_store_untouched(tmp_path: Path) -> None:
-    """The header used to be read after --out was opened (emptied) and the store made (pinned
-    to these settings, with nothing in it)."""
-    dump = tmp_path / "ads.jsonl"
-    dump.write_text('{"id": "x", "title": "t"}\n', encoding="utf-8")
-    out = tmp_path / "keep.jsonl"
-    out.write_text("earlier verdicts\n", encoding="utf-8")
-    code, _, err = run("check", str(dump), "--format", "tsv", "--out", str(out),
-                       "--store", str(tmp_path / "s"))
-    assert code == 1 and "header has none of the text fields" in err
-    assert out.read_text(encoding="utf-8") == "earlier verdicts\n"
-    assert not (tmp_path / "s").exists()
 
 
 @pytest.mark.parametrize("command", [["check"], ["backfill", "--engine", "local"]])
