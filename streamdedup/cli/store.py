@@ -16,6 +16,7 @@ import click
 from streamdedup.cli.options import failure, make_settings, settings_options
 from streamdedup.errors import StreamdedupError
 from streamdedup.settings import Settings
+from streamdedup.store.maintenance import MAX_LISTED
 
 
 def _settings(preset: str | None, options: dict[str, Any]) -> Settings:
@@ -100,9 +101,9 @@ def verify_command(preset: str | None, **options: Any) -> None:
     if not problems:
         click.echo(f"store {where}: ok")
         return
-    for problem in problems[:maintenance.MAX_LISTED]:
+    for problem in problems[:MAX_LISTED]:
         click.echo(problem)
-    more = len(problems) - maintenance.MAX_LISTED
+    more = len(problems) - MAX_LISTED
     click.echo(f"store {where}: {len(problems)} problem(s)"
                + (f" ({more} more not listed)" if more > 0 else ""), err=True)
     sys.exit(1)
@@ -150,7 +151,7 @@ def backup_command(to: Path, preset: str | None, **options: Any) -> None:
         problems = maintenance.verify(to, progress=say)
     except StreamdedupError as exc:
         raise failure(exc) from None
-    for problem in problems[:maintenance.MAX_LISTED]:
+    for problem in problems[:MAX_LISTED]:
         click.echo(problem)
     if problems:  # the copy is of one commit: the problems are the store's own
         click.echo(f"backup {to}: {len(problems)} problem(s), copied from the store (store "

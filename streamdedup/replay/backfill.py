@@ -42,7 +42,8 @@ from streamdedup.replay.config import BATCH, ENGINES, ORDERS, STDOUT, BackfillCo
 from streamdedup.replay.dump import bad_row_line, read_dump, row_number_warning
 from streamdedup.replay.pairs import Plan, Row, local_plan, sketch_rows
 from streamdedup.settings import Settings
-from streamdedup.store.base import Store, decode_shingles
+from streamdedup.store.base import Store
+from streamdedup.store.payload import decode_shingles
 
 
 @dataclass

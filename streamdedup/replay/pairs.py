@@ -29,7 +29,7 @@ from streamdedup.core.detector import Planned
 from streamdedup.core.jaccard import jaccard_many, size_bounds
 from streamdedup.core.sketch import Sketcher
 from streamdedup.settings import Settings
-from streamdedup.store.base import decode_shingles, encode_shingles
+from streamdedup.store.payload import decode_shingles, encode_shingles
 
 # One document's sketch as it travels from an executor: position, set id, shingles as
 # the stores' bytes (``encode_shingles``), band keys as int64 bytes (no pickle of numpy objects).

@@ -24,11 +24,9 @@ texts in them. Writes become durable, all together, at ``commit()``.
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import numpy as np
@@ -328,78 +326,3 @@ def check_params(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> None:
             "--redis-namespace on Redis) or the same "
             "settings.\n  " + "\n  ".join(diffs)
         )
-
-
-def encode_shingles(shingles: np.ndarray) -> bytes:
-    """Explicit big-endian uint64 bytes: a store file is data, never pickled code."""
-    return shingles.astype(">u8", copy=False).tobytes()
-
-
-def decode_shingles(blob: bytes) -> np.ndarray:
-    return np.frombuffer(blob, dtype=">u8").astype(np.uint64)
-
-
-# A text payload is its UTF-8 then 1-8 bytes 0xFF (never in UTF-8), so that its length is
-# 1 modulo 8: never the length of a hash payload (8 bytes a hash). Stores tell them apart
-# row by row, so a store holds both kinds (sets written before texts were kept, or by the
-# backfill, which ships hashes) and needs no schema change.
-_TEXT_END = 0xFF
-
-
-def encode_text(text: str) -> bytes:
-    data = text.encode("utf-8")
-    return data + bytes([_TEXT_END]) * (8 - len(data) % 8 + 1 if len(data) % 8 else 1)
-
-
-def is_text(blob: bytes) -> bool:
-    return len(blob) % 8 == 1
-
-
-def decode_text(blob: bytes) -> str:
-    """The text of a text payload; ValueError if it is not one (damaged)."""
-    if not is_text(blob) or blob[-1] != _TEXT_END:
-        raise ValueError("not a text payload")
-    return blob.rstrip(bytes([_TEXT_END])).decode("utf-8")
-
-
-def valid_payload(blob: bytes) -> bool:
-    """Whether ``blob`` is what a store writes for a set: sorted distinct hashes, or text."""
-    if is_text(blob):
-        try:
-            decode_text(blob)
-        except ValueError:
-            return False
-        return True
-    return sorted_hashes(blob)
-
-
-def sorted_hashes(blob: bytes) -> bool:
-    """Whether ``blob`` is what ``encode_shingles`` writes: sorted, distinct 64-bit hashes."""
-    if len(blob) % 8:
-        return False
-    values = decode_shingles(blob)
-    return bool(values.size < 2 or (np.diff(values) > 0).all())
-
-
-def verdict_problems(doc_id: str, seq: int, verdict: str
-                     ) -> tuple[list[str], dict[str, Any] | None]:
-    """A stored verdict checked against its document's record (JSON, its id, its seq), for
-    the stores' ``verify``; returns the problems and the parsed verdict (None: not JSON)."""
-    try:
-        parsed = json.loads(verdict)
-    except ValueError:
-        return [f"document {doc_id!r}: its verdict is not JSON"], None
-    problems = []
-    if parsed.get("id") != doc_id:
-        problems.append(f"document {doc_id!r}: its verdict is for {parsed.get('id')!r}")
-    if parsed.get("seq") not in (None, seq):
-        problems.append(f"document {doc_id!r}: seq {seq} but its verdict says "
-                        f"{parsed.get('seq')}")
-    return problems, parsed
-
-
-def format_time(ms: int | None) -> str | None:
-    """Milliseconds since the epoch as ISO 8601 UTC to the second (``store stats``)."""
-    if ms is None:
-        return None
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")

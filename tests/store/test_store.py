@@ -29,11 +29,8 @@ from streamdedup.errors import (
 )
 from streamdedup.settings import Settings
 from streamdedup.store import open_store
-from streamdedup.store.base import (
-    DocRecord,
-    SetRecord,
-    Store,
-    check_params,
+from streamdedup.store.base import DocRecord, SetRecord, Store, check_params
+from streamdedup.store.payload import (
     decode_text,
     encode_shingles,
     encode_text,

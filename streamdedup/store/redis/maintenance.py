@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 from streamdedup.errors import StoreCorruptError, StoreError
-from streamdedup.store.base import format_time, sorted_hashes, verdict_problems
+from streamdedup.store.maintenance import format_time, verdict_problems
+from streamdedup.store.payload import sorted_hashes
 from streamdedup.store.redis.client import Keys, call, connect, safe_url
 from streamdedup.store.redis.records import doc_record
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from streamdedup.settings import Settings
-from streamdedup.store.base import encode_shingles
+from streamdedup.store.payload import encode_shingles
 from streamdedup.store.redis.client import call
 from streamdedup.store.redis.store import RedisStore
 from streamdedup.store.shared_store import Claim, SharedStore

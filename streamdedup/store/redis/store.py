@@ -46,15 +46,8 @@ import numpy as np
 
 from streamdedup.errors import ConfigError
 from streamdedup.settings import Settings
-from streamdedup.store.base import (
-    DEFAULT_EDGE_CAP,
-    DocRecord,
-    SetRecord,
-    Store,
-    check_params,
-    decode_shingles,
-    encode_shingles,
-)
+from streamdedup.store.base import DEFAULT_EDGE_CAP, DocRecord, SetRecord, Store, check_params
+from streamdedup.store.payload import decode_shingles, encode_shingles
 from streamdedup.store.redis.client import Keys, call, connect, run_ids
 from streamdedup.store.redis.lock import WriterLock
 from streamdedup.store.redis.records import (

@@ -29,7 +29,8 @@ from typing import Any, TextIO
 
 import streamdedup.store.sqlite.snapshot as snapshot
 from streamdedup.errors import StoreCorruptError, StoreError
-from streamdedup.store.base import format_time, valid_payload, verdict_problems
+from streamdedup.store.maintenance import format_time, verdict_problems
+from streamdedup.store.payload import valid_payload
 from streamdedup.store.sqlite.file import (
     DB_NAME,
     VERDICT,
@@ -47,7 +48,6 @@ from streamdedup.store.sqlite.file import (
     verdict_text,
 )
 
-MAX_LISTED = 20  # problems listed by verify; the count is always whole
 _CHECKPOINT_TRIES = 10  # seconds compact waits for readers to let go of the old pages
 
 

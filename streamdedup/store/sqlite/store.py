@@ -27,17 +27,13 @@ from sqlitedict import SqliteDict
 
 import streamdedup.store.sqlite.snapshot as snapshot
 from streamdedup.errors import StoreCorruptError, StoreError
-from streamdedup.store.base import (
-    DEFAULT_EDGE_CAP,
-    DocRecord,
-    SetRecord,
-    Store,
+from streamdedup.store.base import DEFAULT_EDGE_CAP, DocRecord, SetRecord, Store, split_held
+from streamdedup.store.payload import (
     decode_shingles,
     decode_text,
     encode_shingles,
     encode_text,
     is_text,
-    split_held,
 )
 from streamdedup.store.shingle_cache import ShingleCache
 from streamdedup.store.sqlite.bucket_index import BucketIndex

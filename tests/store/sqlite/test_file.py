@@ -29,12 +29,8 @@ from streamdedup.errors import (
 )
 from streamdedup.settings import Settings
 from streamdedup.store import open_store
-from streamdedup.store.base import (
-    DocRecord,
-    SetRecord,
-    Store,
-    is_text,
-)
+from streamdedup.store.base import DocRecord, SetRecord, Store
+from streamdedup.store.payload import is_text
 from streamdedup.store.sqlite import SqliteStore
 from streamdedup.store.sqlite.file import DB_NAME, LOCK_NAME, read_verdict
 from streamdedup.store.sqlite.maintenance import export, verify
