@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))  # the harness is not installed: it lives in the c
 
 from harness.broker import LocalBroker  # noqa: E402
 from streamdedup.cli import main  # noqa: E402
-from streamdedup.settings import ENV_PREFIX, build_settings  # noqa: E402
+from streamdedup.settings import build_settings, env_name  # noqa: E402
 
 
 def run(argv: list[str]) -> int:
@@ -57,7 +57,7 @@ if __name__ == "__main__":
         args += ["--topic-prefix", f"demo-{int(time.time())}."]
     given = next((a.split("=", 1)[1] if "=" in a else args[i + 1]
                   for i, a in enumerate(args) if a.split("=")[0] == "--bootstrap-servers"), None)
-    env = os.environ.get(ENV_PREFIX + "BOOTSTRAP_SERVERS")
+    env = os.environ.get(env_name("bootstrap_servers"))
     if "--help" in args or "-h" in args:
         sys.exit(run(["replay", *args]))
     if given or env:

@@ -296,6 +296,12 @@ class Settings:
         return {self.input_topic: "--input-topic", self.dlq_topic: "--dlq-topic"}.get(
             topic, "--output-topic")
 
+    def to_env(self) -> dict[str, str]:
+        """Every field as the variable that builds it again: ``build_settings(env=...)``
+        gives these settings back (a replay's consumer is started with them)."""
+        return {env_name(f.name): _env_text(getattr(self, f.name))
+                for f in dataclasses.fields(self)}
+
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
 
@@ -336,8 +342,22 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+def env_name(name: str) -> str:
+    """The environment variable of setting ``name`` (or of ``preset``)."""
+    return ENV_PREFIX + name.upper()
+
+
+def _env_text(value: Any) -> str:
+    """A field's value as the environment string ``_parse`` reads back to it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return repr(value) if isinstance(value, float) else str(value)
+
+
 def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
-    """Turn an environment string into the field's type."""
+    """Turn an environment string into the field's type (``_env_text`` is its inverse)."""
     kind: Any = type(f.default)
     if kind is bool:
         low = raw.strip().lower()
@@ -345,14 +365,14 @@ def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
             return True
         if low in ("0", "false", "no", "off"):
             return False
-        raise ConfigError(f"{ENV_PREFIX}{f.name.upper()}: expected a boolean, got {raw!r}")
+        raise ConfigError(f"{env_name(f.name)}: expected a boolean, got {raw!r}")
     if kind is tuple:
         return split_commas(raw)
     try:
         return kind(raw)
     except ValueError as exc:
         raise ConfigError(
-            f"{ENV_PREFIX}{f.name.upper()}: expected {kind.__name__}, got {raw!r}"
+            f"{env_name(f.name)}: expected {kind.__name__}, got {raw!r}"
         ) from exc
 
 
@@ -422,13 +442,13 @@ def build_settings(
         if line not in _WARNED:  # once a process (replay builds settings twice)
             _WARNED.add(line)
             log.warning(line)
-    preset = preset or env.get(ENV_PREFIX + "PRESET") or "default"
+    preset = preset or env.get(env_name("preset")) or "default"
     if preset not in PRESETS:
         raise ConfigError(f"unknown preset {preset!r}; known: {', '.join(sorted(PRESETS))}")
     values: dict[str, Any] = dict(PRESETS[preset])
     given: dict[str, Any] = {}
     for f in fields(Settings):
-        raw = env.get(ENV_PREFIX + f.name.upper())
+        raw = env.get(env_name(f.name))
         if raw is not None:
             given[f.name] = _parse(f, raw)
     given.update({name: value for name, value in (overrides or {}).items() if value is not None})

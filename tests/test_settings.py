@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from streamdedup.errors import ConfigError
-from streamdedup.settings import ENV_PREFIX, PRESETS, Settings, build_settings
+from streamdedup.settings import ENV_PREFIX, PRESETS, Settings, build_settings, env_name
 
 
 def test_no_preset_no_env_gives_the_field_defaults() -> None:
@@ -319,3 +319,13 @@ def test_topic_flag_names_the_flag_of_each_topic() -> None:
     s = Settings(input_topic="in", output_topic="out", dlq_topic="dead")
     assert [s.topic_flag(t) for t in ("in", "out", "dead", "other")] == [
         "--input-topic", "--output-topic", "--dlq-topic", "--output-topic"]
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_to_env_builds_the_same_settings_again(preset: str) -> None:
+    """What a replay starts its consumer with: every field, floats and tuples included."""
+    s = build_settings(preset, env={}, overrides={"threshold": 0.7 + 1e-12, "retention": "3d",
+                                                  "text_fields": ("a", "b"), "log_json": True})
+    env = s.to_env()
+    assert set(env) == {env_name(f.name) for f in dataclasses.fields(Settings)}
+    assert build_settings(env=env) == s

@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from streamdedup.errors import ConfigError, MissingExtraError, StreamdedupError
-from streamdedup.settings import ENV_PREFIX, PRESETS, Settings, build_settings, split_commas
+from streamdedup.settings import PRESETS, Settings, build_settings, env_name, split_commas
 
 # What a Kafka client reads: where the broker is and how to reach it.
 KAFKA_CLIENT = ("bootstrap_servers", "security_protocol", "sasl_*", "ssl_*")
@@ -43,7 +43,7 @@ def settings_options(func: Callable[..., Any] | None = None, *,
         if f.name in own:
             continue
         flag = "--" + f.name.replace("_", "-")
-        env = ENV_PREFIX + f.name.upper()
+        env = env_name(f.name)
         default = ",".join(f.default) if isinstance(f.default, tuple) else f.default
         help_text = f"{f.metadata['help']} [default: {default!r}; env {env}]"
         hidden = not is_shown(f.name, f.metadata.get("group", ""))
@@ -65,7 +65,7 @@ def settings_options(func: Callable[..., Any] | None = None, *,
         "--preset", type=click.Choice(sorted(PRESETS)), default=None, hidden=not reads_preset,
         help=f"named settings bundle; it changes the defaults shown (reference: description "
              f"only, 100 permutations, 20x5 bands; words-en: word 3-grams, English stopwords "
-             f"and stems) [default: 'default'; env {ENV_PREFIX}PRESET]",
+             f"and stems) [default: 'default'; env {env_name('preset')}]",
     )(func)
 
 

@@ -35,14 +35,14 @@ from streamdedup.errors import ConfigError, StreamdedupError, describe
 from streamdedup.extras import require
 from streamdedup.service.kafka import announcement_producer, close_producer
 from streamdedup.service.message import json_bytes
-from streamdedup.settings import ENV_PREFIX, Settings, build_settings
+from streamdedup.settings import ENV_PREFIX, Settings, build_settings, env_name
 
 _scrapy = require("scrapy", "the Scrapy pipeline")
 from itemadapter import ItemAdapter  # noqa: E402  (installed with Scrapy)
 from scrapy.exceptions import DropItem  # noqa: E402
 
 log = logging.getLogger(__name__)
-ID_SETTING = ENV_PREFIX + "ID_FIELD"
+ID_SETTING = env_name("id_field")
 URL_FIELDS = ("url", "link")
 _SELF_HOLDING = "not JSON: a value holds itself, or is nested too deeply"
 # An item the broker has not acknowledged within this is dropped. Kafka's own default: a

@@ -30,7 +30,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from streamdedup.replay.config import ReplayConfig
 from streamdedup.replay.dump import read_dump
 from streamdedup.replay.process import ChildProcess, free_port
 from streamdedup.service.message import decode_message, encode_message
-from streamdedup.settings import ENV_PREFIX, Settings, broker_addresses, build_settings
+from streamdedup.settings import Settings, broker_addresses, build_settings, env_name
 
 # Columns of the Kijiji TSV that count as an announcement's content even when the settings'
 # text fields are fewer: a row with one of them is sent (the consumer dead-letters it if its
@@ -102,17 +102,8 @@ def load_rows(path: Path, fmt: str | None, settings: Settings) -> tuple[list[_Ro
 
 def consumer_env(settings: Settings, base: Mapping[str, str]) -> dict[str, str]:
     """The environment that makes ``streamdedup run`` build exactly ``settings``."""
-    env = dict(base)
-    for f in fields(Settings):
-        value = getattr(settings, f.name)
-        if isinstance(value, bool):
-            text = "true" if value else "false"
-        elif isinstance(value, tuple):
-            text = ",".join(value)
-        else:
-            text = repr(value) if isinstance(value, float) else str(value)
-        env[ENV_PREFIX + f.name.upper()] = text
-    env.pop(ENV_PREFIX + "PRESET", None)  # every field is explicit: no preset needed
+    env = {**base, **settings.to_env()}
+    env.pop(env_name("preset"), None)  # every field is explicit: no preset needed
     return env
 
 
