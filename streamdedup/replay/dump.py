@@ -37,7 +37,6 @@ from streamdedup.settings import Settings
 
 log = logging.getLogger(__name__)
 Row = tuple[int, Document | MessageError]
-DEFAULT_MAX_BYTES = Settings.max_message_bytes
 FORMATS = ("tsv", "jsonl", "parquet")
 
 
@@ -79,7 +78,7 @@ def bad_row_line(row: int, error: MessageError) -> str:
 
 
 def read_dump(path: str | os.PathLike[str], fmt: str | None, text_fields: tuple[str, ...],
-              *, max_bytes: int = DEFAULT_MAX_BYTES, time_field: str = "",
+              *, max_bytes: int = Settings.max_message_bytes, time_field: str = "",
               optional: tuple[str, ...] = ()) -> Iterator[Row]:
     """The dump's rows. A TSV's header is read and checked here, before the caller opens its
     store or outputs (an error found at the first row had emptied an existing ``--out``): a

@@ -168,7 +168,7 @@ class SlowTask(logging.Filter):
         return True
 
 
-def setup_logging(level: str = "INFO", json_lines: bool = False) -> None:
+def setup_logging(level: str, json_lines: bool) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if json_lines else PlainFormatter())
     # On the handler: a logger's filter skips its children. The broker's absence first.

@@ -58,7 +58,6 @@ def _now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
 
-DEFAULT_MAX_BYTES = Settings.max_output_bytes
 MAX_KEY_BYTES = 1024  # a dead letter's record key and key copy beyond this are shortened
 _HEADROOM = 512  # record framing and headers, on top of the JSON value
 
@@ -72,7 +71,7 @@ def _encode(body: dict[str, Any]) -> bytes:
 
 
 def verdict_record(topic: str, verdict: Verdict, source: Source,
-                   max_bytes: int = DEFAULT_MAX_BYTES) -> Outgoing:
+                   max_bytes: int = Settings.max_output_bytes) -> Outgoing:
     provenance = {**source.as_dict(), "processed_at": _now_iso()}
     if "source" not in verdict.extra:  # the verdict's JSON (made once) with ``source`` last:
         # the bytes encoding the whole body gives, without encoding it again (29 -> 15 us)
@@ -101,7 +100,7 @@ def _verdict_out(topic: str, verdict: Verdict, source: Source, value: bytes) -> 
 
 def dead_letter_record(
     topic: str, error: MessageError, source: Source, key: bytes | None, payload: bytes | None,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_bytes: int = Settings.max_output_bytes,
 ) -> Outgoing:
     payload = payload or b""
     short_key, key_note = _short_key(key)

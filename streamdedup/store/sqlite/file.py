@@ -3,7 +3,7 @@ messages for what the file system refuses.
 
 Apart from ``store.py`` (the ``Store`` on top of it) because these are the file's concerns (and
 the encoding of its blobs: the bucket log's rows and their checksums, and reading the
-in-memory maps back from them at open: ``load_maps``), not
+in-memory maps back from them at open: ``rebuild_maps``), not
 the index's: one writer per directory (a ``flock`` on the directory itself, which no file
 deletion inside it releases; ``store.lock`` only holds the writer's pid, for the message), a
 file that exists is always a complete store (built aside, renamed into place), a damaged or
@@ -523,7 +523,7 @@ def _log_chunks(conn: sqlite3.Connection, path: Path
         yield concat_log_rows(logged), np.concatenate(row_ids)
 
 
-def load_maps(conn: sqlite3.Connection, path: Path) -> tuple[SetNumbers, BucketIndex]:
+def rebuild_maps(conn: sqlite3.Connection, path: Path) -> tuple[SetNumbers, BucketIndex]:
     """The set id -> number map (from the sets table) and the bucket index (from the log,
     every row against its checksum; entries of sets that hold no shingles any more are
     dead: evicted since they were logged)."""

@@ -48,9 +48,9 @@ from streamdedup.store.sqlite.file import (
     decode_log_row,
     encode_log_row,
     file_bytes,
-    load_maps,
     open_db,
     os_problem,
+    rebuild_maps,
     store_errors,
     verdict_checksum,
 )
@@ -127,7 +127,7 @@ class SqliteStore(Store):
         self._snapshot_token = snapshot.stored_token(self._conn)
         saved = snapshot.load_maps(self.directory, self._snapshot_token)
         self.opened_from = "tables" if saved is None else "snapshot"
-        self._numbers, self._buckets = saved or load_maps(self._conn, self.path)
+        self._numbers, self._buckets = saved or rebuild_maps(self._conn, self.path)
 
     def _meta(self) -> SqliteDict:
         return SqliteDict(str(self.path), tablename="meta", encode=json.dumps,
