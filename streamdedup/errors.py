@@ -82,3 +82,10 @@ def describe(exc: BaseException) -> str:
     errors read "[Error 10] MessageSizeTooLargeError: ...")."""
     text, name = str(exc), type(exc).__name__
     return text if name in text else f"{name}: {text}" if text else name
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """A value as a message quotes it: its repr, cut to ``limit`` characters (an API answer
+    gave a 100,000-character id back whole)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"

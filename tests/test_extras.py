@@ -74,3 +74,19 @@ def test_a_spark_backfill_without_pyspark_leaves_its_outputs_alone(tmp_path: Pat
     _one_line(done, "spark")
     assert "documents" not in done.stderr and not (tmp_path / "s").exists()
     assert out.read_text() == errors.read_text() == "precious\n"
+
+
+def test_each_extra_named_installs_its_module() -> None:
+    """``extras.EXTRAS`` names the extra a missing module is in; pyproject.toml is what
+    installs it. A package moved from one extra to another would send users to the wrong one."""
+    import re
+    import tomllib
+
+    from streamdedup.extras import EXTRAS
+
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml")
+                            .read_text(encoding="utf-8"))["project"]
+    extras = project["optional-dependencies"]
+    for module, extra in EXTRAS.items():
+        names = {re.split(r"[<>=\[; ]", spec, maxsplit=1)[0].lower() for spec in extras[extra]}
+        assert module in names, f"{module}: not in the {extra!r} extra ({sorted(names)})"

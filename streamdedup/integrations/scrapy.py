@@ -31,7 +31,7 @@ import math
 import os
 from typing import Any
 
-from streamdedup.errors import ConfigError, StreamdedupError, describe
+from streamdedup.errors import ConfigError, StreamdedupError, describe, shown
 from streamdedup.extras import require
 from streamdedup.service.kafka import announcement_producer, close_producer
 from streamdedup.service.message import json_bytes
@@ -102,7 +102,7 @@ class AnnouncementPipeline:
                            "without an id")
         if isinstance(doc_id, bool) or not isinstance(doc_id, str | int):
             raise DropItem(f"its id must be a string or an integer, not "
-                           f"{type(doc_id).__name__} ({_shown(doc_id)})")
+                           f"{type(doc_id).__name__} ({shown(doc_id, 60)})")
         try:
             value = json_bytes({**_finite(fields), "id": str(doc_id)}, _as_json, (", ", ": "))
         except (TypeError, ValueError) as exc:
@@ -200,6 +200,3 @@ def _as_json(value: Any) -> Any:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def _shown(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."

@@ -38,6 +38,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import resources
 from typing import Any
 
+from streamdedup.errors import shown
 from streamdedup.extras import require
 
 require("starlette", "the monitor")
@@ -84,9 +85,6 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def _shown(text: str, limit: int = 80) -> str:
-    """A request's value in an answer, cut short (a 100,000-character id came back whole)."""
-    return repr(text if len(text) <= limit else text[:limit] + "…")
 
 
 def _int(request: Request, name: str, default: int, lo: int, hi: int) -> int:
@@ -94,9 +92,9 @@ def _int(request: Request, name: str, default: int, lo: int, hi: int) -> int:
     if raw is None:
         return default
     if not re.fullmatch(r"-?[0-9]+", raw):  # int() also takes ' 5', '5_0', '٥'
-        raise ValueError(f"{name} must be an integer, not {_shown(raw)}")
+        raise ValueError(f"{name} must be an integer, not {shown(raw)}")
     if len(raw.lstrip("-0")) > 19:
-        raise ValueError(f"{name} must be in [{lo}, {hi}], not {_shown(raw)}")
+        raise ValueError(f"{name} must be in [{lo}, {hi}], not {shown(raw)}")
     value = int(raw)
     if not lo <= value <= hi:
         raise ValueError(f"{name} must be in [{lo}, {hi}], not {value}")
@@ -167,7 +165,7 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
         doc_id = _doc_id(request)
         found = read(lambda: state.verdict(doc_id))
         if found is None:
-            return _error(404, f"no verdict for {_shown(doc_id)} since the monitor started")
+            return _error(404, f"no verdict for {shown(doc_id)} since the monitor started")
         return JSONResponse(found)
 
     async def explain(request: Request) -> Response:
@@ -178,10 +176,10 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
         if other is None:
             found = read(lambda: state.verdict(doc_id))
             if found is None:  # "has no duplicate_of" it said, of an id it never saw
-                return _error(404, f"no verdict for {_shown(doc_id)} since the monitor "
+                return _error(404, f"no verdict for {shown(doc_id)} since the monitor "
                                    "started: give ?other=ID to compare two texts")
             if not found.get("duplicate_of"):
-                return _error(404, f"{_shown(doc_id)} is no duplicate: give ?other=ID")
+                return _error(404, f"{shown(doc_id)} is no duplicate: give ?other=ID")
             other = str(found["duplicate_of"])
         if other == doc_id:
             return _error(400, "?other= must name another document than the one explained")
@@ -215,7 +213,7 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
         return _error(400, str(exc))
 
     async def not_found(request: Request, exc: Exception) -> Response:
-        return _error(404, f"no such page: {_shown(request.url.path)}")
+        return _error(404, f"no such page: {shown(request.url.path)}")
 
     async def not_allowed(request: Request, exc: Exception) -> Response:
         return _error(405, f"{request.method} is not allowed: the monitor only answers GET")

@@ -12,13 +12,19 @@ from typing import Any
 _RESERVED = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
 
+def utc_ms(seconds: float) -> str:
+    """Seconds since the epoch as ISO 8601 UTC to the millisecond: JSON log lines' ``ts``,
+    and the ``processed_at`` of verdicts and dead letters."""
+    return (time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+            + f".{int(seconds % 1 * 1000):03d}Z")
+
+
 class JsonFormatter(logging.Formatter):
     """Message, level, logger, time, plus any ``extra={...}`` fields as top-level keys."""
 
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "ts": utc_ms(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),

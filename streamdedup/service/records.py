@@ -24,6 +24,7 @@ from typing import Any
 
 from streamdedup.core.verdict import Verdict
 from streamdedup.errors import MessageError
+from streamdedup.service.logs import utc_ms
 from streamdedup.settings import Settings
 
 REASON_HEADER = "streamdedup-reason"
@@ -53,11 +54,6 @@ class Outgoing:
     headers: list[tuple[str, bytes]] = field(default_factory=list)
 
 
-def _now_iso() -> str:
-    t = time.time()
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
-
-
 MAX_KEY_BYTES = 1024  # a dead letter's record key and key copy beyond this are shortened
 _HEADROOM = 512  # record framing and headers, on top of the JSON value
 
@@ -72,7 +68,7 @@ def _encode(body: dict[str, Any]) -> bytes:
 
 def verdict_record(topic: str, verdict: Verdict, source: Source,
                    max_bytes: int = Settings.max_output_bytes) -> Outgoing:
-    provenance = {**source.as_dict(), "processed_at": _now_iso()}
+    provenance = {**source.as_dict(), "processed_at": utc_ms(time.time())}
     if "source" not in verdict.extra:  # the verdict's JSON (made once) with ``source`` last:
         # the bytes encoding the whole body gives, without encoding it again (29 -> 15 us)
         value = (f'{verdict.to_json()[:-1]},"source":{_encode_text(provenance)}}}'
@@ -107,7 +103,7 @@ def dead_letter_record(
     body: dict[str, Any] = {
         "reason": error.reason,
         "detail": error.detail[:1000],
-        "source": {**source.as_dict(), "processed_at": _now_iso()},
+        "source": {**source.as_dict(), "processed_at": utc_ms(time.time())},
         "key_b64": base64.b64encode(short_key).decode("ascii") if short_key is not None else None,
         **key_note,
         "payload_b64": base64.b64encode(payload).decode("ascii"),
@@ -153,7 +149,7 @@ def too_large_letter(topic: str, refused: Outgoing, why: str) -> Outgoing:
         "refused_topic": refused.topic,
         "refused_bytes": len(refused.value),
         "refused_sha256": hashlib.sha256(refused.value).hexdigest(),
-        "processed_at": _now_iso(),
+        "processed_at": utc_ms(time.time()),
     }
     key, _ = _short_key(refused.key)
     return Outgoing(topic=topic, key=key, value=_encode(body),

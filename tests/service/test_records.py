@@ -86,7 +86,7 @@ def test_a_verdict_record_is_its_body_encoded_whole(verdict: Verdict, extra: Any
     whole body encoded at once (an ``extra`` named source keeps its place there)."""
     if extra is not None:
         verdict = replace(verdict, extra=extra)
-    with patch.object(records, "_now_iso", return_value="2026-12-02T01:00:00.000Z"):
+    with patch.object(records, "utc_ms", return_value="2026-12-02T01:00:00.000Z"):
         rec = verdict_record("out", verdict, SRC, LIMIT)
     body = verdict.to_dict()
     body["source"] = {**SRC.as_dict(), "processed_at": "2026-12-02T01:00:00.000Z"}
