@@ -35,7 +35,7 @@ from streamdedup.core.minhash import make_hasher
 from streamdedup.core.text import compose_text
 from streamdedup.core.verdict import Verdict
 from streamdedup.extras import require
-from streamdedup.replay.truth import Corpus, GroundTruth, copy_pairs
+from streamdedup.replay.truth import Corpus, GroundTruth, component_labels, copy_pairs
 from streamdedup.settings import Settings
 
 connected_components = require("scipy.sparse.csgraph", "ground truth").connected_components
@@ -112,17 +112,7 @@ def verdict_clusters(ids: Sequence[str], verdicts: Mapping[str, Verdict]) -> np.
 
 def true_clusters(truth: GroundTruth) -> np.ndarray:
     """Cluster label of each document: components of true pairs (empty sets alone)."""
-    c = truth.corpus
-    t = truth.true_set_pairs
-    n_sets = len(c.sets)
-    graph = sparse.coo_matrix((np.ones(t.i.size, dtype=np.int8), (t.i, t.j)),
-                              shape=(n_sets, n_sets))
-    _, set_labels = connected_components(graph, directed=False)
-    labels = np.empty(len(c.ids), dtype=np.int64)
-    has = c.set_index >= 0
-    labels[has] = set_labels[c.set_index[has]]
-    labels[~has] = n_sets + np.arange(int((~has).sum()))
-    return labels
+    return component_labels(truth.corpus, truth.true_set_pairs)
 
 
 def _count_clusters(labels: np.ndarray) -> tuple[int, int]:

@@ -34,6 +34,7 @@ from streamdedup.extras import require
 from streamdedup.settings import cache_root
 
 sparse = require("scipy.sparse", "ground truth")
+connected_components = require("scipy.sparse.csgraph", "ground truth").connected_components
 
 CACHE_VERSION = 1
 HISTOGRAM_MIN_SIM = 0.1
@@ -344,62 +345,51 @@ def seq_truth(sets: Mapping[str, np.ndarray], seqs: Mapping[str, int], threshold
     smaller seq have exact Jaccard >= threshold? ``sets``: doc id -> sorted shingles (one
     text per id); ``seqs``: doc id -> seq. Distinct sets and a sparse product, so thousands
     of documents take a second."""
-    return _seq_truth(_SetGraph.of(sets, threshold), seqs, sets)
+    return _seq_truth(_SetGraph.of(sets, threshold), seqs)
 
 
 @dataclass(frozen=True)
 class _SetGraph:
-    """The documents grouped by distinct set, and the pairs of sets at the threshold."""
+    """The documents grouped by distinct set (a ``Corpus``), and the pairs of sets at the
+    threshold."""
 
-    groups: list[list[str]]
+    corpus: Corpus
     pairs: SetPairs | None
 
     @classmethod
     def of(cls, sets: Mapping[str, np.ndarray], threshold: float) -> _SetGraph:
-        by_set: dict[int, list[str]] = {}
-        for doc_id, sh in sets.items():
-            if sh.size:
-                by_set.setdefault(set_fingerprint(sh), []).append(doc_id)
-        groups = list(by_set.values())
-        pairs = (set_similarities([sets[g[0]] for g in groups], threshold)
-                 if len(groups) > 1 else None)
-        return cls(groups, pairs)
+        corpus = Corpus.from_shingles(list(sets), list(sets.values()))
+        pairs = set_similarities(corpus.sets, threshold) if len(corpus.sets) > 1 else None
+        return cls(corpus, pairs)
 
 
-def _seq_truth(graph: _SetGraph, seqs: Mapping[str, int], sets: Mapping[str, np.ndarray]
-               ) -> dict[str, bool]:
-    first = np.array([min(seqs[d] for d in g) for g in graph.groups], dtype=np.int64)
+def _seq_truth(graph: _SetGraph, seqs: Mapping[str, int]) -> dict[str, bool]:
+    c = graph.corpus
+    has = c.set_index >= 0
+    seq = np.array([seqs[d] for d in c.ids], dtype=np.int64)
+    first = np.full(len(c.sets), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, c.set_index[has], seq[has])
     neighbour_first = first.copy()  # earliest seq among the set and its similar sets
     if graph.pairs is not None:
         np.minimum.at(neighbour_first, graph.pairs.i, first[graph.pairs.j])
         np.minimum.at(neighbour_first, graph.pairs.j, first[graph.pairs.i])
-    truth = {doc_id: False for doc_id in sets}
-    for n, group in enumerate(graph.groups):
-        for doc_id in group:
-            truth[doc_id] = bool(neighbour_first[n] < seqs[doc_id])  # an earlier neighbour
-    return truth
+    return {doc_id: bool(has[k] and neighbour_first[c.set_index[k]] < seq[k])  # an earlier
+            for k, doc_id in enumerate(c.ids)}                                  # neighbour
 
 
-def _true_clusters(graph: _SetGraph, ids: Sequence[str]) -> list[frozenset[str]]:
-    """The connected components of the documents at the threshold (a text without
-    shingles is a cluster of its own): what the clusters are, whatever the order."""
-    parent = list(range(len(graph.groups)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    if graph.pairs is not None:
-        for i, j in zip(graph.pairs.i.tolist(), graph.pairs.j.tolist(), strict=True):
-            parent[find(i)] = find(j)
-    out: dict[int, set[str]] = {}
-    for n, group in enumerate(graph.groups):
-        out.setdefault(find(n), set()).update(group)
-    grouped = {d for g in graph.groups for d in g}
-    return [frozenset(c) for c in out.values()] + [frozenset([d]) for d in ids
-                                                    if d not in grouped]
+def component_labels(corpus: Corpus, pairs: SetPairs | None) -> np.ndarray:
+    """Cluster label of each document: the connected component of its distinct set under
+    ``pairs`` (a document without shingles is a cluster of its own); what the clusters are,
+    whatever the order."""
+    n_sets = len(corpus.sets)
+    i, j = (pairs.i, pairs.j) if pairs is not None else (np.zeros(0, int), np.zeros(0, int))
+    graph = sparse.coo_matrix((np.ones(i.size, dtype=np.int8), (i, j)), shape=(n_sets, n_sets))
+    _, set_labels = connected_components(graph, directed=False)
+    labels = np.empty(len(corpus.ids), dtype=np.int64)
+    has = corpus.set_index >= 0
+    labels[has] = set_labels[corpus.set_index[has]]
+    labels[~has] = n_sets + np.arange(int((~has).sum()))
+    return labels
 
 
 def reader_clusters(verdicts: Mapping[str, Mapping[str, Any]]) -> list[frozenset[str]]:
@@ -437,8 +427,12 @@ def check_seq_order(verdicts: Mapping[str, Mapping[str, Any]], sets: Mapping[str
     good = {i: int(s) for i, s in seqs.items() if i not in bad_seq}  # type: ignore[arg-type]
     known = {i: sets[i] for i in good}
     graph = _SetGraph.of(known, threshold)
-    truth = _seq_truth(graph, good, known)
-    want = set(_true_clusters(graph, list(good)))
+    truth = _seq_truth(graph, good)
+    components: dict[int, set[str]] = {}
+    for doc_id, label in zip(graph.corpus.ids, component_labels(graph.corpus, graph.pairs).tolist(),
+                             strict=True):
+        components.setdefault(label, set()).add(doc_id)
+    want = {frozenset(c) for c in components.values()}
     got = set(reader_clusters({i: verdicts[i] for i in good}))
     unlike = sorted(min(c) for c in got - want)  # a cluster a reader sees that is not one
     # A document that reached max_candidates may miss a match, and so a link between two
