@@ -582,6 +582,33 @@ def test_a_store_that_lost_committed_writes_is_rebuilt_from_the_topic(
         s.close()
 
 
+@pytest.mark.broker
+def test_a_gap_left_by_offsets_another_store_committed_is_said(
+        kafka_bootstrap: str, topics: Topics, consumer_process: Any, tmp_path: Path) -> None:
+    """The operators' drill: a backup restored after a stop-gap store had run on the same
+    group re-read nothing and said nothing (16,730 ads missing from its index for good).
+    Now the stop-gap's start says its store holds nothing of what the group committed, and
+    the restored store's says what it lacks and the offset to reset the group to."""
+    ads = make_ads(60, seed=12)
+    steps = [(ads[:30], "main"), (ads[30:45], "stop-gap"), (ads[45:], "main")]
+    sent = 0
+    for part, store in steps:
+        produce(kafka_bootstrap, topics.input, encode(part))
+        sent += len(part)
+        proc = consumer_process(store=tmp_path / store)
+        assert len(read_topic(kafka_bootstrap, topics.output, sent)) == sent
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    logs = [(tmp_path / f"consumer-{n}.log").read_text(encoding="utf-8", errors="replace")
+            for n in range(3)]
+    assert "with another store" not in logs[0]
+    assert (f"this store holds nothing of {topics.input}/0, but the group committed offset 30 "
+            "there with another store") in logs[1]
+    assert (f"this store holds {topics.input}/0 up to offset 30, but the group committed 45 "
+            "there with another store: the 15 messages between") in logs[2]
+    assert "--reset-offsets --to-offset 30" in logs[2] and "re-reading" not in logs[2]
+
+
 # --- issue 17 item 8: the commit before a rebalance is made
 
 
