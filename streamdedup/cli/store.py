@@ -128,7 +128,8 @@ def compact_command(preset: str | None, **options: Any) -> None:
     click.echo(f"store {directory}: {before:,} -> {after:,} bytes")
 
 
-@store_command.command(name="backup")
+@store_command.command(name="backup",
+                       short_help="A checked copy of the store (SQLite), beside a consumer.")
 @click.option("--to", "to", type=click.Path(path_type=Path), required=True,
               help="the new directory the copy is written to")
 @settings_options(shown=("store",))
