@@ -10,6 +10,8 @@ is not overridden by a flag's default.
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import fields
 from typing import Any
@@ -76,10 +78,25 @@ def _split_commas(ctx: click.Context, param: click.Parameter, value: str | None)
 
 
 def make_settings(preset: str | None, options: dict[str, Any]) -> Settings:
+    """The settings of a command's flags, the environment and the preset. A value refused
+    is said by where it came from: a flag as a usage error, a variable in one line without
+    the usage text (``STREAMDEDUP_NUM_PERM=0`` said "num_perm must be >= 1" under the
+    command's usage, as if a flag were wrong)."""
     try:
         return build_settings(preset, overrides=options)
     except StreamdedupError as exc:
-        raise click.UsageError(str(exc)) from None
+        text = str(exc)
+        name = re.match(r"[a-z][a-z0-9_]*", text)
+        field = name.group() if name else ""
+        if field in {f.name for f in fields(Settings)} and text[len(field):][:1] in " :":
+            if options.get(field) is not None:
+                raise click.UsageError("--" + field.replace("_", "-") + text[len(field):]
+                                       ) from None
+            if env_name(field) in os.environ:
+                raise BadSetting(env_name(field) + text[len(field):]) from None
+        if text.startswith(env_name("")):  # a variable that does not parse
+            raise BadSetting(text) from None
+        raise click.UsageError(text) from None
 
 
 class BadSetting(click.ClickException):

@@ -40,6 +40,22 @@ def test_environment_and_flags_configure_settings(tmp_path: Path) -> None:
     assert [json.loads(line)["shingles"] for line in stdout.splitlines()][2] > 50
 
 
+@pytest.mark.parametrize("env,args,said", [
+    ({"STREAMDEDUP_NUM_PERM": "0"}, [], "Error: STREAMDEDUP_NUM_PERM must be >= 1, not 0"),
+    ({"STREAMDEDUP_NUM_PERM": "abc"}, [], "Error: STREAMDEDUP_NUM_PERM: expected int"),
+    ({"STREAMDEDUP_NUM_PERM": "0"}, ["--num-perm", "0"], "Error: --num-perm must be >= 1"),
+    ({}, ["--store-backend", "bogus"], "Error: --store-backend must be 'sqlite'"),
+])
+def test_a_refused_value_is_named_by_where_it_came_from(
+        tmp_path: Path, env: dict[str, str], args: list[str], said: str) -> None:
+    """A variable's value was said by its field's name under the command's usage text, as
+    if a flag were wrong; now the variable is named, in one line, and a flag as before."""
+    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "a", "b", "c"] for t, d in ADS])
+    code, _, err = run("check", str(tsv), "--store-backend", "memory", *args, env=env)
+    assert code == 2 and said in err
+    assert ("Usage:" in err) == bool(args)
+
+
 def test_scurve_writes_a_png_and_prints_the_value_at_the_threshold(tmp_path: Path) -> None:
     out = tmp_path / "s.png"
     code, stdout, _ = run("scurve", "--bands", "20", "--rows", "5", "--threshold", "0.8",
