@@ -10,6 +10,7 @@ for matplotlib or scipy unless it plots or computes ground truth.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,13 +24,39 @@ from streamdedup.cli.explain import explain_command
 from streamdedup.cli.options import failure, make_settings, settings_options
 from streamdedup.cli.produce import produce_command
 from streamdedup.cli.replay import replay_command
+from streamdedup.cli.signals import sigterm_as_interrupt
 from streamdedup.cli.store import store_command
 from streamdedup.cli.watch import monitor_command, tail_command
 from streamdedup.errors import StreamdedupError
 from streamdedup.settings import MAX_NUM_PERM, Settings
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _Commands(click.Group):
+    """Every command ends alike for a script. Ctrl-C, or SIGTERM, that a command does not
+    take itself is one line and exit 130: click said "Aborted!" with exit 1 (`store verify`,
+    `tail`, `explain`), the status of a failure, and SIGTERM ended `produce` without a word.
+    A reader that closed the pipe (`store stats | head -1`) ends the command quietly, 141 as
+    a shell says it (click said nothing and exited 1). `run` and `monitor` install their own
+    handlers: a stop is their normal end, exit 0."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        restore = sigterm_as_interrupt()
+        try:
+            result = super().invoke(ctx)
+            sys.stdout.flush()  # a closed pipe is found here, not at the interpreter's exit
+            return result
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            raise click.exceptions.Exit(130) from None
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise click.exceptions.Exit(141) from None
+        finally:
+            restore()
+
+
+@click.group(cls=_Commands,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, "-V", "--version", prog_name="streamdedup",
                       message="%(prog)s %(version)s")
 def main() -> None:

@@ -328,3 +328,36 @@ def test_version_names_the_package() -> None:
     for flag in ("--version", "-V"):
         done = CliRunner().invoke(main, [flag])
         assert done.exit_code == 0 and done.output == f"streamdedup {__version__}\n"
+
+
+def test_every_command_ends_alike_on_a_signal_and_on_a_closed_pipe(tmp_path: Path) -> None:
+    """Click said "Aborted!" with exit 1 (a failure's status) for Ctrl-C in `tail`,
+    `explain` and `store verify`, SIGTERM ended `produce` without a word, and a reader that
+    closed the pipe made `store stats` exit 1 without a word: now 130 and one line, and 141
+    quietly, for every command."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    def started(*args: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-m", "streamdedup", *args],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+    for sig in (signal.SIGINT, signal.SIGTERM):  # no broker answers: they wait for one
+        proc = started("tail", "--bootstrap-servers", "127.0.0.1:9")
+        time.sleep(3)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130 and err.decode().strip() == "interrupted", err
+
+    code, _, err = run("check", str(write_tsv(tmp_path / "ads.tsv", [[t, d, "a", "b", "c"]
+                                                                     for t, d in ADS])),
+                       "--store", str(tmp_path / "s"), "--out", str(tmp_path / "v.jsonl"))
+    assert code == 0, err
+    proc = started("store", "stats", "--store", str(tmp_path / "s"))
+    assert proc.stdout is not None
+    proc.stdout.close()  # before it writes: its first line meets a closed pipe
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 141 and err == b"", err
