@@ -33,6 +33,10 @@ MIN_OUTPUT_BYTES = 65_536
 # Signatures of 1,024 values already estimate Jaccard to +-0.013 at 0.8 (the default's 128:
 # +-0.035); 10^8 ended in a 24 GiB allocation, 10^6 took over a minute for 50 ads.
 MAX_NUM_PERM = 1_024
+# Counts, sizes and times in ms fit Kafka's and SQLite's 32-bit fields; --max-matches
+# 99999999999999999999 ended in a traceback of SQLite's ("Python int too large") or islice's.
+_MAX_COUNT = 2**31 - 1
+_MAX_SEED = 2**63 - 1  # the hash seed is mixed as a 64-bit word
 MINHASH_SCHEMES = ("oph", "multiply-shift")  # core/minhash.py signs with each
 SHINGLE_KINDS = ("char", "word")
 _AT_LEAST_ONE = ("shingle_size", "num_perm", "max_matches", "max_candidates",
@@ -272,6 +276,9 @@ class Settings:
             value = getattr(self, f.name)
             if isinstance(value, float) and not math.isfinite(value):
                 raise ConfigError(f"{f.name} must be a finite number, not {value}")
+            top = _MAX_SEED if f.name == "seed" else _MAX_COUNT
+            if isinstance(value, int) and not isinstance(value, bool) and value > top:
+                raise ConfigError(f"{f.name} must be <= {top}, not {value}")
         if self.commit_interval_s < 0:
             raise ConfigError(f"commit_interval_s must be >= 0, not {self.commit_interval_s}")
         if self.log_every_s <= 0:

@@ -329,3 +329,12 @@ def test_to_env_builds_the_same_settings_again(preset: str) -> None:
     env = s.to_env()
     assert set(env) == {env_name(f.name) for f in dataclasses.fields(Settings)}
     assert build_settings(env=env) == s
+
+
+@pytest.mark.parametrize("name,value", [("max_matches", 2**31), ("max_message_bytes", 10**20),
+                                        ("commit_every", 2**40), ("seed", 2**63)])
+def test_counts_beyond_what_kafka_and_sqlite_hold_are_refused(name: str, value: int) -> None:
+    """--max-matches 99999999999999999999 ended in a traceback of SQLite's or islice's."""
+    with pytest.raises(ConfigError, match=f"{name} must be <= "):
+        Settings(**{name: value})
+    Settings(**{name: value - 1 if name == "seed" else 2**31 - 1})  # the largest taken

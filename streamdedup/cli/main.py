@@ -121,6 +121,9 @@ def scurve(threshold: float | None, num_perm: int | None, bands: int | None,
         at = p_candidate(settings.threshold, bands, rows)
     except (ConfigError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
+    if not str(out) or out.name in ("", "-", ".", ".."):  # '' wrote "PosixPath('.') has an
+        raise click.BadParameter(f"{str(out)!r} names no image file (a plot is not written "
+                                 "to standard output)", param_hint="'--out'")  # empty name"
     out = out if out.suffix else out.with_suffix(".png")
     try:
         formats = image_formats()
@@ -130,7 +133,10 @@ def scurve(threshold: float | None, num_perm: int | None, bands: int | None,
         raise click.BadParameter(f"{out.name}: matplotlib writes {', '.join(formats)}, not "
                                  f"{out.suffix}", param_hint="'--out'")
     out = checked_output(out)
-    plot_scurve([(bands, rows)], settings.threshold, out)
+    try:
+        plot_scurve([(bands, rows)], settings.threshold, out)
+    except OSError as exc:  # a place the file system refuses (root on /proc): a traceback
+        raise click.ClickException(f"cannot write {out}: {exc.strerror or exc}") from None
     click.echo(f"{bands} bands x {rows} rows: P(candidate | s={settings.threshold}) = {at:.6f}; "
                f"plot written to {out}")
 

@@ -121,6 +121,20 @@ def test_scurve_refuses_a_file_name_matplotlib_cannot_write(tmp_path: Path) -> N
     assert code == 0 and (tmp_path / "sc.SVG").read_bytes().lstrip().startswith(b"<?xml"), err
 
 
+@pytest.mark.parametrize("out", ["", "-"])
+def test_scurve_refuses_an_out_that_names_no_file(out: str) -> None:
+    """'' was a ValueError traceback ("PosixPath('.') has an empty name"); - wrote -.png."""
+    code, _, err = run("scurve", "--out", out)
+    assert code == 2 and "names no image file" in err, err
+
+
+def test_scurve_says_in_one_line_that_the_file_system_refused_its_file(tmp_path: Path) -> None:
+    """A place the file system refuses once the plot is written (/proc, even for root) was a
+    FileNotFoundError traceback."""
+    code, _, err = run("scurve", "--out", "/proc/streamdedup-scurve.png")
+    assert code == 1 and err.strip().startswith("Error: cannot write /proc/"), err
+
+
 def test_scurve_names_the_file_it_wrote(tmp_path: Path) -> None:
     """matplotlib adds .png to a name without a suffix; the message said the name given."""
     code, stdout, _ = run("scurve", "--out", str(tmp_path / "plot"))
