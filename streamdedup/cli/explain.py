@@ -177,8 +177,10 @@ def _scan(settings: Settings, topic: str, ids: set[str]
     """The records of each id in ``topic`` with their place in the reading, in order,
     reading it once from the beginning."""
     from streamdedup.monitor.observer import Observer, decode
+    from streamdedup.service.kafka import ensure_broker
     from streamdedup.service.message import announcement_id
 
+    ensure_broker(settings)
     observer = Observer(settings, [topic], "beginning", client_id="streamdedup-explain")
     try:
         observer.refresh()

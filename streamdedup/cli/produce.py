@@ -70,7 +70,7 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
 
     from streamdedup.errors import MessageError
     from streamdedup.replay.dump import read_dump, row_number_warning
-    from streamdedup.service.kafka import announcement_producer, close_producer
+    from streamdedup.service.kafka import announcement_producer, close_producer, ensure_broker
     from streamdedup.service.message import encode_message
 
     settings = make_settings(preset, options)
@@ -82,6 +82,7 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
     try:
         rows = read_dump(path, fmt, settings.text_fields, max_bytes=settings.max_message_bytes)
         warning = row_number_warning(path, fmt, None)
+        ensure_broker(settings)
         producer = announcement_producer(settings, "streamdedup-produce")
     except StreamdedupError as exc:
         raise failure(exc) from None

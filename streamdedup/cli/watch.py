@@ -72,9 +72,11 @@ def tail_command(start: str, count: int, preset: str | None, **options: Any) -> 
     title (titles come from the input topic); duplicates only with --only-duplicates."""
     from streamdedup.monitor.observer import Observer
     from streamdedup.monitor.tail import follow
+    from streamdedup.service.kafka import ensure_broker
 
     settings = make_settings(preset, options)
     try:
+        ensure_broker(settings)
         observer = Observer(settings, [settings.input_topic, settings.output_topic], start,
                             client_id="streamdedup-tail")
     except StreamdedupError as exc:

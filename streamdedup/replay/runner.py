@@ -24,7 +24,6 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -41,7 +40,7 @@ from streamdedup.replay.config import ReplayConfig
 from streamdedup.replay.dump import read_dump
 from streamdedup.replay.process import ChildProcess, free_port
 from streamdedup.service.message import decode_message, encode_message
-from streamdedup.settings import Settings, broker_addresses, build_settings, env_name
+from streamdedup.settings import Settings, build_settings, env_name
 
 # Columns of the Kijiji TSV that count as an announcement's content even when the settings'
 # text fields are fewer: a row with one of them is sent (the consumer dead-letters it if its
@@ -234,20 +233,6 @@ def _record_id(value: bytes, key: bytes | None, *, is_verdict: bool) -> str | No
 # the whole replay
 
 
-def _ensure_broker(settings: Settings) -> None:
-    """One clear line when nothing listens at any bootstrap address, instead of a client that
-    retries for 30 s and then raises a timeout from deep inside kafka-python."""
-    for host, port in broker_addresses(settings.bootstrap_servers):
-        with contextlib.suppress(OSError):
-            socket.create_connection((host, port), timeout=5.0).close()
-            return
-    raise StreamdedupError(
-        f"no Kafka broker answers at {settings.bootstrap_servers}; pass the address of a "
-        "running one with --bootstrap-servers (from a checkout, `scripts/kafka-local start` "
-        "starts one, and `python scripts/replay.py` starts and stops its own)"
-    )
-
-
 def replay_settings(config: ReplayConfig, bootstrap: str, store: Path) -> Settings:
     """The user's settings, with what a replay must fix: its topics, group, store, one
     partition, a verdict for every document, and a metrics port to wait for readiness."""
@@ -278,7 +263,7 @@ def replay(config: ReplayConfig, say: Callable[[str], None] = lambda _m: None) -
     from streamdedup.replay import evaluation as ev
     from streamdedup.replay import report as rp
     from streamdedup.replay import truth as tr
-    from streamdedup.service.kafka import ensure_topics
+    from streamdedup.service.kafka import ensure_broker, ensure_topics
     from streamdedup.store import open_store
 
     started = time.monotonic()
@@ -298,7 +283,7 @@ def replay(config: ReplayConfig, say: Callable[[str], None] = lambda _m: None) -
                                 config.report_dir / "consumer.log",
                                 env=consumer_env(settings, os.environ))
         try:
-            _ensure_broker(settings)
+            ensure_broker(settings)
             if config.run_consumer:
                 ensure_topics(settings)
                 consumer.start()

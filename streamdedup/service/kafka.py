@@ -8,14 +8,16 @@ logged.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 from typing import Any
 
 from kafka import KafkaAdminClient
 from kafka.errors import TopicAlreadyExistsError
 
-from streamdedup.errors import describe
-from streamdedup.settings import Settings
+from streamdedup.errors import StreamdedupError, describe
+from streamdedup.settings import Settings, broker_addresses
 
 log = logging.getLogger(__name__)
 # How long one client waits for its first broker before it raises and the caller's retry loop
@@ -89,6 +91,21 @@ def close_producer(producer: Any, timeout_s: float = 2.0) -> None:
         producer.close(timeout=timeout_s)
     except Exception as exc:  # kafka-python's errors, or its threads' after a broker died
         log.warning("closing the producer: %s", describe(exc))
+
+
+def ensure_broker(settings: Settings) -> None:
+    """One clear line when nothing listens at any bootstrap address, instead of a client
+    that retries for 30 s and then raises a timeout from deep inside kafka-python (`produce`,
+    `tail` and `explain` waited 30 s to say so; `replay` asked first)."""
+    for host, port in broker_addresses(settings.bootstrap_servers):
+        with contextlib.suppress(OSError):
+            socket.create_connection((host, port), timeout=5.0).close()
+            return
+    raise StreamdedupError(
+        f"no Kafka broker answers at {settings.bootstrap_servers}; pass the address of a "
+        "running one with --bootstrap-servers (from a checkout, `scripts/kafka-local start` "
+        "starts one, and `python scripts/replay.py` starts and stops its own)"
+    )
 
 
 def ensure_topics(settings: Settings, bootstrap_ms: int = BOOTSTRAP_TIMEOUT_MS) -> None:

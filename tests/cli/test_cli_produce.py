@@ -72,6 +72,7 @@ def test_produce_interrupted_with_the_broker_away_says_what_was_acknowledged(
             raise KafkaTimeoutError("Timeout waiting for future")
 
     monkeypatch.setattr(kafka_module, "announcement_producer", lambda *a, **k: AwayProducer())
+    monkeypatch.setattr(kafka_module, "ensure_broker", lambda settings: None)  # it answered
     dump = tmp_path / "ads.jsonl"
     dump.write_text("".join(json.dumps({"id": str(i), "title": "t"}) + "\n" for i in range(5)))
     code, _, err = run("produce", str(dump))

@@ -350,6 +350,7 @@ def test_every_command_ends_alike_on_a_signal_and_on_a_closed_pipe(tmp_path: Pat
     closed the pipe made `store stats` exit 1 without a word: now 130 and one line, and 141
     quietly, for every command."""
     import signal
+    import socket
     import subprocess
     import sys
     import time
@@ -359,12 +360,15 @@ def test_every_command_ends_alike_on_a_signal_and_on_a_closed_pipe(tmp_path: Pat
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
-    for sig in (signal.SIGINT, signal.SIGTERM):  # no broker answers: they wait for one
-        proc = started("tail", "--bootstrap-servers", "127.0.0.1:9")
-        time.sleep(3)
-        proc.send_signal(sig)
-        _, err = proc.communicate(timeout=60)
-        assert proc.returncode == 130 and err.decode().strip() == "interrupted", err
+    with socket.socket() as silent:  # takes connections and never answers: tail waits
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            proc = started("tail", "--bootstrap-servers", f"127.0.0.1:{silent.getsockname()[1]}")
+            time.sleep(3)
+            proc.send_signal(sig)
+            _, err = proc.communicate(timeout=60)
+            assert proc.returncode == 130 and err.decode().strip() == "interrupted", err
 
     code, _, err = run("check", str(write_tsv(tmp_path / "ads.tsv", [[t, d, "a", "b", "c"]
                                                                      for t, d in ADS])),
@@ -375,3 +379,17 @@ def test_every_command_ends_alike_on_a_signal_and_on_a_closed_pipe(tmp_path: Pat
     proc.stdout.close()  # before it writes: its first line meets a closed pipe
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 141 and err == b"", err
+
+
+@pytest.mark.parametrize("args", [["tail"], ["explain", "a", "b"], ["produce", "DUMP"]])
+def test_a_command_that_reads_or_writes_kafka_says_at_once_that_no_broker_answers(
+        tmp_path: Path, args: list[str]) -> None:
+    """They retried for 30 s, then said "KafkaTimeoutError: Unable to bootstrap"; `replay`
+    asked first and said it in a second."""
+    dump = write_tsv(tmp_path / "ads.tsv", [[t, d, "a", "b", "c"] for t, d in ADS])
+    args = [str(dump) if a == "DUMP" else a for a in args]
+    code, _, err = run(*args, "--bootstrap-servers", "127.0.0.1:9")
+    assert code == 1 and err.strip() == (
+        "Error: no Kafka broker answers at 127.0.0.1:9; pass the address of a running one "
+        "with --bootstrap-servers (from a checkout, `scripts/kafka-local start` starts one, "
+        "and `python scripts/replay.py` starts and stops its own)"), err

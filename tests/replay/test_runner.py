@@ -248,16 +248,16 @@ def test_the_broker_check_reads_addresses_as_the_settings_do() -> None:
     import socket
 
     from streamdedup.errors import StreamdedupError
-    from streamdedup.replay.runner import _ensure_broker
+    from streamdedup.service.kafka import ensure_broker
 
     with socket.socket() as listening:
         listening.bind(("127.0.0.1", 0))
         listening.listen()
         port = listening.getsockname()[1]
         for servers in (f"127.0.0.1:{port}", f"PLAINTEXT://127.0.0.1:{port}"):
-            _ensure_broker(build_settings(env={}, overrides={"bootstrap_servers": servers}))
+            ensure_broker(build_settings(env={}, overrides={"bootstrap_servers": servers}))
     with pytest.raises(StreamdedupError, match="no Kafka broker answers"):
-        _ensure_broker(build_settings(env={}, overrides={
+        ensure_broker(build_settings(env={}, overrides={
             "bootstrap_servers": f"PLAINTEXT://127.0.0.1:{port}"}))
 
 
