@@ -21,6 +21,7 @@ from streamdedup import garbage
 from streamdedup.cli.options import failure, make_settings, settings_options
 from streamdedup.errors import StreamdedupError
 from streamdedup.replay.dump import FORMATS
+from streamdedup.settings import Settings
 
 
 @click.command(name="check",
@@ -113,7 +114,7 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
     restore = sigterm_as_interrupt()  # a stop says how far it got, as Ctrl-C does
     try:
         for batch, sketches in batches:
-            _check_batch(detector, batch, sketches, sink, bad, tally, settings.only_duplicates)
+            _check_batch(detector, batch, sketches, sink, bad, tally, settings)
             bar.update(len(batch))
     except StreamdedupError as exc:  # e.g. a TSV field too long to read past
         if made_here and not tally.docs:
@@ -121,9 +122,8 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
             raise failure(exc, not_kept(True, directory)) from None
         raise failure(exc) from None
     except KeyboardInterrupt:  # as produce says it: where it stopped, and that again is safe
-        click.echo(f"interrupted: {tally.docs} documents judged, {tally.errors} bad rows; the "
-                   "store holds the documents judged so far, and checking the dump again "
-                   "gives the same verdicts" + again_with_retention(settings), err=True)
+        click.echo(f"interrupted: {tally.docs} documents judged, {tally.errors} bad rows; "
+                   f"{_so_far(settings)}" + again_with_retention(settings), err=True)
         raise click.exceptions.Exit(130) from None
     finally:
         restore()
@@ -131,7 +131,7 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
         if ahead is not None:
             ahead.close()
         store.close()
-        unwritten = _close_all(opened)
+        unwritten = _close_all(opened, settings)
     if unwritten:
         raise click.ClickException(unwritten)
     elapsed = time.perf_counter() - start
@@ -145,7 +145,8 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
            f"and sets evicted" if settings.retention else "")
         + (f"; {untimed} documents without a {settings.time_field!r} field took the clock's"
            f" time (the newest seen; on a fresh store, their batch's first)"
-           if settings.read_time_field and untimed else ""),
+           if settings.read_time_field and untimed else "")
+        + f"; {_store_named(settings)}",
         err=True,
     )
     if tally.errors and not docs:  # e.g. --retention on a dump whose times do not parse
@@ -165,7 +166,7 @@ class _Tally:
 
 
 def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO, bad: TextIO,
-                 tally: _Tally, only_duplicates: bool) -> None:
+                 tally: _Tally, settings: Settings) -> None:
     """Judge and write one batch; bad rows are written whatever ``only_duplicates`` says (a
     row left out of the output must say why)."""
     from streamdedup.errors import MessageError
@@ -187,27 +188,42 @@ def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO, b
                 verdict = next(verdicts)
                 tally.dups += verdict.duplicate
                 tally.untimed += item.time is None
-                if verdict.duplicate or not only_duplicates:
+                if verdict.duplicate or not settings.only_duplicates:
                     target = sink
                     sink.write(verdict.to_json() + "\n")
     except OSError as exc:  # a full disk, a closed pipe: only writing raises it here
-        raise click.ClickException(_unwritten(target, exc)) from None
+        raise click.ClickException(_unwritten(target, exc, settings)) from None
 
 
-def _unwritten(target: TextIO, exc: OSError) -> str:
+def _store_named(settings: Settings) -> str:
+    """Where the judged ads went: a second `check` into the same store (by default
+    ./streamdedup-store) judges the dump against them, so the summary says which."""
+    if settings.store_backend == "memory":
+        return "nothing kept (--store-backend memory)"
+    if settings.store_backend == "redis":
+        return f"store: Redis namespace {settings.redis_namespace}"
+    return f"store: {settings.store}"
+
+
+def _so_far(settings: Settings) -> str:
+    if settings.store_backend == "memory":
+        return "nothing was kept (--store-backend memory)"
+    return "the store holds the documents judged so far, and checking the dump again gives "\
+        "the same verdicts"
+
+
+def _unwritten(target: TextIO, exc: OSError, settings: Settings) -> str:
     name = getattr(target, "name", "the output")
     name = "standard output" if name == "<stdout>" else name
-    return (f"cannot write {name}: {exc.strerror or exc}; the "
-            "store holds the documents judged so far, and checking the dump again gives the "
-            "same verdicts")
+    return f"cannot write {name}: {exc.strerror or exc}; {_so_far(settings)}"
 
 
-def _close_all(opened: list[TextIO]) -> str:
+def _close_all(opened: list[TextIO], settings: Settings) -> str:
     """Close every output; what a failed close (its buffer's last write) says, or ''."""
     said = ""
     for each in opened:
         try:
             each.close()
         except OSError as exc:
-            said = said or _unwritten(each, exc)
+            said = said or _unwritten(each, exc, settings)
     return said

@@ -23,7 +23,7 @@ def test_check_writes_one_verdict_per_row_and_a_summary(tmp_path: Path) -> None:
     assert [v["id"] for v in verdicts] == ["0", "1", "2"]
     assert [v["duplicate_of"] for v in verdicts] == [None, "0", None]
     assert "3 documents, 1 duplicates, 0 bad rows" in err
-    assert "25 bands x 5 rows" in err
+    assert "25 bands x 5 rows" in err and err.rstrip().endswith(f"; store: {tmp_path / 's'}")
 
     # Same file, same store: identical verdicts, nothing is its own duplicate.
     again = tmp_path / "again.jsonl"
@@ -141,6 +141,10 @@ def test_a_full_disk_under_the_outputs_is_one_line(tmp_path: Path) -> None:
                                              "/dev/full"]):
         code, _, err = run("check", str(tsv), "--store", store, *outputs)
         assert code == 1 and "cannot write /dev/full: No space left on device" in err, err
+        assert "the store holds the documents judged so far" in err
+    code, _, err = run("check", str(tsv), "--store-backend", "memory", "--out", "/dev/full")
+    assert code == 1 and err.strip().endswith(  # it said the store held them
+        "No space left on device; nothing was kept (--store-backend memory)"), err
     code, _, err = run("store", "export", "--store", store, "--out", "/dev/full")
     assert code == 1 and "cannot write the export: No space left on device" in err, err
 
