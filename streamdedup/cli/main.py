@@ -68,10 +68,11 @@ def main() -> None:
 def run(preset: str | None, **options: Any) -> None:
     """Consume announcements from Kafka and emit a verdict (or dead letter) for each."""
     from streamdedup.service.consumer import Service, StoppedWhileConnecting
-    from streamdedup.service.logs import setup_logging
+    from streamdedup.service.logs import holding, setup_logging
 
-    settings = make_settings(preset, options)
-    setup_logging(settings.log_level, settings.log_json)
+    with holding() as early:
+        settings = make_settings(preset, options)
+    setup_logging(settings.log_level, settings.log_json, early)
     try:
         code = Service(settings, handle_signals=True).run()
     except StoppedWhileConnecting:

@@ -32,10 +32,11 @@ def monitor_command(start: str, no_texts: bool, preset: str | None, **options: A
     needs --monitor-token. Reads --output-topic, --dlq-topic and --input-topic from
     --bootstrap-servers without joining any consumer group.
     """
-    from streamdedup.service.logs import setup_logging
+    from streamdedup.service.logs import holding, setup_logging
 
-    settings = make_settings(preset, options)
-    setup_logging(settings.log_level, settings.log_json)
+    with holding() as early:
+        settings = make_settings(preset, options)
+    setup_logging(settings.log_level, settings.log_json, early)
     # SIGTERM and Ctrl-C are requests to stop (exit 0, the reader closed; Ctrl-C said
     # "Aborted!" and exit 1): uvicorn stops the server on each and then raises it again for
     # the handler it found, this one.

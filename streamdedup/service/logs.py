@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 _RESERVED = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
@@ -174,7 +176,37 @@ class SlowTask(logging.Filter):
         return True
 
 
-def setup_logging(level: str, json_lines: bool) -> None:
+class _Held(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextlib.contextmanager
+def holding() -> Iterator[list[logging.LogRecord]]:
+    """Hold what is logged before ``setup_logging`` (the settings' own warnings, such as a
+    variable that is no setting), so that it comes out in the format the settings choose:
+    `run --log-json` began with a plain line among the JSON ones. If the block fails, they
+    are shown at once, plainly, before its error."""
+    held = _Held()
+    root = logging.getLogger()
+    root.addHandler(held)
+    try:
+        yield held.records
+    except BaseException:
+        for record in held.records:
+            logging.lastResort.handle(record)  # type: ignore[union-attr]
+        raise
+    finally:
+        root.removeHandler(held)
+
+
+def setup_logging(level: str, json_lines: bool, held: Iterable[logging.LogRecord] = ()) -> None:
+    """The process's log lines: plain or JSON, at ``level``, kafka-python's quieted; then
+    the records ``holding`` kept, in that format."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if json_lines else PlainFormatter())
     # On the handler: a logger's filter skips its children. The broker's absence first.
@@ -191,3 +223,5 @@ def setup_logging(level: str, json_lines: bool) -> None:
         logger = logging.getLogger(name)
         if not any(isinstance(f, kind) for f in logger.filters):
             logger.addFilter(kind())
+    for record in held:
+        logging.getLogger(record.name).handle(record)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from streamdedup.service.logs import JsonFormatter, PlainFormatter
+from streamdedup.service.logs import JsonFormatter, PlainFormatter, holding, setup_logging
 
 
 def record() -> logging.LogRecord:
@@ -165,3 +165,27 @@ def test_kafka_pythons_slow_step_notice_is_debug(monkeypatch: pytest.MonkeyPatch
     assert SlowTask().filter(slow) is False and slow.levelno == logging.DEBUG
     wakeup = _kafka_line("Wakeup socket returned empty. Rebuilding.", 0, name="kafka.net.selector")
     assert SlowTask().filter(wakeup) and wakeup.levelno == logging.WARNING
+
+
+def test_what_the_settings_said_before_logging_was_set_comes_out_in_its_format(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`run --log-json` began with the settings' warning (a variable that is no setting) as a
+    plain line, before the JSON ones; and when the settings then fail, it still shows."""
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        with holding() as early:
+            logging.getLogger("streamdedup.settings").warning("STREAMDEDUP_X is not a setting")
+        assert capsys.readouterr().err == ""  # held
+        setup_logging("INFO", True, early)
+        line = json.loads(capsys.readouterr().err)
+        assert (line["level"], line["msg"]) == ("warning", "STREAMDEDUP_X is not a setting")
+
+        root.handlers[:] = []
+        with pytest.raises(ValueError), holding():
+            logging.getLogger("streamdedup.settings").warning("STREAMDEDUP_Y is not a setting")
+            raise ValueError("a setting refused")
+        assert capsys.readouterr().err == "STREAMDEDUP_Y is not a setting\n"
+    finally:
+        root.handlers[:], _ = saved
+        root.setLevel(saved[1])
