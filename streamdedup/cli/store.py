@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -146,12 +147,16 @@ def backup_command(to: Path, preset: str | None, **options: Any) -> None:
     def say(message: str) -> None:
         click.echo(f"checking {message}", err=True)
 
+    began = time.monotonic()
     try:
         documents = maintenance.backup(Path(settings.store), to)
-        click.echo(f"copied {documents:,} documents to {to}; checking the copy", err=True)
+        copied = time.monotonic()
+        click.echo(f"copied {documents:,} documents to {to} in {copied - began:.1f} s; "
+                   "checking the copy", err=True)
         problems = maintenance.verify(to, progress=say)
     except StreamdedupError as exc:
         raise failure(exc) from None
+    click.echo(f"checked in {time.monotonic() - copied:.1f} s", err=True)
     for problem in problems[:MAX_LISTED]:
         click.echo(problem)
     if problems:  # the copy is of one commit: the problems are the store's own

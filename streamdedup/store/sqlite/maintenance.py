@@ -316,7 +316,8 @@ def backup(directory: Path, to: Path) -> int:
                 raise
             finally:
                 copy.close()
-            tmp.chmod(directory.stat().st_mode & 0o7777)
+            (tmp / DB_NAME).chmod((directory / DB_NAME).stat().st_mode & 0o7777)  # the
+            tmp.chmod(directory.stat().st_mode & 0o7777)  # store's, not the umask's 0644
             tmp.rename(to)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -424,6 +424,8 @@ def test_a_backup_beside_the_writer_holds_its_last_commit_and_opens(tmp_path: Pa
         writer.close()
     assert verify(tmp_path / "b1") == [] and verify(tmp_path / "b2") == []
     assert sorted(p.name for p in (tmp_path / "b2").iterdir()) == [DB_NAME]
+    for made, source in (("b2", "s"), (f"b2/{DB_NAME}", f"s/{DB_NAME}")):  # not the umask's
+        assert (tmp_path / made).stat().st_mode == (tmp_path / source).stat().st_mode, made
     with (tmp_path / "e1").open("w") as a, (tmp_path / "e2").open("w") as b:
         export(tmp_path / "b2", a)
         export(tmp_path / "s", b)
