@@ -297,8 +297,10 @@ def backup(directory: Path, to: Path) -> int:
     The maps' snapshot is not copied: the copy rebuilds them at its first open (~4 s at a
     million ads). Returns the documents copied."""
     directory, to = Path(directory), Path(to)
-    if to.exists():
+    if os.path.lexists(to):  # a dangling link too: the rename would fail on it
         raise StoreError(f"{to} exists: a backup is written to a new directory")
+    if to.resolve().is_relative_to(directory.resolve()):
+        raise StoreError(f"{to} is inside the store {directory}: write the backup elsewhere")
     with reading(directory) as conn:  # a missing or foreign store is said before anything
         documents = int(conn.execute("SELECT count(*) FROM docs").fetchone()[0])
         try:
@@ -306,23 +308,40 @@ def backup(directory: Path, to: Path) -> int:
         except OSError as exc:
             raise StoreError(f"cannot write the backup at {to}: {exc.strerror or exc}") from None
         try:
-            copy = sqlite3.connect(tmp / DB_NAME)
-            try:
-                conn.backup(copy)  # in the reading's transaction: the count's snapshot
-            except sqlite3.DatabaseError as exc:
-                if disk_full(to.parent):
-                    raise StoreError(f"no space left for the backup at {to} (the store needs "
-                                     f"{file_bytes(directory):,} bytes): {exc}") from None
-                raise
-            finally:
-                copy.close()
-            (tmp / DB_NAME).chmod((directory / DB_NAME).stat().st_mode & 0o7777)  # the
-            tmp.chmod(directory.stat().st_mode & 0o7777)  # store's, not the umask's 0644
+            _copy(conn, directory, tmp, to)
             tmp.rename(to)
+        except OSError as exc:  # a link or directory put at ``to`` meanwhile
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise StoreError(f"cannot write the backup at {to}: {exc.strerror or exc}") from None
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
     return documents
+
+
+# SQLite's errors of the store being read; any other error in a backup is the copy's (a
+# full disk, a file-size limit, a quota: SQLITE_FULL, SQLITE_IOERR_WRITE, ...)
+_READING_ERRORS = ("SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_IOERR_READ",
+                   "SQLITE_IOERR_SHORT_READ", "SQLITE_BUSY", "SQLITE_LOCKED")
+
+
+def _copy(conn: sqlite3.Connection, directory: Path, tmp: Path, to: Path) -> None:
+    """The snapshot ``conn`` reads, copied into ``tmp`` with the store's permissions."""
+    try:
+        copy = sqlite3.connect(tmp / DB_NAME)
+        try:
+            conn.backup(copy)  # in the reading's transaction: the count's snapshot
+        finally:
+            copy.close()
+    except sqlite3.DatabaseError as exc:
+        if str(getattr(exc, "sqlite_errorname", "")).startswith(_READING_ERRORS):
+            raise  # said as the store's (read_only)
+        if disk_full(to.parent):
+            raise StoreError(f"no space left for the backup at {to} (the store needs "
+                             f"{file_bytes(directory):,} bytes): {exc}") from None
+        raise StoreError(f"cannot write the backup at {to}: {exc}") from None
+    (tmp / DB_NAME).chmod((directory / DB_NAME).stat().st_mode & 0o7777)  # the
+    tmp.chmod(directory.stat().st_mode & 0o7777)  # store's, not the umask's 0644
 
 
 def _structure_damaged(conn: sqlite3.Connection) -> bool:

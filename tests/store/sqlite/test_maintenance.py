@@ -480,5 +480,35 @@ def test_a_backup_is_not_written_over_anything_nor_from_nothing(tmp_path: Path) 
         backup(tmp_path / "s", tmp_path / "taken")
     with pytest.raises(StoreError, match="no store at"):
         backup(tmp_path / "none", tmp_path / "b")
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")  # dangling: rename failed on it
+    with pytest.raises(StoreError, match="exists: a backup is written to a new directory"):
+        backup(tmp_path / "s", tmp_path / "link")
+    with pytest.raises(StoreError, match="is inside the store"):
+        backup(tmp_path / "s", tmp_path / "s" / "inner")
     assert not (tmp_path / "b").exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["s", "taken"]  # no leftovers
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "s", "taken"]  # no leftovers
+    assert not (tmp_path / "s" / "inner").exists()
+
+
+def test_a_copy_that_cannot_be_written_is_said_as_the_copy_s_not_the_store_s(
+        tmp_path: Path) -> None:
+    """Under a file-size limit (as a quota or an I/O error on the target's disk) the copy's
+    write fails: it was said as the store being unreadable ("S cannot be read: disk I/O
+    error"), the sign of a damaged store."""
+    built(tmp_path / "s", 200)  # 240 KiB; SQLite's -shm beside it takes 32 KiB
+    script = ("import resource, sys\n"
+              "from pathlib import Path\n"
+              "from streamdedup.errors import StoreError\n"
+              "from streamdedup.store.sqlite.maintenance import backup\n"
+              "resource.setrlimit(resource.RLIMIT_FSIZE, (65536, resource.RLIM_INFINITY))\n"
+              "try:\n"
+              "    backup(Path(sys.argv[1]), Path(sys.argv[2]))\n"
+              "except StoreError as exc:\n"
+              "    print(type(exc).__name__, exc)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "s"),
+                           str(tmp_path / "b")], capture_output=True, text=True, timeout=60)
+    assert done.stdout.startswith(f"StoreError cannot write the backup at {tmp_path / 'b'}"), (
+        done.stdout + done.stderr)
+    assert not (tmp_path / "b").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]
+    assert verify(tmp_path / "s") == []
