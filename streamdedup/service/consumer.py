@@ -22,16 +22,7 @@ from types import FrameType
 from typing import Any
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.errors import (
-    FencedInstanceIdError,
-    GroupAuthorizationFailedError,
-    InvalidPartitionsError,
-    InvalidReplicationFactorError,
-    InvalidSessionTimeoutError,
-    KafkaError,
-    SaslAuthenticationFailedError,
-    TopicAuthorizationFailedError,
-)
+from kafka.errors import FencedInstanceIdError, KafkaError
 
 from streamdedup import __version__, garbage
 from streamdedup.core.document import Document
@@ -43,7 +34,9 @@ from streamdedup.service.checkpoint import Checkpoint, CheckpointFailed
 from streamdedup.service.fence import FenceWatch
 from streamdedup.service.kafka import (
     BOOTSTRAP_TIMEOUT_MS,
+    FATAL_KAFKA_ERRORS,
     MAX_BOOTSTRAP_TIMEOUT_MS,
+    BrokerRefused,
     client_options,
     close_producer,
     ensure_topics,
@@ -72,30 +65,6 @@ REVOKE_WAIT_S = 5.0  # the listener waits this long for the loop to park, then s
 STUCK_AFTER = 3  # failures in a row after which /readyz answers 503
 EXIT_FINAL_COMMIT_FAILED = 1
 EXIT_REFUSED = 2
-# The broker's answer to a setting or a permission: retrying cannot change it, and a process
-# that retries forever looks healthy while it judges nothing. These stop it with exit 2. A
-# fenced instance id means another consumer joined with the same --group-instance-id: it
-# owns the partitions now, and this one would only fight it.
-FATAL_KAFKA_ERRORS = (
-    InvalidSessionTimeoutError, InvalidReplicationFactorError, InvalidPartitionsError,
-    TopicAuthorizationFailedError, GroupAuthorizationFailedError, SaslAuthenticationFailedError,
-    FencedInstanceIdError,
-)
-
-
-class BrokerRefused(Exception):
-    """The broker refused our settings or credentials; see ``FATAL_KAFKA_ERRORS``."""
-
-    @classmethod
-    def of(cls, what: str, exc: Exception, settings: Settings) -> BrokerRefused:
-        text = f"{what}: {describe(exc)}"
-        if isinstance(exc, FencedInstanceIdError):
-            text += (f" (another consumer joined group {settings.group_id!r} with the same "
-                     f"--group-instance-id {settings.group_instance_id!r} and took over its "
-                     f"partitions: each consumer needs an id of its own)")
-        return cls(text)
-
-
 class Service:
     """One consumer process: owns the clients, the store, the detector and the metrics."""
 
@@ -459,6 +428,16 @@ class Service:
                         rewound = self.watch.reconcile(consumer, new)
                     except StoreError:  # gone since the last call: checked again once back
                         store_down = True
+                    except FATAL_KAFKA_ERRORS as exc:
+                        raise BrokerRefused.of("in the group", exc, s) from exc
+                    except KafkaError as exc:  # the broker went since the poll (a traceback)
+                        log.warning("comparing the group's offsets with the store failed, "
+                                    "checked again after the next poll: %s", exc)
+                        checkpoint.rewind(unprocessed=[r for tp in sorted(batches)
+                                                       for r in batches[tp]])
+                        known = set()
+                        self.stopping.wait(0.5)
+                        continue
                 known = assigned if not store_down else set()
                 # Not ready while assigned nothing, while the store does not answer, or while
                 # failures in a row hold the input back (a stuck partition must not look

@@ -14,7 +14,16 @@ import socket
 from typing import Any
 
 from kafka import KafkaAdminClient
-from kafka.errors import TopicAlreadyExistsError
+from kafka.errors import (
+    FencedInstanceIdError,
+    GroupAuthorizationFailedError,
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    InvalidSessionTimeoutError,
+    SaslAuthenticationFailedError,
+    TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
+)
 
 from streamdedup.errors import StreamdedupError, describe
 from streamdedup.settings import Settings, broker_addresses
@@ -29,6 +38,29 @@ MAX_BOOTSTRAP_TIMEOUT_MS = 30_000
 # kafka-python waits up to 30 s between reconnect attempts by default: a broker back after
 # an outage went unnoticed that long (the monitor said "not answering" 27 s after it was up).
 RECONNECT_BACKOFF_MAX_MS = 5000
+
+# The broker's answer to a setting or a permission: retrying cannot change it, and a process
+# that retries forever looks healthy while it judges nothing. These stop it with exit 2. A
+# fenced instance id means another consumer joined with the same --group-instance-id: it
+# owns the partitions now, and this one would only fight it.
+FATAL_KAFKA_ERRORS = (
+    InvalidSessionTimeoutError, InvalidReplicationFactorError, InvalidPartitionsError,
+    TopicAuthorizationFailedError, GroupAuthorizationFailedError, SaslAuthenticationFailedError,
+    FencedInstanceIdError,
+)
+
+
+class BrokerRefused(Exception):
+    """The broker refused our settings or credentials; see ``FATAL_KAFKA_ERRORS``."""
+
+    @classmethod
+    def of(cls, what: str, exc: Exception, settings: Settings) -> BrokerRefused:
+        text = f"{what}: {describe(exc)}"
+        if isinstance(exc, FencedInstanceIdError):
+            text += (f" (another consumer joined group {settings.group_id!r} with the same "
+                     f"--group-instance-id {settings.group_instance_id!r} and took over its "
+                     f"partitions: each consumer needs an id of its own)")
+        return cls(text)
 
 
 def client_options(settings: Settings) -> dict[str, Any]:

@@ -90,8 +90,10 @@ class StoreWatch:
             if since < start:
                 log.error("the topic no longer holds %s/%d's offsets %d to %d (its retention): "
                           "this store lost them and cannot rebuild them", tp.topic,
-                          tp.partition, since, start - 1)
+                          tp.partition, since, min(start, meta.offset) - 1)
                 since = start
+            if since >= meta.offset:  # all of the gap is gone: nothing to re-read
+                continue
             log.error("the store holds %s/%d up to offset %d but the group committed %d: it "
                       "lost committed writes (a deleted WAL, an old copy restored?); re-reading "
                       "%d messages to rebuild them", tp.topic, tp.partition, have or 0,

@@ -609,6 +609,50 @@ def test_a_gap_left_by_offsets_another_store_committed_is_said(
     assert "--reset-offsets --to-offset 30" in logs[2] and "re-reading" not in logs[2]
 
 
+def test_a_broker_gone_while_new_partitions_are_checked_is_retried_not_a_crash(
+        kafka_bootstrap: str, topics: Topics, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The check of newly assigned partitions asks the broker (committed offsets, the log
+    start); a broker gone since the poll raised out of the loop, a traceback at the moment a
+    restored store was to be rebuilt. Now the batch is dropped and the check made again
+    after the next poll (the failure is made here, around a real broker)."""
+    import threading
+
+    from kafka.errors import KafkaTimeoutError
+
+    from streamdedup.service.consumer import Service
+    from streamdedup.service.store_watch import StoreWatch
+
+    checked: list[set[Any]] = []
+    real = StoreWatch.reconcile
+
+    def flaky(self: StoreWatch, consumer: Any, tps: set[Any]) -> set[Any]:
+        checked.append(set(tps))
+        if len(checked) == 1:
+            raise KafkaTimeoutError("Failed to get offsets by times in 30000 ms")
+        return real(self, consumer, tps)
+
+    monkeypatch.setattr(StoreWatch, "reconcile", flaky)
+    ads = make_ads(60, seed=13)
+    produce(kafka_bootstrap, topics.input, encode(ads))
+    service = Service(build_settings(env={}, overrides={
+        "bootstrap_servers": kafka_bootstrap, "group_id": f"g-{topics.input}",
+        "input_topic": topics.input, "output_topic": topics.output, "dlq_topic": topics.dlq,
+        "store": str(tmp_path / "store"), "metrics_port": 0, "commit_interval_s": 0.2,
+        "create_topics": False}))
+    ended: list[int] = []
+    thread = threading.Thread(target=lambda: ended.append(service.run()), daemon=True)
+    with caplog.at_level(logging.WARNING, logger="streamdedup.service.consumer"):
+        thread.start()
+        got = read_topic(kafka_bootstrap, topics.output, len(ads), timeout_s=60)
+        service.stopping.set()
+        thread.join(timeout=60)
+    assert ended == [0]
+    assert len(checked) >= 2 and checked[1] == checked[0]  # the same partitions, again
+    assert "comparing the group's offsets with the store failed" in caplog.text
+    assert len(got) == len(ads) and by_document(got) == expected_verdicts(ads)
+
+
 # --- issue 17 item 8: the commit before a rebalance is made
 
 

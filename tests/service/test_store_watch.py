@@ -76,6 +76,17 @@ def test_a_gap_the_topic_no_longer_holds_is_said_and_skipped(
     assert "re-reading 30 messages" in caplog.text
 
 
+def test_a_gap_the_topic_holds_none_of_is_said_as_lost_without_a_re_read(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The topic's start past the group's offset: it said "offsets 40 to 499" (100 to 499
+    were never committed) and "re-reading -400 messages"."""
+    store = store_at(40)
+    group = Group(OffsetAndMetadata(100, offset_tag(store), -1), start=500)
+    assert reconcile(store, group) == set() and group.seeks == {}
+    assert "no longer holds jobs/0's offsets 40 to 99" in caplog.text
+    assert "re-reading" not in caplog.text
+
+
 @pytest.mark.parametrize("position", [None, 40])
 def test_offsets_of_another_store_are_not_moved_but_the_gap_is_said(
         position: int | None, caplog: pytest.LogCaptureFixture) -> None:
