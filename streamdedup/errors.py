@@ -88,4 +88,8 @@ def shown(value: object, limit: int = 80) -> str:
     """A value as a message quotes it: its repr, cut to ``limit`` characters (an API answer
     gave a 100,000-character id back whole)."""
     text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "…"
+    if len(text) <= limit:
+        return text
+    if isinstance(value, str):  # cut inside the quotes, which stay: 'aaaa…'
+        return repr(value[:limit - 2]) + "…"
+    return text[:limit] + "…"

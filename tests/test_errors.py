@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kafka.errors import KafkaTimeoutError
 
-from streamdedup.errors import describe
+from streamdedup.errors import describe, shown
 
 
 def test_an_error_is_named_once() -> None:
@@ -16,3 +16,9 @@ def test_an_error_is_named_once() -> None:
     from kafka.errors import MessageSizeTooLargeError  # "[Error 10] MessageSizeTooLarge..."
 
     assert describe(MessageSizeTooLargeError("too big")).count("MessageSizeTooLargeError") == 1
+
+
+def test_a_long_value_is_cut_inside_its_quotes() -> None:
+    """The cut was made in the repr: the closing quote went with the rest."""
+    assert shown("x" * 100, 20) == "'" + "x" * 18 + "'…"
+    assert shown("short") == "'short'" and shown(list(range(50)), 10) == "[0, 1, 2, …"

@@ -122,9 +122,10 @@ def scurve(threshold: float | None, num_perm: int | None, bands: int | None,
         at = p_candidate(settings.threshold, bands, rows)
     except (ConfigError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
-    if not str(out) or out.name in ("", "-", ".", ".."):  # '' wrote "PosixPath('.') has an
-        raise click.BadParameter(f"{str(out)!r} names no image file (a plot is not written "
-                                 "to standard output)", param_hint="'--out'")  # empty name"
+    if out.name in ("", "-", ".", ".."):  # '' (read as '.') wrote "PosixPath('.') has an
+        raise click.BadParameter("give an image file's name (a plot is not written to "  # empty
+                                 "standard output; '' and '.' are this directory)",  # name"
+                                 param_hint="'--out'")
     out = out if out.suffix else out.with_suffix(".png")
     try:
         formats = image_formats()

@@ -79,24 +79,38 @@ def _split_commas(ctx: click.Context, param: click.Parameter, value: str | None)
 
 def make_settings(preset: str | None, options: dict[str, Any]) -> Settings:
     """The settings of a command's flags, the environment and the preset. A value refused
-    is said by where it came from: a flag as a usage error, a variable in one line without
-    the usage text (``STREAMDEDUP_NUM_PERM=0`` said "num_perm must be >= 1" under the
-    command's usage, as if a flag were wrong)."""
+    is said by where it came from: each setting the message names, as its flag or its
+    variable; a flag's as a usage error, a variable's in one line without the usage text
+    (``STREAMDEDUP_NUM_PERM=0`` said "num_perm must be >= 1" under the command's usage, as
+    if a flag were wrong)."""
     try:
         return build_settings(preset, overrides=options)
     except StreamdedupError as exc:
         text = str(exc)
-        name = re.match(r"[a-z][a-z0-9_]*", text)
-        field = name.group() if name else ""
-        if field in {f.name for f in fields(Settings)} and text[len(field):][:1] in " :":
-            if options.get(field) is not None:
-                raise click.UsageError("--" + field.replace("_", "-") + text[len(field):]
-                                       ) from None
-            if env_name(field) in os.environ:
-                raise BadSetting(env_name(field) + text[len(field):]) from None
         if text.startswith(env_name("")):  # a variable that does not parse
             raise BadSetting(text) from None
-        raise click.UsageError(text) from None
+        given = {name for name, value in options.items() if value is not None}
+        if preset is not None:
+            given.add("preset")
+        names = {f.name for f in fields(Settings)} | {"preset"}
+        came: set[str] = set()
+
+        def named(match: re.Match[str]) -> str:
+            word = match.group()
+            if word not in names:  # a quoted value, or prose
+                return word
+            if word in given:
+                came.add("flag")
+                return "--" + word.replace("_", "-")
+            if env_name(word) in os.environ:
+                came.add("variable")
+                return env_name(word)
+            return word  # the default's or the preset's
+
+        said = re.sub(r"'[^']*'|[a-z][a-z0-9_]*", named, text)
+        if "variable" in came and "flag" not in came:
+            raise BadSetting(said) from None
+        raise click.UsageError(said) from None
 
 
 class BadSetting(click.ClickException):

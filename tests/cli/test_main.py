@@ -45,6 +45,12 @@ def test_environment_and_flags_configure_settings(tmp_path: Path) -> None:
     ({"STREAMDEDUP_NUM_PERM": "abc"}, [], "Error: STREAMDEDUP_NUM_PERM: expected int"),
     ({"STREAMDEDUP_NUM_PERM": "0"}, ["--num-perm", "0"], "Error: --num-perm must be >= 1"),
     ({}, ["--store-backend", "bogus"], "Error: --store-backend must be 'sqlite'"),
+    # every setting a message names, by its origin (the field's name, under the usage text)
+    ({"STREAMDEDUP_OUTPUT_TOPIC": "jobs"}, [],
+     "Error: input_topic 'jobs' must differ from STREAMDEDUP_OUTPUT_TOPIC and dlq_topic"),
+    ({"STREAMDEDUP_PRESET": "nope"}, [], "Error: unknown STREAMDEDUP_PRESET 'nope'"),
+    ({"STREAMDEDUP_BANDS": "300"}, ["--rows", "5"],
+     "Error: STREAMDEDUP_BANDS x --rows = 1500 exceeds num_perm = 128"),
 ])
 def test_a_refused_value_is_named_by_where_it_came_from(
         tmp_path: Path, env: dict[str, str], args: list[str], said: str) -> None:
@@ -125,7 +131,7 @@ def test_scurve_refuses_a_file_name_matplotlib_cannot_write(tmp_path: Path) -> N
 def test_scurve_refuses_an_out_that_names_no_file(out: str) -> None:
     """'' was a ValueError traceback ("PosixPath('.') has an empty name"); - wrote -.png."""
     code, _, err = run("scurve", "--out", out)
-    assert code == 2 and "names no image file" in err, err
+    assert code == 2 and "give an image file's name" in err, err
 
 
 def test_scurve_says_in_one_line_that_the_file_system_refused_its_file(tmp_path: Path) -> None:
