@@ -46,7 +46,8 @@ DEFAULT = BackfillConfig  # its fields' defaults are the flags'
               "them for the whole dump at once (into an empty store; a store that holds "
               "documents is always probed); --probe: the driver probes per document, as "
               "check does")
-@click.option("--report", "report_dir", type=click.Path(path_type=Path, file_okay=False),
+@click.option("--report", "--report-dir", "report_dir",  # --report-dir: replay's spelling
+              type=click.Path(path_type=Path, file_okay=False),
               default=None, help="also write replay's quality report here (report.json, "
               "report.md, plots): precision and recall against exact Jaccard of every pair, "
               "the study's band table with this run's candidate pairs")

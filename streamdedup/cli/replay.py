@@ -36,7 +36,8 @@ _REPLAY_SHOWN = ("text", "sketch", "store", "ops", "bootstrap_servers", "commit_
                                  "max_content_width": 100})
 @click.option("--dump", type=click.Path(path_type=Path, dir_okay=False, exists=True),
               required=True, help="the dump to replay (TSV, JSONL or Parquet)")
-@click.option("--report-dir", type=click.Path(path_type=Path, file_okay=False), required=True,
+@click.option("--report-dir", "--report", "report_dir",  # --report: backfill's spelling
+              type=click.Path(path_type=Path, file_okay=False), required=True,
               help="where report.json, report.md, verdicts.jsonl and the plots go")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="dump format [default: from the file name]")

@@ -78,19 +78,21 @@ def test_scurve_writes_a_png_and_prints_the_value_at_the_threshold(tmp_path: Pat
     assert code == 2 and "--bands x --rows must be <= 1024" in err and "num_perm" not in err
 
 
-@pytest.mark.parametrize("command", ["backfill", "replay"])
+@pytest.mark.parametrize("command,flag", [("backfill", "--report"), ("replay", "--report-dir"),
+                                          ("backfill", "--report-dir"), ("replay", "--report")])
 def test_a_report_directory_that_cannot_be_made_is_refused_before_the_run(
-        tmp_path: Path, command: str) -> None:
+        tmp_path: Path, command: str, flag: str) -> None:
     """backfill judged the whole dump and wrote its store, then ended in a traceback
-    (NotADirectoryError); replay ran to its end before "cannot use"."""
+    (NotADirectoryError); replay ran to its end before "cannot use". Either command takes
+    the other's spelling of the flag."""
     tsv = write_tsv(tmp_path / "ads.tsv", [["t", "d", "Milano", "2020", "l"]])
     (tmp_path / "afile").write_text("x")
     report = str(tmp_path / "afile" / "sub")
     if command == "backfill":
         args = ["backfill", str(tsv), "--engine", "local", "--out", str(tmp_path / "v.jsonl"),
-                "--store", str(tmp_path / "s"), "--report", report]
+                "--store", str(tmp_path / "s"), flag, report]
     else:
-        args = ["replay", "--dump", str(tsv), "--report-dir", report,
+        args = ["replay", "--dump", str(tsv), flag, report,
                 "--bootstrap-servers", "127.0.0.1:9"]
     code, _, err = run(*args)
     assert code == 2 and f"{tmp_path / 'afile'} is not a directory" in err, err
