@@ -26,7 +26,7 @@ from streamdedup.settings import Settings
 
 @click.command(name="check",
                short_help="Judge a dump in file order into a store; verdicts as JSONL.")
-@click.argument("path", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("path", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="input format [default: from the file name]")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None,

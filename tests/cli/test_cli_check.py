@@ -149,20 +149,20 @@ def test_a_full_disk_under_the_outputs_is_one_line(tmp_path: Path) -> None:
     assert code == 1 and "cannot write the export: No space left on device" in err, err
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["/no/such/file.tsv"], "no such file"),
-    (["{tmp}"], "is a directory"),  # was "no such file", as backfill and replay do not say
-    (["{tmp}/x.csv"], "cannot tell the format"),
-    (["{tmp}/x.csv", "--format", "tsv"], "header has none of the text fields"),
-    (["{tmp}/x.csv", "--preset", "nope"], "Invalid value for '--preset'"),
-    (["{tmp}/x.csv", "--threshold", "2"], "threshold must be in (0, 1]"),
+@pytest.mark.parametrize(("args", "message", "code"), [
+    (["/no/such/file.tsv"], "'/no/such/file.tsv' does not exist", 2),  # 1, the others' 2
+    (["{tmp}"], "is a directory", 2),  # was "no such file", as backfill and replay do not say
+    (["{tmp}/x.csv"], "cannot tell the format", 1),
+    (["{tmp}/x.csv", "--format", "tsv"], "header has none of the text fields", 1),
+    (["{tmp}/x.csv", "--preset", "nope"], "Invalid value for '--preset'", 2),
+    (["{tmp}/x.csv", "--threshold", "2"], "threshold must be in (0, 1]", 2),
 ])
 def test_check_reports_unusable_input_without_a_traceback(tmp_path: Path, args: list[str],
-                                                          message: str) -> None:
+                                                          message: str, code: int) -> None:
     (tmp_path / "x.csv").write_text("a,b\n1,2\n")
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     result = CliRunner().invoke(main, ["check", *args, "--store", str(tmp_path / "s")])
-    assert result.exit_code != 0
+    assert result.exit_code == code
     assert message in result.output
     assert "Traceback" not in result.output
     assert not isinstance(result.exception, Exception) or isinstance(result.exception,
