@@ -97,7 +97,7 @@ def make_settings(preset: str | None, options: dict[str, Any]) -> Settings:
 
         def named(match: re.Match[str]) -> str:
             word = match.group()
-            if word not in names:  # a quoted value, or prose
+            if word not in names:  # a quoted value, a flag, or prose
                 return word
             if word in given:
                 came.add("flag")
@@ -107,7 +107,8 @@ def make_settings(preset: str | None, options: dict[str, Any]) -> Settings:
                 return env_name(word)
             return word  # the default's or the preset's
 
-        said = re.sub(r"'[^']*'|[a-z][a-z0-9_]*", named, text)
+        # quoted values and flags the message already spells are kept as they are
+        said = re.sub(r"'[^']*'|--[a-z][a-z0-9-]*|[a-z][a-z0-9_]*", named, text)
         if "variable" in came and "flag" not in came:
             raise BadSetting(said) from None
         raise click.UsageError(said) from None
