@@ -142,7 +142,8 @@ def backup_command(to: Path, preset: str | None, **options: Any) -> None:
     if settings.store_backend == "redis":
         raise click.UsageError("a Redis store is backed up with its server: copy the "
                                "append-only file's directory (appendonlydir) after "
-                               "BGREWRITEAOF, or the RDB file BGSAVE writes (README: Backups)")
+                               "BGREWRITEAOF; with appendonly yes the server ignores an "
+                               "RDB file (README: Backups)")
 
     def say(message: str) -> None:
         click.echo(f"checking {message}", err=True)
