@@ -144,6 +144,8 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
 
     def held() -> str:
         """What the store holds now (it is kept), or that it was removed (nothing judged)."""
+        if settings.store_backend == "memory":
+            return "; nothing was kept (--store-backend memory)"
         return dropped() or (f"; the store holds the {judged} documents judged so far, and "
                              "backfilling the dump again goes on from there"
                              + again_with_retention(settings))

@@ -85,6 +85,10 @@ def test_backfill_says_in_one_line_that_its_output_cannot_be_written(tmp_path: P
                        "--errors", str(tmp_path / "e.jsonl"), "--store", str(tmp_path / "s"))
     assert code == 1 and "cannot write /dev/full: No space left on device" in err, err
     assert "Traceback" not in err and "holds the 3 documents" in err, err  # committed
+    code, _, err = run("backfill", str(tsv), "--engine", "local", "--out", "/dev/full",
+                       "--errors", str(tmp_path / "e.jsonl"), "--store-backend", "memory")
+    assert code == 1 and err.strip().endswith(
+        "No space left on device; nothing was kept (--store-backend memory)"), err
     reader = subprocess.Popen([sys.executable, "-m", "streamdedup", "backfill", str(tsv),
                                "--engine", "local", "--out", "-", "--store",
                                str(tmp_path / "s2")], stdout=subprocess.PIPE,
