@@ -83,9 +83,12 @@ class SharedStore(Store):
         return that document's id (the cluster id) and the first documents of the other
         clusters merged (sorted; the document's own new set, first claimed at its seq, is
         not named unless a later document's verdict named it as its cluster: a document
-        judged first on another consumer can join it before it joins its own cluster)."""
+        judged first on another consumer can join it before it joins its own cluster).
+        A seq joined before and not finished gets the same answer again: a batch redone
+        after a crash between join and finish is told what the lost one was."""
 
     @abstractmethod
     def finish(self, verdicts: Sequence[tuple[str, int, int, str]]) -> list[str]:
         """(doc id, seq, set id, verdict JSON): store each verdict unless the pair has one
-        already; return the stored one either way."""
+        already; return the stored one either way. The pair's claim and its join's answer
+        are no longer needed and go."""

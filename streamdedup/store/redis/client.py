@@ -4,7 +4,7 @@ Redis errors turned into the store's.
 Keys of namespace ``ns`` fall in two groups::
 
     {ns}:...   the ledger: meta, writer, seq, docs, ver, verof, dtime, stime, pos, set:<id>,
-               mem:<id>, edges:<id>, crowded, counts, bsize, bk:<id>, claimed, left (each
+               mem:<id>, edges:<id>, crowded, counts, bsize, bk:<id>, claimed, joined, left (each
                described in ``store.py``). The hash tag puts them all in one slot, so the Lua
                scripts that hand out arrival numbers and merge clusters run atomically on
                one node.

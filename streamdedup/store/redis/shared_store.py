@@ -2,14 +2,16 @@
 index, on one server or a Redis Cluster.
 
 Round trips per batch, whatever its size (a cluster: per node, in parallel pipelines):
-``known`` 1, ``publish`` 2 (shingle blobs; bucket entries in one Lua call per bucket shard),
+``known`` 1, ``publish`` 3 (shingle blobs; bucket entries in one Lua call per bucket shard;
+their count),
 ``claim`` 1 Lua call, ``probe_many`` 1 (one Lua call per shard), ``firsts`` 1,
 ``get_shingles`` 0-1 (blobs are cached), ``members_before``, ``join`` and ``finish`` 1 Lua
 call each. The ledger scripts touch only ledger keys, which share one hash slot
 (``client.py``), so each runs atomically on one node: ``claim`` hands out seqs and
 memberships together (a member that gets a newer text is marked as having left at that seq,
 ``left``, not removed, so that a verdict depends only on what came before it, even when it
-is judged again later), ``join`` finds and links roots without another writer in between.
+is judged again later), ``join`` finds and links roots without another writer in between
+and keeps its answer until ``finish``, which forgets the pair's claim and that answer.
 Lua sees set ids as strings (they are 64-bit; Lua numbers are doubles) and seqs as numbers
 (exact below 2^53).
 """
@@ -103,7 +105,10 @@ end
 return out
 """
 
-# ARGV: ledger prefix, then (doc id, seq, own set, n, n matched sets) per document.
+# ARGV: ledger prefix, then (doc id, seq, own set, n, n matched sets) per document. A seq
+# joined before (a batch redone after a crash between join and finish) gets the answer it
+# got then: its links are made, so finding the roots again would name another cluster (a
+# document of that batch that matched nothing said cluster "497", not its own "1502").
 _JOIN = """
 local p = ARGV[1]
 local function find(s)
@@ -119,10 +124,7 @@ local function find(s)
   end
   return node
 end
-local out = {}
-local i = 2
-while i <= #ARGV do
-  local doc, seq, n = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 3])
+local function merge(doc, seq, i, n)
   local roots, seen = {}, {}
   for j = i + 2, i + 4 + n - 1 do
     if j ~= i + 3 then
@@ -133,7 +135,6 @@ while i <= #ARGV do
       end
     end
   end
-  i = i + 4 + n
   local win, best, firsts, starts = nil, nil, {}, {}
   for _, r in ipairs(roots) do
     local f = redis.call('HMGET', p .. 'set:' .. r, 'first_seq', 'first_id')
@@ -157,7 +158,21 @@ while i <= #ARGV do
       end
     end
   end
-  out[#out + 1] = reply
+  return reply
+end
+local out = {}
+local i = 2
+while i <= #ARGV do
+  local doc, seq, n = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 3])
+  local memo = redis.call('HGET', p .. 'joined', seq)
+  if memo then
+    out[#out + 1] = cjson.decode(memo)
+  else
+    local reply = merge(doc, tonumber(seq), i, n)
+    redis.call('HSET', p .. 'joined', seq, cjson.encode(reply))
+    out[#out + 1] = reply
+  end
+  i = i + 4 + n
 end
 return out
 """
@@ -170,6 +185,8 @@ for i = 2, #ARGV, 4 do
   local id, seq, set, verdict = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local pair = id .. '\\0' .. set
   local stored = redis.call('HGET', p .. 'ver', pair)
+  redis.call('HDEL', p .. 'claimed', pair)  -- a claim judged: verify reads what is left
+  redis.call('HDEL', p .. 'joined', seq)
   if stored then
     out[#out + 1] = stored
   else

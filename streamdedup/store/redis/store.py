@@ -23,6 +23,7 @@ Layout (keys in ``client.py``; values are explicit bytes or JSON, never pickle):
     bk:<id>     string  the set's band keys, big-endian int64 (to leave its buckets)
     counts      hash    sets, bucket_entries (kept in the same transactions, for stats)
     claimed     hash    "doc id\\0set id" -> seq of a pair claimed, not yet finished (shared)
+    joined      hash    seq -> the join's answer (JSON), until that seq is finished (shared)
     left        hash    "doc id\\0set id" -> seq at which the id left that set (shared)
 
 Here the writes of a checkpoint are kept in this process (and read back from there, so the
