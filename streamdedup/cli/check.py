@@ -171,10 +171,12 @@ def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO, b
     row left out of the output must say why)."""
     from streamdedup.errors import MessageError
     from streamdedup.replay.dump import bad_row_line
+    from streamdedup.store.base import refuse_a_restart
 
     docs = [item for _, item in batch if not isinstance(item, MessageError)]
     verdicts = iter(detector.process_many(docs, sketches))
     detector.store.commit()
+    refuse_a_restart(detector.store)
     tally.docs += len(docs)
     target = sink
     try:

@@ -42,7 +42,7 @@ from streamdedup.replay.config import BATCH, ENGINES, ORDERS, STDOUT, BackfillCo
 from streamdedup.replay.dump import bad_row_line, read_dump, row_number_warning
 from streamdedup.replay.pairs import Plan, Row, local_plan, sketch_rows
 from streamdedup.settings import Settings
-from streamdedup.store.base import Store
+from streamdedup.store.base import Store, refuse_a_restart
 from streamdedup.store.payload import decode_shingles
 
 
@@ -240,6 +240,8 @@ def _decide(detector: Any, store: Store, docs: Sequence[Document], rows: Iterato
         keys = {set_id: np.frombuffer(k, dtype=np.int64) for _, set_id, _, k in batch if k}
         found = (detector.process_many(part, (shingled, keys)) if plan is None else
                  detector.process_many(part, (shingled, keys), planned=plan.sets))
+        store.commit()  # then the verdicts, as check does: a redo gives the stored ones
+        refuse_a_restart(store)
         for verdict in found:
             if verdict.duplicate or not detector.settings.only_duplicates:  # as check does
                 out.write(verdict.to_json() + "\n")
@@ -249,7 +251,6 @@ def _decide(detector: Any, store: Store, docs: Sequence[Document], rows: Iterato
             keep.verdicts.update((v.id, v) for v in found)
             keep.shingles += [s.shingles for s in shingled]
             keep.set_ids += [s.set_id for s in shingled]
-        store.commit()
         progress(len(batch))
         batch.clear()
 
