@@ -137,6 +137,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     restore = sigterm_as_interrupt()
     made_here = directory is not None and not directory.exists()
     judged = 0
+    opened = False
 
     def dropped() -> str:
         """Removes a store this command made and put nothing in; says so (else "")."""
@@ -152,6 +153,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
 
     try:
         store = open_configured(settings, Sketcher(settings).params())
+        opened = True
         try:
             result = backfill(settings, store, config, progress=bar.update, say=say)
         except BaseException:
@@ -166,7 +168,11 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
             finally:
                 store.close()
     except StreamdedupError as exc:
-        raise failure(exc, dropped()) from None
+        gone = dropped()
+        if opened and isinstance(exc, StoreError) and not gone:  # Redis gone mid-run
+            gone = ("; the documents judged before it stand, and the same command again "
+                    "goes on from what the store kept")
+        raise failure(exc, gone) from None
     except OSError as exc:  # the outputs: checked above, refused by the file system now
         name = str(exc.filename)
         if report_dir is not None and Path(name).is_relative_to(report_dir):

@@ -299,13 +299,12 @@ def refuse_a_restart(store: Store) -> None:
     that restarted under them may have come back from an older copy, or empty (a review's
     `check` into a Redis without persistence restarted 1.6 s in: exit 0, 1,976 of 3,127
     verdicts wrong, the namespace left without its parameters). The command stops before
-    writing the batch in hand; the store has its identity again (``server_restarted``)."""
+    writing the batch in hand; the store has its identity again (``server_restarted``), so
+    the same command again judges what it lost."""
     what = store.server_restarted()
     if what is not None:
         raise StoreError(f"{what} while the dump was judged, and may have lost this run's "
-                         "latest writes: the verdicts of the batch in hand are not written. "
-                         "The same command again gives the verdicts the store kept and "
-                         "judges again what it lost")
+                         "latest writes: the verdicts of the batch in hand are not written")
 
 
 def split_held(ids: Iterable[int], held: Callable[[int], V | None],
