@@ -73,6 +73,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         none_judged,
         not_kept,
         store_directory,
+        store_named,
         writable_directory,
     )
     from streamdedup.cli.progress import progress_bar
@@ -206,6 +207,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     elif result.unordered:
         parts.append(f"{result.unordered} rows without a readable "
                      f"{settings.time_field!r} came last")
+    parts.append(store_named(settings))
     click.echo("; ".join(parts), err=True)
     if result.bad_rows and not result.documents:
         raise click.ClickException(none_judged(dump, result.first_error,

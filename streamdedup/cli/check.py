@@ -52,6 +52,7 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
         not_kept,
         open_output,
         store_directory,
+        store_named,
     )
     from streamdedup.cli.progress import progress_bar
     from streamdedup.cli.signals import sigterm_as_interrupt
@@ -149,7 +150,7 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
         + (f"; {untimed} documents without a {settings.time_field!r} field took the clock's"
            f" time (the newest seen; on a fresh store, their batch's first)"
            if settings.read_time_field and untimed else "")
-        + f"; {_store_named(settings)}",
+        + f"; {store_named(settings)}",
         err=True,
     )
     if tally.errors and not docs:  # e.g. --retention on a dump whose times do not parse
@@ -198,16 +199,6 @@ def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO, b
                     sink.write(verdict.to_json() + "\n")
     except OSError as exc:  # a full disk, a closed pipe: only writing raises it here
         raise click.ClickException(_unwritten(target, exc, settings)) from None
-
-
-def _store_named(settings: Settings) -> str:
-    """Where the judged ads went: a second `check` into the same store (by default
-    ./streamdedup-store) judges the dump against them, so the summary says which."""
-    if settings.store_backend == "memory":
-        return "nothing kept (--store-backend memory)"
-    if settings.store_backend == "redis":
-        return f"store: Redis namespace {settings.redis_namespace}"
-    return f"store: {settings.store}"
 
 
 def _so_far(settings: Settings) -> str:

@@ -23,6 +23,8 @@ from streamdedup.settings import PRESETS, Settings, build_settings, env_name, sp
 
 # What a Kafka client reads: where the broker is and how to reach it.
 KAFKA_CLIENT = ("bootstrap_servers", "security_protocol", "sasl_*", "ssl_*")
+# Flags that only a Redis store reads.
+_REDIS_ONLY = ("redis_url", "redis_namespace", "redis_cluster")
 
 
 def settings_options(func: Callable[..., Any] | None = None, *,
@@ -84,7 +86,7 @@ def make_settings(preset: str | None, options: dict[str, Any]) -> Settings:
     (``STREAMDEDUP_NUM_PERM=0`` said "num_perm must be >= 1" under the command's usage, as
     if a flag were wrong)."""
     try:
-        return build_settings(preset, overrides=options)
+        settings = build_settings(preset, overrides=options)
     except StreamdedupError as exc:
         text = str(exc)
         if text.startswith(env_name("")):  # a variable that does not parse
@@ -112,6 +114,16 @@ def make_settings(preset: str | None, options: dict[str, Any]) -> Settings:
         if "variable" in came and "flag" not in came:
             raise BadSetting(said) from None
         raise click.UsageError(said) from None
+    # A Redis flag on another backend was ignored: `backfill --redis-url ...` wrote into
+    # ./streamdedup-store, run's default store, and said nothing.
+    unused = [f"--{name.replace('_', '-')}" for name in _REDIS_ONLY
+              if options.get(name) not in (None, False)]
+    if unused and settings.store_backend != "redis":
+        raise click.UsageError(
+            f"{' and '.join(unused)} {'is' if len(unused) == 1 else 'are'} for "
+            f"--store-backend redis, and the store here is {settings.store_backend!r}: add "
+            f"--store-backend redis, or leave {'it' if len(unused) == 1 else 'them'} out")
+    return settings
 
 
 class BadSetting(click.ClickException):

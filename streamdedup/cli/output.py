@@ -127,3 +127,13 @@ def _one_new_file(a: Path, b: Path) -> bool:
         return not a.exists() and a.resolve() == b.resolve()
     except (OSError, RuntimeError):
         return False
+
+
+def store_named(settings: Settings) -> str:
+    """Where the judged ads went: a second `check` or `backfill` into the same store (by default
+    ./streamdedup-store) judges the dump against them, so the summary says which."""
+    if settings.store_backend == "memory":
+        return "nothing kept (--store-backend memory)"
+    if settings.store_backend == "redis":
+        return f"store: Redis namespace {settings.redis_namespace}"
+    return f"store: {settings.store}"

@@ -18,7 +18,7 @@ def test_backfill_with_only_duplicates_writes_what_check_writes(tmp_path: Path) 
     assert code == 0, err
     lines = (tmp_path / "v.jsonl").read_text(encoding="utf-8").splitlines()
     assert [json.loads(v)["id"] for v in lines] == ["1"]
-    assert "3 documents, 1 duplicates" in err, err
+    assert "3 documents, 1 duplicates" in err and "nothing kept (--store-backend memory)" in err
 
 
 def test_a_backfill_of_which_no_row_can_be_judged_is_an_error(tmp_path: Path) -> None:
@@ -35,6 +35,7 @@ def test_a_backfill_of_which_no_row_can_be_judged_is_an_error(tmp_path: Path) ->
     assert "is not kept" in err and not (tmp_path / "s").exists()
     code, _, err = run(*args, "--store", str(tmp_path / "s"), "--preset", "reference")
     assert code == 0, err  # without retention the times are not read
+    assert err.rstrip().endswith(f"; store: {tmp_path / 's'}"), err  # as check names it
 
 
 def test_backfill_keeps_no_store_it_made_when_it_judged_nothing(tmp_path: Path) -> None:

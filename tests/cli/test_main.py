@@ -54,6 +54,9 @@ def test_environment_and_flags_configure_settings(tmp_path: Path) -> None:
     # a flag the message already spells stays as it is (it was "----retention")
     ({}, ["--retention", "60d", "--store-backend", "redis", "--redis-url", "redis://x",
           "--redis-cluster"], "Error: --retention on Redis takes one server"),
+    # a Redis flag on another backend was ignored (backfill wrote into ./streamdedup-store)
+    ({}, ["--redis-url", "redis://x"],
+     "Error: --redis-url is for --store-backend redis, and the store here is 'memory'"),
 ])
 def test_a_refused_value_is_named_by_where_it_came_from(
         tmp_path: Path, env: dict[str, str], args: list[str], said: str) -> None:
