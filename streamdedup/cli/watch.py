@@ -71,12 +71,13 @@ def _exit_cleanly(_sig: int, _frame: Any) -> None:
 def tail_command(start: str, count: int, preset: str | None, **options: Any) -> None:
     """One readable line per verdict as it arrives: id, duplicate of, Jaccard, cluster size,
     title (titles come from the input topic); duplicates only with --only-duplicates."""
-    from streamdedup.monitor.observer import Observer
+    from streamdedup.monitor.observer import Observer, parse_start
     from streamdedup.monitor.tail import follow
     from streamdedup.service.kafka import ensure_broker
 
     settings = make_settings(preset, options)
     try:
+        parse_start(start)  # a bad --from is a usage error with or without a broker
         ensure_broker(settings)
         observer = Observer(settings, [settings.input_topic, settings.output_topic], start,
                             client_id="streamdedup-tail")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime
@@ -205,6 +206,23 @@ def decode(rec: Any) -> dict[str, Any] | None:
         log.warning("skipping a record that is JSON but no object at %s/%s/%s", rec.topic,
                     rec.partition, rec.offset)
         return None
+    if _SURROGATE.search(rec.value):
+        return _without_lone_surrogates(value)
+    return value
+
+
+# "\ud800" is JSON, but a lone surrogate is no character UTF-8 can write: one in a title
+# made /api/clusters answer 400 while the ad was listed, and `tail` end in a traceback.
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _without_lone_surrogates(value: dict[str, Any]) -> dict[str, Any]:
+    """The record with each lone surrogate as '?' (a pair, an emoji, is one character)."""
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return dict(json.loads(text.encode("utf-8", "replace")))
     return value
 
 

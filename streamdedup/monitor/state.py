@@ -48,8 +48,10 @@ def verdict_problem(v: Mapping[str, Any]) -> str | None:
     matches = v.get("matches")
     if matches is not None and not (isinstance(matches, list) and all(
             isinstance(m, dict) and is_id(m.get("id"))
-            and isinstance(m.get("jaccard"), int | float) for m in matches)):
-        return "matches is not a list of {id, jaccard}"
+            and isinstance(m.get("jaccard"), int | float) and not isinstance(m["jaccard"], bool)
+            and 0 <= m["jaccard"] <= 1 for m in matches)):
+        # a 401-digit integer passed as a number, and formatting it was an OverflowError
+        return "matches is not a list of {id, jaccard} with 0 <= jaccard <= 1"
     return None
 
 
@@ -150,6 +152,10 @@ class MonitorState:
         self._cluster(v, now)
         return True
 
+    def cluster_of(self, label: str) -> Cluster | None:
+        """The cluster a verdict's label is in now (after every merge read so far)."""
+        return self.clusters.get(self._where(label))
+
     def _where(self, label: str) -> str:
         """The cluster a label is in now: merges chain (A into B, then B into C), and a
         verdict may name A after both; the chain is shortened as it is walked."""
@@ -177,7 +183,9 @@ class MonitorState:
                 cluster.recent.update(absorbed.recent)
             self.merged_into[other] = label
         cluster.size += 1
-        cluster.last_seen = now
+        # partitions are read in no common order: a verdict may be older than the last one
+        cluster.first_seen = min(cluster.first_seen, now)
+        cluster.last_seen = max(cluster.last_seen, now)
         cluster.arrive(now, self.growth_s)
 
     def add_bad(self, topic: str) -> None:

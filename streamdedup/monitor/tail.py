@@ -18,7 +18,7 @@ def line(verdict: Mapping[str, Any], state: MonitorState, width: int = 60) -> st
     """``id  DUPLICATE of X  J=0.923  cluster C (7)  title`` or ``id  new  cluster C (1)``."""
     doc_id = str(verdict.get("id"))
     label = str(verdict.get("cluster_id") or doc_id)
-    cluster = state.clusters.get(state.merged_into.get(label, label))
+    cluster = state.cluster_of(label)  # a chain of merges: one hop said 1 of 6
     size = cluster.size if cluster is not None else 1
     title = state.title(doc_id) or ""
     if len(title) > width:

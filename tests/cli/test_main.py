@@ -407,3 +407,10 @@ def test_a_command_that_reads_or_writes_kafka_says_at_once_that_no_broker_answer
         "Error: no Kafka broker answers at 127.0.0.1:9; pass the address of a running one "
         "with --bootstrap-servers (from a checkout, `scripts/kafka-local start` starts one, "
         "and `python scripts/replay.py` starts and stops its own)"), err
+
+
+def test_tail_refuses_a_bad_from_before_it_asks_for_a_broker() -> None:
+    """`tail --from garbage` said that no broker answers (exit 1) when none did, and named
+    --from (exit 2) only when one did."""
+    code, _, err = run("tail", "--from", "garbage", "--bootstrap-servers", "127.0.0.1:9")
+    assert code == 2 and "--from" in err and "broker" not in err, err

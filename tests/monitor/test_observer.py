@@ -240,3 +240,8 @@ def test_nan_and_nesting_too_deep_are_not_json_to_the_monitor() -> None:
     assert decode(rec(b'{"id": "a", "j": -1e999, "k": 2}')) is None
     deep = b"[" * 100_000 + b"]" * 100_000  # one such input froze the page and ended tail
     assert decode(rec(deep)) is None
+    # a lone surrogate is JSON but not UTF-8: /api/clusters answered 400, tail a traceback
+    lone = decode(rec(b'{"id": "a", "title": "Cameriere \\ud800 Milano", "n": [1]}'))
+    assert lone == {"id": "a", "title": "Cameriere ? Milano", "n": [1]}
+    assert decode(rec(b'{"id": "a", "t": "\\ud83d\\ude00 \\u00e8"}')) == {"id": "a",
+                                                                     "t": "\U0001f600 \u00e8"}

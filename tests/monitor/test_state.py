@@ -110,6 +110,9 @@ def test_records_that_are_no_verdicts_are_named_and_repeats_not_counted() -> Non
                      ({"id": "a", "cluster_id": [1]}, "cluster_id"),
                      ({"id": "a", "seq": "x"}, "seq"),
                      ({"id": "a", "matches": [{"id": "b"}]}, "matches"),
+                     # 401 digits: formatting it for tail and /api/explain overflowed
+                     ({"id": "a", "matches": [{"id": "b", "jaccard": 10 ** 400}]}, "jaccard"),
+                     ({"id": "a", "matches": [{"id": "b", "jaccard": -0.5}]}, "jaccard"),
                      ({"id": True}, "no id")]:
         assert why in (verdict_problem(bad) or ""), bad
     state = MonitorState(clock=lambda: 100.0)
@@ -157,3 +160,19 @@ def test_the_series_is_in_time_order_whatever_order_the_partitions_gave() -> Non
         st.add_verdict(v(f"d{at}-{len(st.log)}"), at=float(at))
     assert [p["t"] for p in st.series()] == [100, 101, 102, 103, 104, 105]
     assert [p["verdicts"] for p in st.series()] == [1, 2, 1, 1, 1, 1]
+
+
+def test_a_tail_line_follows_a_chain_of_merges_and_a_cluster_keeps_its_first_and_last() -> None:
+    """tail looked a label up one merge deep: after a0 -> b0 -> c0 a verdict in a0 said
+    "cluster a0 (1)" of 6. Partitions are read in no common order, and a cluster's
+    last_seen was the last verdict read, first_seen could pass it."""
+    st = MonitorState()
+    for at, verdict in enumerate((v("c0"), v("b0"), v("a0"), v("a1", "a0"),
+                                  v("x4", "b0", merged=("a0",)),
+                                  v("x5", "c0", merged=("b0",)))):
+        st.add_verdict(verdict, at=1000.0 + at)
+    assert line(v("a1", "a0"), st) == "a1  DUPLICATE of a0  J=1.000  cluster a0 (6)"
+    st = MonitorState()
+    for at in (1600.0, 900.0, 1300.0):
+        st.add_verdict(v(f"z{at}", cluster="z"), at=at)
+    assert (st.clusters["z"].first_seen, st.clusters["z"].last_seen) == (900.0, 1600.0)
