@@ -139,7 +139,8 @@ def _as_judged(versions: dict[str, list[tuple[int, dict[str, str]]]], doc_id: st
 
 def _texts(settings: Settings, ids: set[str], dump: Path | None, fmt: str | None
            ) -> dict[str, list[tuple[int, dict[str, str]]]]:
-    """Every text of each id, with its position in the dump or the topic, in order."""
+    """Every text of each id, with its row in the dump or its record time in the topic,
+    in that order."""
     from streamdedup.core.document import Document
     from streamdedup.replay.dump import read_dump
 
@@ -174,8 +175,11 @@ def _texts(settings: Settings, ids: set[str], dump: Path | None, fmt: str | None
 
 def _scan(settings: Settings, topic: str, ids: set[str]
           ) -> dict[str, list[tuple[int, dict[str, Any]]]]:
-    """The records of each id in ``topic`` with their place in the reading, in order,
-    reading it once from the beginning."""
+    """The records of each id in ``topic`` with their record time (ms), oldest first,
+    reading it once from the beginning. Time, not the order of reading: partitions are read
+    one after another, and an id's later text on partition 0 came before a document on
+    partition 1 that had been judged against its earlier one ("Jaccard 0.000" of a pair the
+    detector measured 1.000); the monitor orders versions by time too."""
     from streamdedup.monitor.observer import Observer, decode
     from streamdedup.service.kafka import ensure_broker
     from streamdedup.service.message import announcement_id
@@ -189,15 +193,15 @@ def _scan(settings: Settings, topic: str, ids: set[str]
                              f"{settings.topic_flag(topic)} the detector's?)")
         ends = observer.consumer.end_offsets(sorted(observer.assigned))
         found: dict[str, list[tuple[int, dict[str, Any]]]] = {}
-        read = 0
         while any(observer.consumer.position(tp) < end for tp, end in ends.items()):
             for _, rec in observer.poll(1000):
-                read += 1
                 body = decode(rec)
                 doc_id = announcement_id(body) if topic == settings.input_topic else \
                     None if body is None else str(body.get("id"))
                 if body is not None and doc_id in ids:
-                    found.setdefault(str(doc_id), []).append((read, body))
+                    found.setdefault(str(doc_id), []).append((int(rec.timestamp), body))
+        for records in found.values():
+            records.sort(key=lambda record: record[0])  # stable: one partition's order kept
         return found
     finally:
         observer.close()

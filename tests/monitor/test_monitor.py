@@ -318,3 +318,32 @@ def test_the_page_updates_live_and_shows_a_duplicate_beside_its_match(
                                    "'..: not a duplicate, cluster ..'", timeout=10_000)
         finally:
             browser.close()
+
+
+def test_explain_takes_an_ids_text_as_of_the_documents_time_across_partitions(
+        kafka_bootstrap: str, kafka_topic_factory: Any) -> None:
+    """o's first text on partition 0 at t=1 s, d (its copy) on partition 1 at t=2 s, o's
+    unrelated second text on partition 0 at t=3 s: d was a duplicate of o as it was then.
+    explain ordered texts by when it read them, partition 0 first, took o's second text and
+    said "Jaccard 0.000" with a warning to fix the settings."""
+    from kafka import KafkaProducer
+
+    topic = kafka_topic_factory(partitions=2)
+    first = {"id": "o", "title": "Cameriere", "description": (
+        "Ristorante in centro a Milano cerca cameriere di sala con esperienza, turni serali "
+        "e nel fine settimana, contratto a tempo determinato con possibilita di rinnovo.")}
+    later = {"id": "o", "title": "Magazziniere", "description": (
+        "Azienda di logistica a Torino assume magazziniere con patente del muletto per "
+        "carico e scarico merci, turno diurno, inserimento immediato.")}
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
+    for partition, at, body in ((0, 1000, first), (1, 2000, {**first, "id": "d"}),
+                                (0, 3000, later)):
+        producer.send(topic, json.dumps(body).encode(), partition=partition, timestamp_ms=at)
+    producer.flush()
+    producer.close()
+    done = subprocess.run([sys.executable, "-m", "streamdedup", "explain", "d", "o", "--json",
+                           "--bootstrap-servers", kafka_bootstrap, "--input-topic", topic],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["jaccard"] == 1.0, done.stdout
+    assert "'o' has 2 different texts" in done.stderr, done.stderr
