@@ -59,6 +59,13 @@ def explain_command(doc_id: str, other_id: str | None, dump: Path | None, fmt: s
     settings = make_settings(preset, options)
     if other_id == doc_id:  # it would be "a duplicate" of itself, which no verdict says
         raise click.UsageError(f"DOC_ID and OTHER_ID are both {doc_id!r}: give two ids")
+    # flags that would do nothing were taken without a word
+    if fmt is not None and dump is None:
+        raise click.UsageError("--format is the format of --dump FILE: give the dump too "
+                               "(without one the texts are read from --input-topic)")
+    if use_store and other_id is not None:
+        raise click.UsageError("--use-store takes OTHER_ID from DOC_ID's stored verdict: give "
+                               "OTHER_ID or --use-store, not both")
     verdict: dict[str, Any] = {}
     try:
         if other_id is None:

@@ -35,7 +35,8 @@ class Monitor:
     def __init__(self, settings: Settings, start: str = "beginning", texts: bool = True) -> None:
         """``texts``: also read the input topic, for titles and side-by-side texts."""
         if not is_loopback(settings.monitor_host) and not settings.monitor_token:
-            raise ConfigError(f"the monitor bound to {settings.monitor_host} is reachable from "
+            host = settings.monitor_host or "'' (every address)"
+            raise ConfigError(f"the monitor bound to {host} is reachable from "
                               "other hosts: give --monitor-token (or STREAMDEDUP_MONITOR_TOKEN)")
         self.settings = settings
         self.texts = texts

@@ -103,3 +103,12 @@ def test_an_id_sent_again_with_another_text_is_explained_as_it_was_judged(
                          "--json")
     assert code == 0 and json.loads(out)["jaccard"] == 1.0, (out, err)
     assert "warning" not in err and "'A' has 2 different texts" in err, err
+
+
+def test_flags_that_would_do_nothing_are_refused(tmp_path: Path) -> None:
+    """--format without --dump, --use-store beside an OTHER_ID: taken, exit 0."""
+    code, _, err = run("explain", "a", "b", "--format", "tsv", "--bootstrap-servers",
+                       "127.0.0.1:9")
+    assert code == 2 and "--format is the format of --dump FILE" in err, err
+    code, _, err = run("explain", "0", "1", "--use-store", "--dump", str(_dump(tmp_path)))
+    assert code == 2 and "give OTHER_ID or --use-store, not both" in err, err

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from streamdedup.core.sketch import Sketcher
 from streamdedup.monitor.server import Monitor
 from streamdedup.monitor.state import MonitorState
@@ -126,3 +128,13 @@ def test_an_id_sent_again_with_another_text_is_explained_as_it_was_judged() -> N
     assert "'a' came with several texts" in str(out["note"])
     assert m.state.title("a") == A.get("title")  # the last text names it
     assert "note" not in filled("default", 0.5).explain("b", "a")
+
+
+def test_a_monitor_bound_to_every_address_without_a_token_names_the_empty_host() -> None:
+    """`--monitor-host ''` said "the monitor bound to  is reachable", the host left out."""
+    from streamdedup.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"bound to '' \(every address\) is reachable"):
+        Monitor(build_settings(env={}, overrides={"monitor_host": ""}))
+    with pytest.raises(ConfigError, match=r"bound to 0\.0\.0\.0 is reachable"):
+        Monitor(build_settings(env={}, overrides={"monitor_host": "0.0.0.0"}))
