@@ -85,9 +85,16 @@ def connect(url: str, cluster: bool = False, writer: bool = True) -> Any:
         if "Cluster mode is not enabled" in str(exc):
             raise ConfigError(f"Redis at {safe_url(url)} is not a Redis Cluster: drop "
                               "--redis-cluster") from None
+        if "can only be 0 in cluster mode" in str(exc):
+            raise ConfigError(f"redis_url {safe_url(url)!r} names a database, and a Redis "
+                              "Cluster has one: end the URL in /0 or at the port") from None
         raise StoreUnavailableError(f"Redis Cluster at {safe_url(url)} cannot be used: "
                                     f"{exc}") from exc
     except redis.RedisError as exc:
+        if "DB index is out of range" in str(exc):  # a setting, as a bad port is (exit 2)
+            raise ConfigError(f"redis_url {safe_url(url)!r} names a database this server "
+                              "does not have (its `databases` setting; 16 by default: "
+                              "/0 to /15)") from None
         raise StoreUnavailableError(f"Redis at {safe_url(url)} cannot be used: "
                                     f"{type(exc).__name__}: {exc}") from exc
     if clustered:

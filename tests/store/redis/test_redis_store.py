@@ -289,3 +289,17 @@ def test_a_restart_of_any_master_of_a_cluster_is_told(tmp_path: Path) -> None:
             store.close()
     finally:
         server.stop()
+
+
+def test_a_database_the_server_does_not_have_is_a_setting(redis_url: str,
+                                                          redis_cluster_url: str) -> None:
+    """``redis://.../99`` was "cannot be used: ResponseError: DB index is out of range",
+    exit 1, as if the server were away, and /3 on a cluster the same; a bad port was
+    already a setting (exit 2)."""
+    def base(url: str) -> str:
+        return url.rsplit("/", 1)[0] if url.count("/") > 2 else url
+
+    with pytest.raises(ConfigError, match="names a database this server does not have"):
+        RedisStore(f"{base(redis_url)}/99", "t-db")
+    with pytest.raises(ConfigError, match="a Redis Cluster has one"):
+        RedisStore(f"{base(redis_cluster_url)}/3", "t-db", cluster=True)
