@@ -266,3 +266,15 @@ def test_spark_flags_given_to_the_local_engine_are_refused(tmp_path: Path) -> No
     assert code == 2 and "--master, --partitions apply only to --engine spark" in err, err
     code, _, err = run(*base)
     assert code == 0 and (tmp_path / "v.jsonl").read_text().count("\n") == 1, err
+
+
+def test_a_dump_without_a_row_to_judge_does_not_start_spark(tmp_path: Path) -> None:
+    """A header alone, or rows that are all bad, started Spark (10-12 s) to judge nothing."""
+    header = write_tsv(tmp_path / "header.tsv", [])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a"}\n[1]\n', encoding="utf-8")
+    for dump, code in ((header, 0), (bad, 1)):
+        done, _, err = run("backfill", str(dump), "--engine", "spark", "--store-backend",
+                           "memory", "--out", str(tmp_path / f"{dump.stem}.out.jsonl"))
+        assert done == code and "starting Spark" not in err, err
+        assert "0 documents" in err, err
