@@ -96,11 +96,12 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
     result = BackfillResult(errors_path=errors_path)
     start = time.perf_counter()
     good: list[tuple[int, Document]] = []
+    unreadable: InputError | None = None
     with _written(errors_path) as errors:
-        read = read_dump(config.dump, config.fmt, settings.text_fields,
-                         max_bytes=settings.max_message_bytes,
-                         time_field=settings.read_time_field)
         try:
+            read = read_dump(config.dump, config.fmt, settings.text_fields,
+                             max_bytes=settings.max_message_bytes,
+                             time_field=settings.read_time_field)
             for row, item in read:
                 if isinstance(item, MessageError):
                     result.bad_rows += 1
@@ -109,7 +110,11 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
                 else:
                     good.append((row, item))
         except InputError as exc:  # it reads the whole dump before judging any of it
-            raise InputError(f"{exc}; the backfill judged none of the dump") from None
+            unreadable = exc
+    if unreadable is not None:
+        if not result.bad_rows and errors_path != STDOUT:  # an empty dump left an empty file
+            errors_path.unlink(missing_ok=True)
+        raise InputError(f"{unreadable}; the backfill judged none of the dump")
     ordered, result.unordered = order(good, config.order_by, settings.time_field)
     docs = [d for _, d in ordered]
     if config.report_dir is not None and len({d.id for d in docs}) != len(docs):

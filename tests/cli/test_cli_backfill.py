@@ -278,3 +278,13 @@ def test_a_dump_without_a_row_to_judge_does_not_start_spark(tmp_path: Path) -> N
                            "memory", "--out", str(tmp_path / f"{dump.stem}.out.jsonl"))
         assert done == code and "starting Spark" not in err, err
         assert "0 documents" in err, err
+
+
+def test_an_empty_dump_leaves_no_file_behind(tmp_path: Path) -> None:
+    """It said "is empty; the store ... is not kept" and left an empty v.errors.jsonl."""
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("", encoding="utf-8")
+    code, _, err = run("backfill", str(empty), "--engine", "local", "--store",
+                       str(tmp_path / "s"), "--out", str(tmp_path / "v.jsonl"))
+    assert code == 1 and "is empty" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.tsv"]
