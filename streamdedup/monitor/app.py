@@ -190,6 +190,8 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
 
     async def events(request: Request) -> Response:
         start = _int(request, "since", read(lambda: state.index), 0, 1 << 62)  # 400 if bad
+        if start > read(lambda: state.index):  # a client of a monitor that restarted
+            start = 0
 
         async def stream() -> AsyncIterator[str]:
             sent = start

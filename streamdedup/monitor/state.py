@@ -263,7 +263,11 @@ class MonitorState:
 
     def since(self, index: int, limit: int = 500) -> list[dict[str, Any]]:
         """Verdicts after ``index`` (each with its ``index``), oldest first, at most limit:
-        ask again from the last index for the next page."""
+        ask again from the last index for the next page. An index beyond this monitor's is
+        a client's of a monitor that restarted: it starts over (it got nothing until the
+        new count passed its old one)."""
+        if index > self.index:
+            index = 0
         out = []
         for i, v in self.log:
             if i > index:

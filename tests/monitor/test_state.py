@@ -74,6 +74,8 @@ def test_the_log_the_latest_and_the_clusters_views() -> None:
     assert [x["id"] for x in st.since(0)] == ["b", "c", "d"]  # only the last 3 are kept
     assert [x["index"] for x in st.since(3)] == [4]
     assert [x["id"] for x in st.since(0, limit=2)] == ["b", "c"]  # pages: oldest first
+    # a client of a monitor that restarted asks beyond its index: from the start, not nothing
+    assert [x["id"] for x in st.since(100)] == ["b", "c", "d"]
     assert [x["id"] for x in st.latest_duplicates] == ["c", "b"]
     top = st.top_clusters()
     assert top["biggest"][0]["cluster_id"] == "a" and top["biggest"][0]["size"] == 3
