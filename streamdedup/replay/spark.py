@@ -72,14 +72,27 @@ def with_retries(master: str) -> str:
 
 
 def _java_reason(exc: Exception) -> str:
-    """The JVM's own message (Py4JJavaError's text is the whole Java stack), else the first
-    line of the error."""
+    """The JVM's own message (Py4JJavaError's text is the whole Java stack) and its root
+    cause (`--master k8s://x` said only "An error has occurred.": the cause was an
+    UnknownHostException 376 lines up), else the first line of the error."""
     java = getattr(exc, "java_exception", None)
     if java is not None:
         with suppress(Exception):
-            return str(java.getMessage())
+            message = str(java.getMessage())
+            root, cause = None, java.getCause()
+            for _ in range(32):  # a chain, not a cycle
+                if cause is None:
+                    break
+                root, cause = cause, cause.getCause()
+            if root is not None:
+                message += (f" (caused by {root.getClass().getSimpleName()}: "
+                            f"{root.getMessage()})")
+            return message
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    first = text.splitlines()[0] if text else type(exc).__name__
+    if "JAVA_GATEWAY_EXITED" in first:  # the JVM's reason is in its own lines, above
+        first += " (Java's own lines above say why)"
+    return first
 
 
 @contextmanager

@@ -4,6 +4,7 @@ the texts staged or shipped, and the plan on RDDs against the in-process one."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -163,3 +164,38 @@ def test_staging_left_by_a_killed_backfill_is_removed_and_no_other(
     assert sweep_staging() == [tmp_path / names["dead"]]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         n for k, n in names.items() if k != "dead")
+
+
+def test_a_spark_that_does_not_start_is_said_by_its_root_cause() -> None:
+    """`--master k8s://x` ended "Spark did not start (...): An error has occurred.", the
+    cause (an unknown host) 376 Java lines up; a JVM that exited pointed nowhere. The Java
+    exceptions here are stand-ins with py4j's method names."""
+    from streamdedup.replay.spark import _java_reason
+
+    class Java:
+        def __init__(self, message: str, cause: Java | None = None, name: str = "Exception"):
+            self.message, self.cause, self.name = message, cause, name
+
+        def getMessage(self) -> str:
+            return self.message
+
+        def getCause(self) -> Java | None:
+            return self.cause
+
+        def getClass(self) -> Any:
+            return type("C", (), {"getSimpleName": lambda _: self.name})()
+
+    class Py4JJavaError(Exception):
+        def __init__(self, java: Java) -> None:
+            super().__init__("An error occurred while calling None.JavaSparkContext.\n: ...")
+            self.java_exception = java
+
+    host = Java("x", name="UnknownHostException")
+    top = Java("An error has occurred.", Java("External scheduler cannot be instantiated", host))
+    assert _java_reason(Py4JJavaError(top)) == (
+        "An error has occurred. (caused by UnknownHostException: x)")
+    assert _java_reason(Py4JJavaError(Java("Master must start with yarn"))) == (
+        "Master must start with yarn")
+    exited = RuntimeError("[JAVA_GATEWAY_EXITED] Java gateway process exited before sending "
+                          "its port number.")
+    assert _java_reason(exited).endswith("(Java's own lines above say why)")
