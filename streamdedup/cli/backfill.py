@@ -14,7 +14,7 @@ from click.core import ParameterSource
 from streamdedup import garbage
 from streamdedup.cli.options import failure, make_settings, settings_options
 from streamdedup.cli.signals import sigterm_as_interrupt
-from streamdedup.errors import StoreError, StreamdedupError
+from streamdedup.errors import StoreError, StoreUnavailableError, StreamdedupError
 from streamdedup.replay.config import ENGINES, ORDERS, BackfillConfig
 from streamdedup.replay.dump import FORMATS
 
@@ -138,7 +138,12 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     restore = sigterm_as_interrupt()
     made_here = directory is not None and not directory.exists()
     judged = 0
-    opened = False
+    committed = 0  # documents this run judged and committed
+
+    def advance(n: int) -> None:
+        nonlocal committed
+        committed += n
+        bar.update(n)
 
     def dropped() -> str:
         """Removes a store this command made and put nothing in; says so (else "")."""
@@ -154,9 +159,8 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
 
     try:
         store = open_configured(settings, Sketcher(settings).params())
-        opened = True
         try:
-            result = backfill(settings, store, config, progress=bar.update, say=say)
+            result = backfill(settings, store, config, progress=advance, say=say)
         except BaseException:
             # What was not committed is not held (it was counted: up to 499). The memory
             # store cannot roll back, and keeps nothing anyway.
@@ -170,9 +174,9 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
                 store.close()
     except StreamdedupError as exc:
         gone = dropped()
-        if opened and isinstance(exc, StoreError) and not gone:  # Redis gone mid-run
-            gone = ("; the documents judged before it stand, and the same command again "
-                    "goes on from what the store kept")
+        if isinstance(exc, StoreUnavailableError) and committed and not gone:  # Redis
+            gone = (f"; the {committed} documents judged before it stand, and the same "
+                    "command again goes on from what the store kept")
         raise failure(exc, gone) from None
     except OSError as exc:  # the outputs: checked above, refused by the file system now
         name = str(exc.filename)
@@ -190,7 +194,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         restore()
         bar.close()
     rate = result.documents / result.seconds if result.seconds else 0.0
-    where = f"spark {master}" if engine == "spark" else "local"
+    where = f"spark {master}" if engine == "spark" and result.documents else "local"
     parts = [f"{result.documents} documents, {result.duplicates} duplicates, "
              f"{result.bad_rows} bad rows ({config.errors_place}), {result.seconds:.1f} s, "
              f"{rate:.0f} documents/s ({where})"]

@@ -19,7 +19,7 @@ import click
 
 from streamdedup import garbage
 from streamdedup.cli.options import failure, make_settings, settings_options
-from streamdedup.errors import StoreError, StreamdedupError
+from streamdedup.errors import StoreUnavailableError, StreamdedupError
 from streamdedup.replay.dump import FORMATS
 from streamdedup.settings import Settings
 
@@ -121,7 +121,7 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
         if made_here and not tally.docs:
             store.close()  # before its directory goes (SQLite: closing again does nothing)
             raise failure(exc, not_kept(True, directory)) from None
-        if isinstance(exc, StoreError) and tally.docs:  # Redis gone or restarted mid-run
+        if isinstance(exc, StoreUnavailableError) and tally.docs:  # Redis gone or restarted
             raise failure(exc, f"; the {tally.docs} documents judged before it stand, and the same "
                           "command again goes on from what the store kept") from None
         raise failure(exc) from None

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from streamdedup.errors import StoreError, StoreParamsError
+from streamdedup.errors import StoreParamsError, StoreUnavailableError
 
 V = TypeVar("V")
 
@@ -303,8 +303,9 @@ def refuse_a_restart(store: Store) -> None:
     the same command again judges what it lost."""
     what = store.server_restarted()
     if what is not None:
-        raise StoreError(f"{what} while the dump was judged, and may have lost this run's "
-                         "latest writes: the verdicts of the batch in hand are not written")
+        raise StoreUnavailableError(f"{what} while the dump was judged, and may have lost "
+                                    "this run's latest writes: the verdicts of the batch in "
+                                    "hand are not written")
 
 
 def split_held(ids: Iterable[int], held: Callable[[int], V | None],

@@ -186,7 +186,7 @@ def store_error(exc: Exception) -> StoreError:
     # raises for it, so a member started while its cluster was down exited instead of waiting.
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError | redis.BusyLoadingError
                   | redis.exceptions.ClusterDownError | redis.exceptions.TryAgainError) or any(
-            word in str(exc) for word in ("LOADING", "CLUSTERDOWN", "TRYAGAIN")):
+            word in str(exc) for word in ("LOADING", "CLUSTERDOWN", "TRYAGAIN", "STOREGONE")):
         return StoreUnavailableError(message)
     return StoreError(message)
 

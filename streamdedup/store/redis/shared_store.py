@@ -30,6 +30,18 @@ from streamdedup.store.redis.client import call
 from streamdedup.store.redis.store import RedisStore
 from streamdedup.store.shared_store import Claim, SharedStore
 
+# The ledger scripts' first two ARGV: the ledger prefix, and the store id this process
+# opened. A server that restarted without its data (no persistence) has no store id: a
+# member that had not noticed wrote its batch into the empty namespace, out of order (a
+# review's `check`, restarted mid-batch: 344 of 1,200 verdicts wrong when run again), so the
+# scripts refuse, as an unavailable store, until the member has seen the restart.
+_FENCE = """
+if redis.call('HGET', ARGV[1] .. 'meta', 'store_id') ~= ARGV[2] then
+  return redis.error_reply('STOREGONE the store this process opened is not in Redis (a ' ..
+    'restart without persistence, or its keys deleted)')
+end
+"""
+
 # KEYS: bucket keys of one shard; ARGV: (size, set id) per key.
 _ADD = """
 local out = {}
@@ -39,11 +51,11 @@ end
 return out
 """
 
-# ARGV: ledger prefix, then (doc id, set id, "1" if it has shingles) per document.
-_CLAIM = """
+# ARGV: ledger prefix, store id, then (doc id, set id, "1" if it has shingles) per document.
+_CLAIM = _FENCE + """
 local p = ARGV[1]
 local out = {}
-for i = 2, #ARGV, 3 do
+for i = 3, #ARGV, 3 do
   local id, set, joins = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local pair = id .. '\\0' .. set
   local judged = redis.call('HGET', p .. 'ver', pair)
@@ -78,12 +90,12 @@ end
 return out
 """
 
-# ARGV: ledger prefix, limit, then (set id, seq) per query. A member counts if it joined
-# before seq and had not left (for a newer text of its id) by then.
-_MEMBERS = """
-local p, limit = ARGV[1], tonumber(ARGV[2])
+# ARGV: ledger prefix, store id, limit, then (set id, seq) per query. A member counts if it
+# joined before seq and had not left (for a newer text of its id) by then.
+_MEMBERS = _FENCE + """
+local p, limit = ARGV[1], tonumber(ARGV[3])
 local out = {}
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   local set, seq = ARGV[i], ARGV[i + 1]
   local found, offset = {}, 0
   while #found < 2 * limit do
@@ -105,11 +117,11 @@ end
 return out
 """
 
-# ARGV: ledger prefix, then (doc id, seq, own set, n, n matched sets) per document. A seq
+# ARGV: ledger prefix, store id, then (doc id, seq, own set, n, n matched sets) per document. A seq
 # joined before (a batch redone after a crash between join and finish) gets the answer it
 # got then: its links are made, so finding the roots again would name another cluster (a
 # document of that batch that matched nothing said cluster "497", not its own "1502").
-_JOIN = """
+_JOIN = _FENCE + """
 local p = ARGV[1]
 local function find(s)
   local path, node = {}, s
@@ -161,7 +173,7 @@ local function merge(doc, seq, i, n)
   return reply
 end
 local out = {}
-local i = 2
+local i = 3
 while i <= #ARGV do
   local doc, seq, n = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 3])
   local memo = redis.call('HGET', p .. 'joined', seq)
@@ -177,11 +189,11 @@ end
 return out
 """
 
-# ARGV: ledger prefix, then (doc id, seq, set id, verdict) per document.
-_FINISH = """
+# ARGV: ledger prefix, store id, then (doc id, seq, set id, verdict) per document.
+_FINISH = _FENCE + """
 local p = ARGV[1]
 local out = {}
-for i = 2, #ARGV, 4 do
+for i = 3, #ARGV, 4 do
   local id, seq, set, verdict = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local pair = id .. '\\0' .. set
   local stored = redis.call('HGET', p .. 'ver', pair)
@@ -218,7 +230,8 @@ class SharedRedisStore(RedisStore, SharedStore):
     def _script(self, name: str, args: list[Any]) -> Any:
         # The first key only routes the call (to the ledger's node); the scripts build the
         # rest of their ledger keys from the prefix, all in that slot.
-        return call(self._scripts[name], keys=[self.k("seq")], args=[self.k.ledger, *args])
+        return call(self._scripts[name], keys=[self.k("seq")],
+                    args=[self.k.ledger, self._store_id, *args])
 
     def _per_set(self, command: str, set_ids: Iterable[int], *args: Any) -> dict[int, Any]:
         """One command on each set's record, in one pipeline (the ledger's node)."""
