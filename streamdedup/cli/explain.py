@@ -180,9 +180,12 @@ def _texts(settings: Settings, ids: set[str], dump: Path | None, fmt: str | None
     return found
 
 
+_READS = 1 << 40  # more records than one reading of a topic holds
+
+
 def _scan(settings: Settings, topic: str, ids: set[str]
           ) -> dict[str, list[tuple[int, dict[str, Any]]]]:
-    """The records of each id in ``topic`` with their record time (ms), oldest first,
+    """The records of each id in ``topic`` with their record time (ms, then read), oldest first,
     reading it once from the beginning. Time, not the order of reading: partitions are read
     one after another, and an id's later text on partition 0 came before a document on
     partition 1 that had been judged against its earlier one ("Jaccard 0.000" of a pair the
@@ -200,15 +203,21 @@ def _scan(settings: Settings, topic: str, ids: set[str]
                              f"{settings.topic_flag(topic)} the detector's?)")
         ends = observer.consumer.end_offsets(sorted(observer.assigned))
         found: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+        read = 0
         while any(observer.consumer.position(tp) < end for tp, end in ends.items()):
             for _, rec in observer.poll(1000):
+                read += 1
                 body = decode(rec)
                 doc_id = announcement_id(body) if topic == settings.input_topic else \
                     None if body is None else str(body.get("id"))
                 if body is not None and doc_id in ids:
-                    found.setdefault(str(doc_id), []).append((int(rec.timestamp), body))
+                    # Time first, then the order of reading: records of one millisecond (a
+                    # fast producer; one batch under LogAppendTime; -1, none) keep their
+                    # partition's order, where time alone took o's later text for d again.
+                    when = int(rec.timestamp) * _READS + read
+                    found.setdefault(str(doc_id), []).append((when, body))
         for records in found.values():
-            records.sort(key=lambda record: record[0])  # stable: one partition's order kept
+            records.sort(key=lambda record: record[0])
         return found
     finally:
         observer.close()

@@ -180,6 +180,7 @@ class MonitorState:
             if absorbed is not None:
                 cluster.size += absorbed.size
                 cluster.first_seen = min(cluster.first_seen, absorbed.first_seen)
+                cluster.last_seen = max(cluster.last_seen, absorbed.last_seen)
                 cluster.recent.update(absorbed.recent)
             self.merged_into[other] = label
         cluster.size += 1

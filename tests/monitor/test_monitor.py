@@ -328,7 +328,6 @@ def test_explain_takes_an_ids_text_as_of_the_documents_time_across_partitions(
     said "Jaccard 0.000" with a warning to fix the settings."""
     from kafka import KafkaProducer
 
-    topic = kafka_topic_factory(partitions=2)
     first = {"id": "o", "title": "Cameriere", "description": (
         "Ristorante in centro a Milano cerca cameriere di sala con esperienza, turni serali "
         "e nel fine settimana, contratto a tempo determinato con possibilita di rinnovo.")}
@@ -336,14 +335,22 @@ def test_explain_takes_an_ids_text_as_of_the_documents_time_across_partitions(
         "Azienda di logistica a Torino assume magazziniere con patente del muletto per "
         "carico e scarico merci, turno diurno, inserimento immediato.")}
     producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
-    for partition, at, body in ((0, 1000, first), (1, 2000, {**first, "id": "d"}),
-                                (0, 3000, later)):
-        producer.send(topic, json.dumps(body).encode(), partition=partition, timestamp_ms=at)
-    producer.flush()
+    # and the three in one millisecond on one partition (a fast producer; LogAppendTime):
+    # by time alone o's later text was taken again; the partition's order decides
+    for partitions, sent in ((2, ((0, 1000, first), (1, 2000, {**first, "id": "d"}),
+                                  (0, 3000, later))),
+                             (1, ((0, 5000, first), (0, 5000, {**first, "id": "d"}),
+                                  (0, 5000, later)))):
+        topic = kafka_topic_factory(partitions=partitions)
+        for partition, at, body in sent:
+            producer.send(topic, json.dumps(body).encode(), partition=partition,
+                          timestamp_ms=at)
+        producer.flush()
+        done = subprocess.run([sys.executable, "-m", "streamdedup", "explain", "d", "o",
+                               "--json", "--bootstrap-servers", kafka_bootstrap,
+                               "--input-topic", topic],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["jaccard"] == 1.0, (partitions, done.stdout)
+        assert "'o' has 2 different texts" in done.stderr, done.stderr
     producer.close()
-    done = subprocess.run([sys.executable, "-m", "streamdedup", "explain", "d", "o", "--json",
-                           "--bootstrap-servers", kafka_bootstrap, "--input-topic", topic],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["jaccard"] == 1.0, done.stdout
-    assert "'o' has 2 different texts" in done.stderr, done.stderr

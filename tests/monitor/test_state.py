@@ -178,3 +178,6 @@ def test_a_tail_line_follows_a_chain_of_merges_and_a_cluster_keeps_its_first_and
     for at in (1600.0, 900.0, 1300.0):
         st.add_verdict(v(f"z{at}", cluster="z"), at=at)
     assert (st.clusters["z"].first_seen, st.clusters["z"].last_seen) == (900.0, 1600.0)
+    st.add_verdict(v("y"), at=1700.0)
+    st.add_verdict(v("w", "z", cluster="z", merged=("y",)), at=1650.0)  # y merged, read late
+    assert (st.clusters["z"].first_seen, st.clusters["z"].last_seen) == (900.0, 1700.0)
