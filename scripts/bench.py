@@ -355,7 +355,7 @@ def stage_timings(settings: Settings, docs: list[Document], args: argparse.Names
             hits = store.probe(kl, size_bounds(int(sh.size), settings.threshold))
             ranked = sorted(hits, key=lambda c: (-hits[c], c))[: settings.max_candidates]
             cands.append(ranked)
-            store.add_set(_set_record(sid, i, sh), sh)
+            store.add_set(_set_record(sid, i), sh)
             store.add_to_buckets(kl, sid, int(sh.size))
             if i % BATCH == BATCH - 1:
                 store.commit()
@@ -374,7 +374,7 @@ def stage_timings(settings: Settings, docs: list[Document], args: argparse.Names
     try:
         built = open_store("sqlite", tmp.name, sketcher.params())
         for i, (sid, sh, k) in enumerate(zip(set_ids, fresh, keys, strict=True)):
-            built.add_set(_set_record(sid, i, sh), sh)
+            built.add_set(_set_record(sid, i), sh)
             built.add_to_buckets(k.tolist(), sid, int(sh.size))
         built.commit()
         built.close()
@@ -411,7 +411,7 @@ def stage_timings(settings: Settings, docs: list[Document], args: argparse.Names
     return out
 
 
-def _set_record(set_id: int, seq: int, sh: np.ndarray) -> Any:
+def _set_record(set_id: int, seq: int) -> Any:
     from streamdedup.store import base
 
     return base.SetRecord(set_id, seq + 1, f"s{seq}", set_id)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -441,12 +441,10 @@ def evaluate(
     produced_at: Mapping[str, float] | None = None,
     verdict_at: Mapping[str, float] | None = None,
     with_band_table: bool = True,
-    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """The report's numbers (a JSON-able dict) for verdicts on ``docs`` in arrival order."""
     if tuple(d.id for d in docs) != truth.corpus.ids:
         raise ValueError("the ground truth was computed for other documents")
-    say = progress or (lambda _msg: None)
     ids = truth.corpus.ids
     labels = verdict_clusters(ids, verdicts)
     tlabels = true_clusters(truth)
@@ -460,7 +458,6 @@ def evaluate(
         "dead_letters": dead_letters,
         "threshold": truth.threshold,
     }
-    say("doc and pair metrics")
     report.update(doc_metrics(truth, verdicts))
     report.update(pair_metrics(truth, verdicts, labels))
     report.update({
@@ -471,11 +468,9 @@ def evaluate(
     })
     report.update(latency_stats(produced_at or {}, verdict_at or {}))
     if with_band_table:
-        say("band table")
         report["band_table"] = band_table(truth, settings)
     report["similarity_histogram"] = {"min_sim": truth.pairs.min_sim,
                                       **truth.similarity_histogram()}
-    say("link labels")
     report["link_labels"] = link_labels(truth, docs, verdicts, labels, settings.text_fields)
     report["definitions"] = {
         "true_pair": f"exact Jaccard of normalized shingle sets >= {truth.threshold}",
