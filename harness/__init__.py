@@ -10,7 +10,7 @@ the product never imports it (tests/test_layout.py checks both).
     generator.py  seeded Italian job ads with a controlled share of reposts
     edits.py      the near-duplicate edits the generator and the chaos stream share
     soak.py       the retention soak: millions of generated ads through check --retention
-    group.py      a consumer group of `run` processes sharing one Redis index (chaos, bench)
+    group.py      a consumer group of `run` processes sharing one Redis index (chaos)
 """
 
 from __future__ import annotations

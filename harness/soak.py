@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 
 from harness import child_env
-from harness.chaos.resources import rss_mb
+from harness.chaos.resources import dir_bytes, rss_mb
 from harness.generator import Generator, learn, write_jsonl
+from streamdedup.core.jaccard import jaccard, size_bounds
 from streamdedup.core.retention import parse_time
 from streamdedup.core.sketch import Sketcher
 from streamdedup.replay.process import ChildProcess
@@ -47,10 +48,6 @@ def generate(dump: Path, count: int, seed: int, path: Path, say: Any) -> None:
     with path.open("w", encoding="utf-8") as out:
         write_jsonl(Generator(learn(dump), seed).ads(count), out)
     stamp.write_text(f"{count} {seed}")
-
-
-def dir_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.glob("*") if p.is_file())
 
 
 def run_check(ads: Path, out: Path, retention: str, every: float, say: Any
@@ -108,9 +105,8 @@ def brute_force(ads: Path, verdicts: Path, count: int, window_ms: int, sample: i
             while window and window[0][0] < when - window_ms:
                 window.popleft()
             if any(s <= i < s + sample for s in starts):
-                n = shingles.size
-                lo, hi = n * t, n / t
-                truth = any(lo <= o.size <= hi and _jaccard(shingles, o) >= t
+                lo, hi = size_bounds(shingles.size, t)
+                truth = any(lo <= o.size <= hi and jaccard(shingles, o) >= t
                             for _, o in window)
                 got = json.loads(verdict_line)["duplicate"]
                 checked += 1
@@ -123,11 +119,6 @@ def brute_force(ads: Path, verdicts: Path, count: int, window_ms: int, sample: i
         f"duplicates), {missed} missed, {extra} extra")
     return {"checked": checked, "duplicates": duplicates, "agree": agree, "missed": missed,
             "extra": extra}
-
-
-def _jaccard(a: np.ndarray, b: np.ndarray) -> float:
-    inter = np.intersect1d(a, b, assume_unique=True).size
-    return inter / (a.size + b.size - inter) if inter else 0.0
 
 
 def summarize(samples: Sequence[dict[str, float]], window_docs: int) -> dict[str, Any]:

@@ -33,10 +33,11 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from bench import fmt_rate, header, machine, md_table, save, settings_for
+from bench import BATCH, fmt_rate, header, machine, md_table, save, settings_for
 from bench_backfill import write_ads
 from bench_compare import DatasketchRun
 
+from harness.chaos.resources import dir_bytes
 from streamdedup.core.document import Document
 from streamdedup.core.sketch import Sketcher
 from streamdedup.replay.dump import read_dump
@@ -56,7 +57,7 @@ def timed_check(ads: Path, store: Path, extra: list[str], cwd: Path) -> dict[str
         raise RuntimeError(run.stderr[-2000:])
     found = _SUMMARY.search(run.stderr)
     assert found, run.stderr
-    size = sum(p.stat().st_size for p in store.iterdir() if p.is_file())
+    size = dir_bytes(store)
     shutil.rmtree(store)
     store.with_suffix(".jsonl").unlink()
     return {"s": wall, "documents": int(found[1]), "duplicates": int(found[2]),
@@ -173,7 +174,7 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_fresh)
 
 
-def hot_run(docs: list[Any], preset: str, batch: int = 500) -> dict[str, Any]:
+def hot_run(docs: list[Any], preset: str, batch: int = BATCH) -> dict[str, Any]:
     """The core over ``docs`` into a fresh SQLite store, timed batch by batch, with the
     garbage collector settled as ``run`` and ``check`` settle it (otherwise every full
     collection also walks the 100,000 documents held here: 26 of ~256 ms each)."""

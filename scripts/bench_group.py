@@ -30,10 +30,12 @@ from typing import Any
 
 import numpy as np
 from bench import (
+    CoreRun,
     fmt_rate,
     header,
     machine,
     md_table,
+    run_core,
     save,
     settings_for,
 )
@@ -61,11 +63,9 @@ def generated(dump: Path, n: int, seed: int) -> list[Document]:
             for ad in gen.ads(n)]
 
 
-def _core_rate(detector: Any, store: Any, docs: list[Document], batch: int = 500) -> float:
+def _core_rate(detector: Any, store: Any, docs: list[Document]) -> float:
     t0 = time.perf_counter()
-    for start in range(0, len(docs), batch):
-        detector.process_many(docs[start:start + batch])
-        store.commit()
+    run_core(CoreRun(detector, store, None), docs)
     return len(docs) / (time.perf_counter() - t0)
 
 

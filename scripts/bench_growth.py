@@ -29,6 +29,7 @@ from bench import (
     settings_for,
 )
 
+from harness.chaos.resources import dir_bytes
 from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
 from streamdedup.store import open_store
@@ -44,10 +45,6 @@ def _rss_mib() -> tuple[float, float]:
     except ImportError:
         cur = float("nan")
     return cur, peak
-
-
-def _dir_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 def _timed_batches(detector: Detector, batches: Sequence[list[Document]]) -> list[float]:
@@ -132,7 +129,7 @@ def cmd_growth(args: argparse.Namespace) -> None:
                 base_batches = [next_batch() for _ in range(window + 1)]
             if done in sizes:
                 cur, peak = _rss_mib()
-                db = _dir_bytes(store_dir)
+                db = dir_bytes(store_dir)
                 point: dict[str, Any] = {
                     "docs": done, "elapsed_s": time.perf_counter() - started,
                     "store_bytes": db, "store_bytes_per_doc": db / done,

@@ -1,6 +1,6 @@
 """Processes' resources from /proc (no psutil needed): ``rss_mb``, ``open_fds`` and ``Sampler``,
 which samples every registered consumer in a daemon thread (peak RSS, and a series over time
-for the ones it is told to track).
+for the ones it is told to track); and a store's size on disk, ``dir_bytes``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,11 @@ def rss_mb(pid: int) -> float | None:
     except OSError:
         return None
     return None
+
+
+def dir_bytes(path: Path) -> int:
+    """Bytes of the files under ``path`` (a store directory: database, WAL, snapshot)."""
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 def open_fds(pid: int) -> int | None:

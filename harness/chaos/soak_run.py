@@ -17,7 +17,7 @@ from harness.chaos.config import ChaosConfig
 from harness.chaos.errors import ChaosError
 from harness.chaos.harness import Harness, wait_assigned
 from harness.chaos.outcome import check, collect
-from harness.chaos.resources import open_fds, rss_mb
+from harness.chaos.resources import dir_bytes, open_fds, rss_mb
 from harness.chaos.stream import build_stream, read_rows, split
 
 
@@ -63,7 +63,7 @@ def run_soak(config: ChaosConfig, messages: int, variant_share: float = 0.1
         h.sampler.sample()
         h.sampler.track.discard(proc.name)  # not the shutdown
         store = config.workdir / "store-soak"
-        store_bytes = sum(p.stat().st_size for p in store.iterdir())
+        store_bytes = dir_bytes(store)
         proc.stop()
         with contextlib.closing(sqlite3.connect(f"file:{store / 'index.sqlite'}?mode=ro",
                                                 uri=True)) as conn:
