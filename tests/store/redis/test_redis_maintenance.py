@@ -20,7 +20,7 @@ from streamdedup.core.sketch import Sketcher
 from streamdedup.store import open_store
 from streamdedup.store.redis import maintenance
 from streamdedup.store.redis.client import Keys
-from tests.store.sqlite.test_maintenance import SETTINGS, ads, replacements
+from tests.store_records import SETTINGS, ads, replacements
 
 
 def built(url: str, cluster: bool = False, n: int = 200) -> tuple[str, list[str]]:

@@ -34,7 +34,7 @@ from streamdedup.store.payload import is_text
 from streamdedup.store.sqlite import SqliteStore
 from streamdedup.store.sqlite.file import DB_NAME, LOCK_NAME, read_verdict
 from streamdedup.store.sqlite.maintenance import export, verify
-from tests.store.sqlite.test_maintenance import built, damage
+from tests.store_records import built, damage
 
 
 def sqlite_dir(tmp_path: Path) -> Path:

@@ -16,37 +16,10 @@ import pytest
 from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
 from streamdedup.errors import StoreCorruptError, StoreError, StoreLockedError
-from streamdedup.settings import build_settings
 from streamdedup.store.sqlite import SqliteStore
 from streamdedup.store.sqlite.file import DB_NAME
 from streamdedup.store.sqlite.maintenance import backup, compact, export, stats, verify
-
-SETTINGS = build_settings("default", env={})
-
-
-def ads(n: int, seed: int = 3) -> list[Document]:
-    """n ads over 40 base texts: copies, edited copies and fresh ones."""
-    rng = random.Random(seed)
-    vocab = ["".join(rng.choice("abcdefghijklmnop") for _ in range(6)) for _ in range(300)]
-    bases = [[rng.choice(vocab) for _ in range(60)] for _ in range(40)]
-    docs = []
-    for i in range(n):
-        words = list(rng.choice(bases))
-        if rng.random() < 0.5:
-            words[rng.randrange(60)] = rng.choice(vocab)
-        docs.append(Document(f"ad{i}", {"title": "Job", "description": " ".join(words)}))
-    return docs
-
-
-def built(directory: Path, n: int = 300) -> list[str]:
-    store = SqliteStore(directory)
-    try:
-        store.put_params({"example": 1})
-        verdicts = [v.to_json() for v in Detector(SETTINGS, store).process_many(ads(n))]
-        store.commit()
-    finally:
-        store.close()
-    return verdicts
+from tests.store_records import SETTINGS, ads, built, damage, replacements
 
 
 def test_a_sound_store_verifies_and_its_stats_and_export_match_what_was_written(
@@ -82,13 +55,6 @@ def test_versions_count_every_text_an_id_was_judged_with(tmp_path: Path) -> None
         store.close()
     found = stats(tmp_path / "s")
     assert (found["documents"], found["versions"]) == (2, 3)
-
-
-def replacements() -> list[list[Document]]:
-    """Batches in which the first documents of sets move on to other texts and come back."""
-    a, b, c = ads(3, seed=5)
-    return [[a, b], [Document(a.id, b.fields)], [Document(a.id, a.fields), c],
-            [Document(b.id, c.fields)], [Document(b.id, b.fields)]]
 
 
 def test_replaced_ids_and_ids_back_at_an_earlier_text_verify_clean(tmp_path: Path) -> None:
@@ -202,14 +168,6 @@ def test_a_reader_keeps_one_snapshot_while_the_writer_commits(tmp_path: Path) ->
         assert stats(tmp_path / "s")["documents"] == 150 and verify(tmp_path / "s") == []
     finally:
         writer.close()
-
-
-def damage(directory: Path, *sql: str) -> None:
-    conn = sqlite3.connect(directory / DB_NAME)
-    for statement in sql:
-        conn.execute(statement)
-    conn.commit()
-    conn.close()
 
 
 @pytest.mark.parametrize(("sql", "expected"), [
