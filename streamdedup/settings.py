@@ -351,6 +351,23 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+def preset_summary(name: str) -> str:
+    """What a preset changes, in a few words for ``--help`` (written from ``PRESETS``, so the
+    help cannot drift from it): ``words-en`` is "word 3-grams, en stopwords, english stems"."""
+    given = PRESETS[name].keys()
+    if not given:
+        return "the defaults"
+    default = Settings()
+    p = {f.name: getattr(default, f.name) for f in fields(Settings)} | PRESETS[name]
+    p["text_fields"] = ", ".join(p["text_fields"])
+    phrases = (("text_fields", "{text_fields} only"),
+               ("shingle_kind shingle_size", "{shingle_kind} {shingle_size}-grams"),
+               ("stopwords", "{stopwords} stopwords"), ("stem_language", "{stem_language} stems"),
+               ("num_perm", "{num_perm} permutations"), ("bands rows", "{bands}x{rows} bands"),
+               ("threshold", "threshold {threshold}"))
+    return ", ".join(text.format(**p) for keys, text in phrases if given & set(keys.split()))
+
+
 def env_name(name: str) -> str:
     """The environment variable of setting ``name`` (or of ``preset``)."""
     return ENV_PREFIX + name.upper()

@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 
 from streamdedup.errors import ConfigError
-from streamdedup.settings import ENV_PREFIX, PRESETS, Settings, build_settings, env_name
+from streamdedup.settings import (
+    ENV_PREFIX,
+    PRESETS,
+    Settings,
+    build_settings,
+    env_name,
+    preset_summary,
+)
 
 
 def test_no_preset_no_env_gives_the_field_defaults() -> None:
@@ -22,6 +29,15 @@ def test_reference_preset_is_the_studys_setup() -> None:
     assert (s.text_fields, s.shingle_kind, s.shingle_size) == (("description",), "char", 10)
     assert (s.num_perm, s.bands, s.rows, s.threshold) == (100, 20, 5, 0.8)
     assert (s.stopwords, s.stem_language) == ("it", "italian")
+
+
+def test_a_presets_summary_for_the_help_is_written_from_its_values(monkeypatch: Any) -> None:
+    assert preset_summary("reference") == ("description only, char 10-grams, it stopwords, "
+                                           "italian stems, 100 permutations, 20x5 bands, "
+                                           "threshold 0.8")
+    monkeypatch.setitem(PRESETS, "words-en", {**PRESETS["words-en"], "shingle_size": 4})
+    assert preset_summary("words-en") == "word 4-grams, en stopwords, english stems"
+    assert preset_summary("default") == "the defaults"
 
 
 def test_every_preset_builds_and_names_only_real_fields() -> None:

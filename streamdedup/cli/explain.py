@@ -1,9 +1,10 @@
 """`streamdedup explain ID [OTHER_ID]`: two announcements side by side in the terminal, the
 passages they share highlighted, and why the detector did or did not call them duplicates.
 
-The store keeps shingles, not texts, so the texts come from a dump (``--dump``) or from the
-input topic (read from the beginning, without a group). ``OTHER_ID`` defaults to the
-document's ``duplicate_of``, taken from the store (``--store``/Redis) or the verdict topic.
+The store keeps shingle hashes or a normalized text, never the ad as sent, so the texts come
+from a dump (``--dump``) or from the input topic (read from the beginning, without a group).
+``OTHER_ID`` defaults to the document's ``duplicate_of``, taken from the store
+(``--store``/Redis) or the verdict topic.
 """
 
 from __future__ import annotations
@@ -190,12 +191,12 @@ def _scan(settings: Settings, topic: str, ids: set[str]
     one after another, and an id's later text on partition 0 came before a document on
     partition 1 that had been judged against its earlier one ("Jaccard 0.000" of a pair the
     detector measured 1.000); the monitor orders versions by time too."""
-    from streamdedup.monitor.observer import Observer, decode
+    from streamdedup.monitor.observer import BEGINNING, Observer, decode
     from streamdedup.service.kafka import ensure_broker
     from streamdedup.service.message import announcement_id
 
     ensure_broker(settings)
-    observer = Observer(settings, [topic], "beginning", client_id="streamdedup-explain")
+    observer = Observer(settings, [topic], BEGINNING, client_id="streamdedup-explain")
     try:
         observer.refresh()
         if not observer.assigned:  # it said "no verdict for X in T", as if T were read

@@ -19,7 +19,14 @@ from typing import Any
 import click
 
 from streamdedup.errors import ConfigError, MissingExtraError, StreamdedupError
-from streamdedup.settings import PRESETS, Settings, build_settings, env_name, split_commas
+from streamdedup.settings import (
+    PRESETS,
+    Settings,
+    build_settings,
+    env_name,
+    preset_summary,
+    split_commas,
+)
 
 # What a Kafka client reads: where the broker is and how to reach it.
 KAFKA_CLIENT = ("bootstrap_servers", "security_protocol", "sasl_*", "ssl_*")
@@ -67,9 +74,9 @@ def settings_options(func: Callable[..., Any] | None = None, *,
                        for preset in PRESETS.values() for name in preset)
     return click.option(
         "--preset", type=click.Choice(sorted(PRESETS)), default=None, hidden=not reads_preset,
-        help=f"named settings bundle; it changes the defaults shown (reference: description "
-             f"only, 100 permutations, 20x5 bands; words-en: word 3-grams, English stopwords "
-             f"and stems) [default: 'default'; env {env_name('preset')}]",
+        help="named settings bundle; it changes the defaults shown ("
+             + "; ".join(f"{name}: {preset_summary(name)}" for name in PRESETS if PRESETS[name])
+             + f") [default: 'default'; env {env_name('preset')}]",
     )(func)
 
 

@@ -1,7 +1,8 @@
 """`streamdedup monitor` and `tail`: watching the topics.
 
-Both read the verdict, dead-letter and input topics as observers (no consumer group, no
-commits), so the detector's group never notices them.
+Both read as observers (no consumer group, no commits), so the detector's group never
+notices them: ``monitor`` the verdict, dead-letter and input topics, ``tail`` the verdict and
+input topics.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ _FROM_HELP = ("where to start reading: 'beginning', 'latest', or an ISO 8601 tim
 
 
 @click.command(name="monitor", short_help="A live web page of the duplicates topic.")
+# observer.BEGINNING, spelled here: importing the observer would load kafka-python for every command
 @click.option("--from", "start", default="beginning", show_default=True, help=_FROM_HELP)
 @click.option("--no-texts", is_flag=True,
               help="do not read the input topic (no titles, no side-by-side texts)")

@@ -1,6 +1,6 @@
 """The detector: sketches in arrival order, probes the store, verifies exactly, stores, decides.
 
-Hot buckets: real scrapes are dominated by exact copies (1,950 of the 2,003 Kijiji ads with an
+Hot buckets: real scrapes are dominated by exact copies (1,951 of the 2,003 Kijiji ads with an
 earlier near-duplicate share its exact shingle set). A document whose shingle set is already
 stored joins that set: its matches are the set's documents plus the set's verified neighbours,
 which were recorded when they were verified; it needs no probe, no verification and no bucket

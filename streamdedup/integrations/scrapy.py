@@ -43,6 +43,8 @@ from scrapy.exceptions import DropItem  # noqa: E402
 
 log = logging.getLogger(__name__)
 ID_SETTING = env_name("id_field")
+# The item field that holds the ad's id unless ID_SETTING names another.
+DEFAULT_ID_FIELD = "id"
 URL_FIELDS = ("url", "link")
 _SELF_HOLDING = "not JSON: a value holds itself, or is nested too deeply"
 # An item the broker has not acknowledged within this is dropped. Kafka's own default: a
@@ -55,7 +57,7 @@ METADATA_WAIT_S = 5.0
 
 
 class AnnouncementPipeline:
-    def __init__(self, settings: Settings, id_field: str = "id") -> None:
+    def __init__(self, settings: Settings, id_field: str = DEFAULT_ID_FIELD) -> None:
         self.settings = settings
         self.id_field = id_field
         self.producer: Any = None
@@ -68,7 +70,8 @@ class AnnouncementPipeline:
         env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIX)}
         env.update({k: _setting_text(v) for k, v in crawler.settings.items()
                     if k.startswith(ENV_PREFIX)})
-        id_field = env.pop(ID_SETTING, "") or "id"  # the pipeline's own, not a Settings field
+        # The pipeline's own setting, not a Settings field.
+        id_field = env.pop(ID_SETTING, "") or DEFAULT_ID_FIELD
         try:
             settings = build_settings(env=env)
         except StreamdedupError as exc:  # NotConfigured only turned the pipeline off: the

@@ -33,11 +33,14 @@ CATCHING_UP_ABOVE = 2000
 # A monitor that has not reached the broker yet gives up an attempt after this (kafka-python's
 # default: 30 s), so its page turns from "connecting…" to "not answering" soon; it tries again.
 CONNECT_TIMEOUT_MS = 10_000
+# Where watching starts unless told: every record the topics still hold (the default of
+# ``--from``, and of ``explain``, which looks an id's texts up from the start).
+BEGINNING = "beginning"
 
 
 def parse_start(start: str) -> str | int:
     """'beginning', 'latest', or a time as epoch milliseconds; ConfigError otherwise."""
-    if start in ("beginning", "latest"):
+    if start in (BEGINNING, "latest"):
         return start
     try:
         when = datetime.fromisoformat(start.replace("Z", "+00:00"))
@@ -55,7 +58,7 @@ class Observer:
     """Follows ``topics`` from ``start``; topics that do not exist yet are picked up when they
     appear (the monitor may start before the detector)."""
 
-    def __init__(self, settings: Settings, topics: Sequence[str], start: str = "beginning",
+    def __init__(self, settings: Settings, topics: Sequence[str], start: str = BEGINNING,
                  client_id: str = "streamdedup-monitor", connect: bool = True) -> None:
         """``connect``: reach the broker now (a KafkaError after 30 s when it does not
         answer: ``tail`` and ``explain`` say so and stop); without it the first ``poll``
@@ -112,7 +115,7 @@ class Observer:
             self.consumer.seek_to_beginning(*new)
         elif self.start == "latest":
             self.consumer.seek_to_end(*new)
-        elif self.start == "beginning":
+        elif self.start == BEGINNING:
             self.consumer.seek_to_beginning(*new)
         else:
             found_at = self.consumer.offsets_for_times({tp: self.start for tp in new})

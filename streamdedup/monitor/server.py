@@ -20,7 +20,7 @@ from streamdedup.core.sketch import Sketcher
 from streamdedup.errors import ConfigError
 from streamdedup.extras import require
 from streamdedup.monitor.app import NotFound, create_app
-from streamdedup.monitor.observer import Observer, decode
+from streamdedup.monitor.observer import BEGINNING, Observer, decode
 from streamdedup.monitor.state import MonitorState
 from streamdedup.service.metrics import cannot_serve, is_loopback
 from streamdedup.settings import Settings
@@ -32,7 +32,7 @@ CLOSE_WAIT_S = 3  # a stopping server's wait for open connections (a page's stre
 class Monitor:
     """State + observer thread; ``serve()`` runs the web server until interrupted."""
 
-    def __init__(self, settings: Settings, start: str = "beginning", texts: bool = True) -> None:
+    def __init__(self, settings: Settings, start: str = BEGINNING, texts: bool = True) -> None:
         """``texts``: also read the input topic, for titles and side-by-side texts."""
         if not is_loopback(settings.monitor_host) and not settings.monitor_token:
             host = settings.monitor_host or "'' (every address)"

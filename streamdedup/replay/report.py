@@ -274,7 +274,7 @@ def render_markdown(report: Mapping[str, Any], plot_base: str = "", note: str = 
 
 
 # --------------------------------------------------------------------------------------------
-# plots
+# command line
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """The backfill's Spark engine: sketches and the pair plan computed by executors; the rows come
 back to the driver in document order for the detector.
 
-Executors run ``sketch_rows`` (normalize, shingle, sign: ~70 % of a fresh ad's cost) with the
+Executors run ``sketch_rows`` (normalize, shingle, sign: about half of a fresh ad's CPU) with the
 driver's own streamdedup (shipped as a zip with ``addPyFile``), and the steps of
 ``replay/pairs.py`` on RDDs: distinct sets by ``reduceByKey``, buckets by ``groupByKey`` on
 the band key, exact Jaccard on joined pairs. What is collected to the driver: the candidate
@@ -45,7 +45,7 @@ from typing import Any
 from streamdedup.errors import BackfillError, StreamdedupError
 from streamdedup.extras import require
 from streamdedup.pids import PID_SPACE, gone
-from streamdedup.replay.config import check_spark_flags
+from streamdedup.replay.config import BackfillConfig, check_spark_flags
 from streamdedup.replay.pairs import (
     Plan,
     Row,
@@ -96,7 +96,8 @@ def _java_reason(exc: Exception) -> str:
 
 
 @contextmanager
-def session(master: str, say: Callable[[str], None], driver_memory: str = "3g"
+def session(master: str, say: Callable[[str], None],
+            driver_memory: str = BackfillConfig.driver_memory
             ) -> Iterator[tuple[Any, Path | None]]:
     """A Spark session, and in local mode a directory to stage the dump's texts in."""
     check_spark_flags(driver_memory, master)

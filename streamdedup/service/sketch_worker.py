@@ -1,9 +1,10 @@
 """The consumer's second process: it sketches the next part of a batch while the detector
 judges the current one.
 
-Why: on fresh ads sketching (normalize, shingle, sign) is a third of a document's cost in
-``check``, and they meet the detector only in the sketches. In the consumer the rest
-(detector, store, decoding, records, Kafka) weighs more, so the gain is smaller: 1.13x in
+Why: on fresh ads reading and sketching (normalize, shingle, sign) are about half of
+``check``'s CPU (7.0-7.6 s against the judging process's 8.6 s for 50,000 ads, BENCHMARKS.md),
+and they meet the detector only in the sketches. In the consumer the rest (detector, store,
+decoding, records, Kafka) weighs more, so the gain is smaller: 1.13x in
 process, ~1.14x through a real broker (BENCHMARKS.md §9c). A batch of at least
 ``2 * CHUNK`` (300) documents is judged in chunks; all chunks go to the worker at once, and the
 detector takes chunk i's sketches as soon as they are ready, while the worker goes on with

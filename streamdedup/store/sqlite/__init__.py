@@ -2,7 +2,7 @@
 (schema, the one-writer lock, opening, errors), the in-memory maps (``bucket_index.py``
 and ``set_numbers.py``, rebuilt at open unless ``snapshot.py`` saved them at a clean close;
 ``edge_counts.py``, counted once a set is touched), and ``maintenance.py`` (stats, verify,
-compact, export)."""
+compact, export, backup)."""
 
 from streamdedup.store.sqlite.store import SqliteStore
 
