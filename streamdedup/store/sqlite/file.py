@@ -211,7 +211,9 @@ def check_schema(conn: sqlite3.Connection, path: Path) -> int:
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
     if version != SCHEMA_VERSION and version not in UPGRADES:
         hint = (" (an earlier streamdedup's layout: replay into a new store directory)"
-                if 0 < version < SCHEMA_VERSION else "")
+                if 0 < version < SCHEMA_VERSION else
+                " (written by a newer streamdedup: run that release, or go back to a backup "
+                "made before the upgrade)" if version > SCHEMA_VERSION else "")
         raise StoreCorruptError(f"{path} is not a streamdedup store of schema "
                                 f"{SCHEMA_VERSION} (user_version {version}){hint}")
     return version

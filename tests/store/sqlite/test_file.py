@@ -32,7 +32,7 @@ from streamdedup.store import open_store
 from streamdedup.store.base import DocRecord, SetRecord, Store
 from streamdedup.store.payload import is_text
 from streamdedup.store.sqlite import SqliteStore
-from streamdedup.store.sqlite.file import DB_NAME, LOCK_NAME, read_verdict
+from streamdedup.store.sqlite.file import DB_NAME, LOCK_NAME, SCHEMA_VERSION, read_verdict
 from streamdedup.store.sqlite.maintenance import export, verify
 from tests.store_records import built, damage
 
@@ -335,6 +335,16 @@ def test_sqlite_store_of_an_earlier_layout_is_refused_with_a_way_out(tmp_path: P
     SqliteStore(d).close()
     damage(d, "PRAGMA user_version = 1")
     with pytest.raises(StoreCorruptError, match="earlier streamdedup's layout: replay"):
+        SqliteStore(d)
+
+
+def test_sqlite_store_of_a_newer_release_is_refused_as_such(tmp_path: Path) -> None:
+    """A rollback after an upgrade: an older release met a newer schema and said only
+    "not a streamdedup store of schema 5 (user_version 6)", as of a foreign file."""
+    d = sqlite_dir(tmp_path)
+    SqliteStore(d).close()
+    damage(d, f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(StoreCorruptError, match="written by a newer streamdedup: run that"):
         SqliteStore(d)
 
 
