@@ -87,7 +87,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         click.echo("--timestamp-field is now --time-field (the field retention reads too)",
                    err=True)
         options["time_field"] = timestamp_field
-    settings = make_settings(preset, options)
+    settings = make_settings(preset, options, opens_store=True)
     if order_by == "timestamp" and not settings.time_field:
         raise click.UsageError("--order-by timestamp needs a --time-field to read the times "
                                "from (it was given '')")

@@ -63,7 +63,7 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
     from streamdedup.replay.read_ahead import ReadAhead
     from streamdedup.store import open_configured
 
-    settings = make_settings(preset, options)
+    settings = make_settings(preset, options, opens_store=True)
     directory = store_directory(settings)
     errors_to_stdout = errors == STDOUT
     out, errors = named_file(out), named_file(errors)

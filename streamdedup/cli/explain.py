@@ -57,7 +57,7 @@ def explain_command(doc_id: str, other_id: str | None, dump: Path | None, fmt: s
     from streamdedup.core.explain import explain, measured_apart
     from streamdedup.core.sketch import Sketcher
 
-    settings = make_settings(preset, options)
+    settings = make_settings(preset, options, opens_store=use_store)
     if other_id == doc_id:  # it would be "a duplicate" of itself, which no verdict says
         raise click.UsageError(f"DOC_ID and OTHER_ID are both {doc_id!r}: give two ids")
     # flags that would do nothing were taken without a word

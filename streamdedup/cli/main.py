@@ -71,7 +71,7 @@ def run(preset: str | None, **options: Any) -> None:
     from streamdedup.service.logs import holding, setup_logging
 
     with holding() as early:
-        settings = make_settings(preset, options)
+        settings = make_settings(preset, options, opens_store=True)
     setup_logging(settings.log_level, settings.log_json, early)
     try:
         code = Service(settings, handle_signals=True).run()

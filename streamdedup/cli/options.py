@@ -86,12 +86,15 @@ def _split_commas(ctx: click.Context, param: click.Parameter, value: str | None)
     return split_commas(value)
 
 
-def make_settings(preset: str | None, options: dict[str, Any]) -> Settings:
+def make_settings(preset: str | None, options: dict[str, Any], *,
+                  opens_store: bool = False) -> Settings:
     """The settings of a command's flags, the environment and the preset. A value refused
     is said by where it came from: each setting the message names, as its flag or its
     variable; a flag's as a usage error, a variable's in one line without the usage text
     (``STREAMDEDUP_NUM_PERM=0`` said "num_perm must be >= 1" under the command's usage, as
-    if a flag were wrong)."""
+    if a flag were wrong). ``opens_store``: the command opens the configured store, so a
+    Redis flag given for another backend is refused (elsewhere it is one of the flags taken
+    without effect, so that one environment or script serves every command)."""
     try:
         settings = build_settings(preset, overrides=options)
     except StreamdedupError as exc:
@@ -125,7 +128,7 @@ def make_settings(preset: str | None, options: dict[str, Any]) -> Settings:
     # ./streamdedup-store, run's default store, and said nothing.
     unused = [f"--{name.replace('_', '-')}" for name in _REDIS_ONLY
               if options.get(name) not in (None, False)]
-    if unused and settings.store_backend != "redis":
+    if unused and opens_store and settings.store_backend != "redis":
         raise click.UsageError(
             f"{' and '.join(unused)} {'is' if len(unused) == 1 else 'are'} for "
             f"--store-backend redis, and the store here is {settings.store_backend!r}: add "

@@ -21,7 +21,7 @@ from streamdedup.store.maintenance import MAX_LISTED
 
 
 def _settings(preset: str | None, options: dict[str, Any]) -> Settings:
-    settings = make_settings(preset, options)
+    settings = make_settings(preset, options, opens_store=True)
     if settings.store_backend not in ("sqlite", "redis"):
         raise click.UsageError(f"`streamdedup store` works on the sqlite and redis stores, not "
                                f"{settings.store_backend!r} (which lives in one process)")

@@ -68,6 +68,20 @@ def test_a_refused_value_is_named_by_where_it_came_from(
     assert ("Usage:" in err) == bool(args)
 
 
+@pytest.mark.parametrize("command", [["tail", "--count", "1"], ["produce", "ads.tsv"]])
+def test_a_redis_flag_on_a_command_without_a_store_is_taken_without_effect(
+        tmp_path: Path, command: list[str]) -> None:
+    """As every flag a command does not read (one environment or script serves them all);
+    the refusal of a Redis flag on another backend is for the commands that open a store
+    (it stopped tail and produce, which have none, in a user's journey)."""
+    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "a", "b", "c"] for t, d in ADS])
+    argv = [str(tsv) if a == "ads.tsv" else a for a in command]
+    code, _, err = run(*argv, "--bootstrap-servers", "127.0.0.1:1", "--redis-url",
+                       "redis://x", "--redis-cluster")
+    assert code == 1 and "no Kafka broker answers at 127.0.0.1:1" in err
+    assert "--redis" not in err
+
+
 def test_scurve_writes_a_png_and_prints_the_value_at_the_threshold(tmp_path: Path) -> None:
     out = tmp_path / "s.png"
     code, stdout, _ = run("scurve", "--bands", "20", "--rows", "5", "--threshold", "0.8",
