@@ -14,12 +14,24 @@ from streamdedup.monitor.state import MonitorState
 from streamdedup.settings import Settings
 
 
-def line(verdict: Mapping[str, Any], state: MonitorState, width: int = 60) -> str:
-    """``id  DUPLICATE of X  J=0.923  cluster C (7)  title`` or ``id  new  cluster C (1)``."""
+def cluster_size(verdict: Mapping[str, Any], state: MonitorState) -> int:
+    """The size of the verdict's cluster in ``state`` now: taken as the verdict is read, so a
+    line says the cluster as this verdict left it (printed once its ad's title came, it said
+    the size after verdicts read ahead of it: "0  new  cluster 0 (23)" from the beginning)."""
+    label = str(verdict.get("cluster_id") or verdict.get("id"))
+    cluster = state.cluster_of(label)  # a chain of merges: one hop said 1 of 6
+    return cluster.size if cluster is not None else 1
+
+
+def line(verdict: Mapping[str, Any], state: MonitorState, width: int = 60,
+         size: int | None = None) -> str:
+    """``id  DUPLICATE of X  J=0.923  cluster C (7)  title`` or ``id  new  cluster C (1)``;
+    ``size``: the cluster's as ``cluster_size`` took it when the verdict was read (default:
+    now)."""
     doc_id = str(verdict.get("id"))
     label = str(verdict.get("cluster_id") or doc_id)
-    cluster = state.cluster_of(label)  # a chain of merges: one hop said 1 of 6
-    size = cluster.size if cluster is not None else 1
+    if size is None:
+        size = cluster_size(verdict, state)
     title = state.title(doc_id) or ""
     if len(title) > width:
         title = title[: width - 1] + "…"
@@ -58,10 +70,11 @@ def follow(settings: Settings, observer: Observer, count: int, stop: list[int],
     state = MonitorState(keep=50_000)
     printed = 0
     said: set[str] = set()
-    held: deque[tuple[dict[str, Any], int, float]] = deque()  # verdict, its time, since
+    # verdict, its time, since, its cluster's size when read
+    held: deque[tuple[dict[str, Any], int, float, int]] = deque()
     read_to: dict[tuple[str, int], int] = {}  # input partition -> its last record's time
 
-    def ad_read(verdict: Mapping[str, Any], at: int, since: float) -> bool:
+    def ad_read(verdict: Mapping[str, Any], at: int, since: float, _size: int) -> bool:
         if state.title(str(verdict.get("id"))) or time.monotonic() - since > HOLD_S:
             return True
         return all(observer.lag.get(tp) == 0 or read_to.get((tp.topic, tp.partition), -1) >= at
@@ -71,7 +84,8 @@ def follow(settings: Settings, observer: Observer, count: int, stop: list[int],
         nonlocal printed
         while held and (not count or printed < count) and (
                 everything or ad_read(*held[0])):
-            say(line(held.popleft()[0], state))
+            body, _at, _since, size = held.popleft()
+            say(line(body, state, size=size))
             printed += 1
 
     try:
@@ -92,7 +106,7 @@ def follow(settings: Settings, observer: Observer, count: int, stop: list[int],
                     continue
                 if settings.only_duplicates and not body.get("duplicate"):
                     continue
-                held.append((body, rec.timestamp, time.monotonic()))
+                held.append((body, rec.timestamp, time.monotonic(), cluster_size(body, state)))
             release()
             for topic in sorted(set(observer.health()["waiting_for"]) - said):  # (looked in
                 said.add(topic)                                   # the poll) it was silent

@@ -89,3 +89,20 @@ def test_ctrl_c_says_what_was_held() -> None:
         follow(SETTINGS, Interrupted([([record(OUT, verdict("c1"), 10)], 5)]), 0, [],
                lines.append, lambda _: None)
     assert lines == ["c1  new  cluster c1 (1)"]
+
+
+def test_a_line_says_the_cluster_as_its_verdict_left_it_not_as_verdicts_read_ahead_did() -> None:
+    """From the beginning a verdict waits for its ad while later verdicts are read: the
+    first ad of a cluster was said "new  cluster 0 (23)" (the 23 read by then), though it
+    was one alone when judged, and differently from one run to the next."""
+    dup = {"id": "a2", "duplicate": True, "duplicate_of": "a1", "cluster_id": "a1", "seq": 2,
+           "matches": [{"id": "a1", "jaccard": 0.9}]}
+    rounds = [
+        ([record(OUT, verdict("a1"), 10), record(OUT, dup, 20)], 2),
+        ([record(IN, {"id": "a1", "title": "Cuoco"}, 5),
+          record(IN, {"id": "a2", "title": "Cuoco!"}, 15)], 0),
+    ]
+    lines: list[str] = []
+    follow(SETTINGS, Scripted(rounds), 2, [], lines.append, lambda _: None)
+    assert lines == ["a1  new  cluster a1 (1)  Cuoco",
+                     "a2  DUPLICATE of a1  J=0.900  cluster a1 (2)  Cuoco!"]
