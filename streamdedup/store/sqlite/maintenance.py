@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import streamdedup.store.sqlite.snapshot as snapshot
-from streamdedup.errors import StoreCorruptError, StoreError
+from streamdedup.errors import ConfigError, StoreCorruptError, StoreError
 from streamdedup.store.maintenance import format_time, verdict_problems
 from streamdedup.store.payload import valid_payload
 from streamdedup.store.sqlite.file import (
@@ -298,9 +298,9 @@ def backup(directory: Path, to: Path) -> int:
     million ads). Returns the documents copied."""
     directory, to = Path(directory), Path(to)
     if os.path.lexists(to):  # a dangling link too: the rename would fail on it
-        raise StoreError(f"{to} exists: a backup is written to a new directory")
+        raise ConfigError(f"{to} exists: a backup is written to a new directory")
     if to.resolve().is_relative_to(directory.resolve()):
-        raise StoreError(f"{to} is inside the store {directory}: write the backup elsewhere")
+        raise ConfigError(f"{to} is inside the store {directory}: write the backup elsewhere")
     with reading(directory) as conn:  # a missing or foreign store is said before anything
         documents = int(conn.execute("SELECT count(*) FROM docs").fetchone()[0])
         try:

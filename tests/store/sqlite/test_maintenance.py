@@ -15,7 +15,7 @@ import pytest
 
 from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
-from streamdedup.errors import StoreCorruptError, StoreError, StoreLockedError
+from streamdedup.errors import ConfigError, StoreCorruptError, StoreError, StoreLockedError
 from streamdedup.store.sqlite import SqliteStore
 from streamdedup.store.sqlite.file import DB_NAME
 from streamdedup.store.sqlite.maintenance import backup, compact, export, stats, verify
@@ -434,14 +434,14 @@ def test_backups_while_the_writer_commits_are_each_one_commit(tmp_path: Path) ->
 def test_a_backup_is_not_written_over_anything_nor_from_nothing(tmp_path: Path) -> None:
     built(tmp_path / "s", 10)
     (tmp_path / "taken").mkdir()
-    with pytest.raises(StoreError, match="exists: a backup is written to a new directory"):
+    with pytest.raises(ConfigError, match="exists: a backup is written to a new directory"):
         backup(tmp_path / "s", tmp_path / "taken")
     with pytest.raises(StoreError, match="no store at"):
         backup(tmp_path / "none", tmp_path / "b")
     (tmp_path / "link").symlink_to(tmp_path / "nowhere")  # dangling: rename failed on it
-    with pytest.raises(StoreError, match="exists: a backup is written to a new directory"):
+    with pytest.raises(ConfigError, match="exists: a backup is written to a new directory"):
         backup(tmp_path / "s", tmp_path / "link")
-    with pytest.raises(StoreError, match="is inside the store"):
+    with pytest.raises(ConfigError, match="is inside the store"):
         backup(tmp_path / "s", tmp_path / "s" / "inner")
     assert not (tmp_path / "b").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "s", "taken"]  # no leftovers
