@@ -2,9 +2,9 @@
 in-process), verdicts decided in arrival order by the stream's own detector, written into the
 store the stream then continues from.
 
-Why split it so: normalizing, shingling and signing are about half of a fresh ad's CPU and need
-nothing but the ad, so Spark executors do them (``replay/spark.py``), and then find every new
-set's candidates and verified neighbours for the whole dump at once (``replay/pairs.py``).
+Why split it so: reading, normalizing, shingling and signing are about half of a fresh ad's
+CPU and need nothing but the ad, so Spark executors do them (``replay/spark.py``), then find
+every new set's candidates and verified neighbours for the whole dump at once (``replay/pairs.py``).
 The decision for each ad depends on every earlier ad (first document of a set, cluster
 merges, ``max_matches``), so it is made in the driver, in order, by ``Detector`` itself with
 the precomputed sketches and neighbours: the verdicts are the stream's by construction, the

@@ -1,8 +1,8 @@
 """The backfill's Spark engine: sketches and the pair plan computed by executors; the rows come
 back to the driver in document order for the detector.
 
-Executors run ``sketch_rows`` (normalize, shingle, sign: about half of a fresh ad's CPU) with the
-driver's own streamdedup (shipped as a zip with ``addPyFile``), and the steps of
+Executors run ``sketch_rows`` (normalize, shingle, sign: with reading, about half of a fresh
+ad's CPU) with the driver's own streamdedup (shipped as a zip with ``addPyFile``), and the steps of
 ``replay/pairs.py`` on RDDs: distinct sets by ``reduceByKey``, buckets by ``groupByKey`` on
 the band key, exact Jaccard on joined pairs. What is collected to the driver: the candidate
 counts per set, the ids of the sets in some pair (broadcast back, to filter the shingles

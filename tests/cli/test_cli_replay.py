@@ -63,3 +63,15 @@ def test_replay_takes_its_store_from_the_flag_only(tmp_path: Path,
     _, out, _ = run("replay", "--help")
     assert "env STREAMDEDUP_STORE]" not in out and "STREAMDEDUP_STORE is not read" in " ".join(
         out.split())
+
+
+def test_replay_refuses_a_redis_flag_for_its_consumers_sqlite_store(tmp_path: Path) -> None:
+    """Its consumer opens a store: --redis-url without --store-backend redis would measure
+    SQLite without a word. With --no-consumer it opens none and takes the flag."""
+    tsv = write_tsv(tmp_path / "ads.tsv", [["t", "d", "Milano", "2020", "l"]])
+    argv = ["replay", "--dump", str(tsv), "--report-dir", str(tmp_path / "r"),
+            "--bootstrap-servers", "127.0.0.1:9", "--redis-url", "redis://x"]
+    code, _, err = run(*argv)
+    assert code == 2 and "--redis-url is for --store-backend redis" in err, err
+    code, _, err = run(*argv, "--no-consumer")
+    assert code == 1 and "--redis-url" not in err, err
