@@ -357,8 +357,7 @@ def preset_summary(name: str) -> str:
     given = PRESETS[name].keys()
     if not given:
         return "the defaults"
-    default = Settings()
-    p = {f.name: getattr(default, f.name) for f in fields(Settings)} | PRESETS[name]
+    p: dict[str, Any] = {f.name: f.default for f in fields(Settings)} | PRESETS[name]
     p["text_fields"] = ", ".join(p["text_fields"])
     phrases = (("text_fields", "{text_fields} only"),
                ("shingle_kind shingle_size", "{shingle_kind} {shingle_size}-grams"),
