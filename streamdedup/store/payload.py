@@ -55,4 +55,6 @@ def sorted_hashes(blob: bytes) -> bool:
     if len(blob) % 8:
         return False
     values = decode_shingles(blob)
-    return bool(values.size < 2 or (np.diff(values) > 0).all())
+    # Compared pairwise, not by np.diff: a difference of unsigned hashes wraps around, so
+    # hashes out of order looked sorted and only a hash written twice was caught.
+    return bool((values[1:] > values[:-1]).all())

@@ -30,13 +30,6 @@ from streamdedup.errors import (
 from streamdedup.settings import Settings
 from streamdedup.store import open_store
 from streamdedup.store.base import DocRecord, SetRecord, Store, check_params
-from streamdedup.store.payload import (
-    decode_text,
-    encode_shingles,
-    encode_text,
-    is_text,
-    valid_payload,
-)
 from streamdedup.store.shingle_cache import ShingleCache
 from streamdedup.store.sqlite.file import DB_NAME
 
@@ -439,19 +432,6 @@ def test_memory_rollback_is_refused(make_store: Callable[..., Store]) -> None:
 
 
 # --- sets kept as text (issue 15): the SQLite store keeps normalized text, not hashes
-
-
-@pytest.mark.parametrize("text", ["", "a", "abcdefg", "abcdefgh", "città è già", "x" * 1001])
-def test_a_text_payload_round_trips_and_is_never_taken_for_hashes(text: str) -> None:
-    blob = encode_text(text)
-    assert is_text(blob) and decode_text(blob) == text and valid_payload(blob)
-    assert len(blob) % 8 == 1  # hash payloads are multiples of 8 bytes
-    hashes = encode_shingles(np.arange(1, 1 + len(text) // 8 + 1, dtype=np.uint64))
-    assert not is_text(hashes) and valid_payload(hashes)
-    with pytest.raises(ValueError):
-        decode_text(blob[:-1] + b"\x00")
-
-
 
 
 def test_a_store_built_by_the_detector_keeps_texts_and_is_several_times_smaller(

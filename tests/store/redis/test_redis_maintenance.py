@@ -78,6 +78,21 @@ def test_damage_is_found_and_named(redis_url: str) -> None:
     assert any(f"set {set_id}: its shingles are missing" in p for p in problems)
 
 
+def test_shingles_damaged_out_of_order_are_named(redis_url: str) -> None:
+    """Redis keeps no checksum: a set's hashes must be sorted and distinct, which is what
+    ``verify`` can see of damage to them (a unsigned difference once made every order look
+    sorted, so only a hash written twice was caught)."""
+    namespace, _ = built(redis_url)
+    r = redis.Redis.from_url(redis_url)
+    k = Keys(namespace)
+    set_id = int(next(iter(r.hgetall(k("docs")).values())).split()[1])
+    blob = r.get(k.shingles(set_id))
+    assert blob is not None and len(blob) >= 16 and maintenance.verify(redis_url, namespace) == []
+    r.set(k.shingles(set_id), blob[8:16] + blob[:8] + blob[16:])  # the first two swapped
+    assert maintenance.verify(redis_url, namespace) == [
+        f"set {set_id}: its shingles are not sorted 64-bit hashes"]
+
+
 @pytest.mark.parametrize(("key", "field", "value", "said"), [
     ("meta", "params", b"not json{", "the store's parameters (meta params) are not JSON"),
     ("meta", "clock", b"banana", "the retention clock (meta clock) is not a number"),
