@@ -135,7 +135,7 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
         if ahead is not None:
             ahead.close()
         store.close()
-        unwritten = _close_all(opened, settings)
+        unwritten = _close_all(opened, settings, sys.stdout in (sink, bad))
     if unwritten:
         raise click.ClickException(unwritten)
     elapsed = time.perf_counter() - start
@@ -214,12 +214,15 @@ def _unwritten(target: TextIO, exc: OSError, settings: Settings) -> str:
     return f"cannot write {name}: {exc.strerror or exc}; {_so_far(settings)}"
 
 
-def _close_all(opened: list[TextIO], settings: Settings) -> str:
-    """Close every output; what a failed close (its buffer's last write) says, or ''."""
+def _close_all(opened: list[TextIO], settings: Settings, stdout: bool) -> str:
+    """Close every output, and flush standard output if it took verdicts or bad rows; what
+    a failed close or flush (a buffer's last write) says, or ''. Standard output is flushed
+    here, not at exit: a closed pipe that its buffer alone met (a small dump, `| head -0`)
+    said the usual summary and exited 141, as if every verdict had been read."""
     said = ""
-    for each in opened:
+    for each in ([sys.stdout] if stdout else []) + opened:
         try:
-            each.close()
+            each.flush() if each is sys.stdout else each.close()
         except OSError as exc:
             said = said or _unwritten(each, exc, settings)
     return said

@@ -37,7 +37,10 @@ class _Commands(click.Group):
     `tail`, `explain`), the status of a failure, and SIGTERM ended `produce` without a word.
     A reader that closed the pipe (`store stats | head -1`) ends the command quietly, 141 as
     a shell says it (click said nothing and exited 1). `run` and `monitor` install their own
-    handlers: a stop is their normal end, exit 0."""
+    handlers: a stop is their normal end, exit 0. A command that failed with output still
+    held for a closed pipe ends with its own line and status: Python's flush at exit added
+    "Exception ignored ... BrokenPipeError" and made it 120 (`backfill --out - | head -0`
+    where standard output is buffered, as in a shell, unlike under CI's PYTHONUNBUFFERED)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         restore = sigterm_as_interrupt()
@@ -49,10 +52,19 @@ class _Commands(click.Group):
             click.echo("interrupted", err=True)
             raise click.exceptions.Exit(130) from None
         except BrokenPipeError:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            _drop_stdout()
             raise click.exceptions.Exit(141) from None
         finally:
+            try:
+                sys.stdout.flush()  # what a failed command still holds
+            except OSError:
+                _drop_stdout()
             restore()
+
+
+def _drop_stdout() -> None:
+    """Standard output to /dev/null: what it holds for a closed pipe is never written."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 @click.group(cls=_Commands,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from command_line import ADS, run, write_tsv
+from command_line import ADS, into_closed_pipe, run, write_tsv
 
 from streamdedup.cli.main import main
 
@@ -148,6 +148,25 @@ def test_a_full_disk_under_the_outputs_is_one_line(tmp_path: Path) -> None:
         "No space left on device; nothing was kept (--store-backend memory)"), err
     code, _, err = run("store", "export", "--store", store, "--out", "/dev/full")
     assert code == 1 and "cannot write the export: No space left on device" in err, err
+
+
+@pytest.mark.parametrize("buffered", [True, False])
+@pytest.mark.parametrize("ads", [3, 300])
+def test_verdicts_into_a_closed_pipe_are_said_unwritten(tmp_path: Path, ads: int,
+                                                        buffered: bool) -> None:
+    """`check --out - | head -0`: whether the pipe is met by a write in the loop (300 ads)
+    or only by the buffer's flush (3 ads, standard output buffered as in a shell), one line
+    says the verdicts were not written, exit 1. The flush at exit had printed the usual
+    summary and exited 141 quietly, as if every verdict had been read."""
+    rows = [[f"annuncio {i}", f"testo numero {i} di prova per il lavoro", "Milano", "2020",
+             f"l{i}"] for i in range(ads)]
+    code, said = into_closed_pipe("check", str(write_tsv(tmp_path / "ads.tsv", rows)),
+                                  "--store", str(tmp_path / "s"), "--out", "-",
+                                  buffered=buffered)
+    assert code == 1, said
+    assert said.strip().splitlines() == [
+        "Error: cannot write standard output: Broken pipe; the store holds the documents "
+        "judged so far, and checking the dump again gives the same verdicts"], said
 
 
 @pytest.mark.parametrize(("args", "message", "code"), [
