@@ -336,6 +336,38 @@ def test_short_texts_are_one_shingle_and_compare_whole(store: Store) -> None:
     assert not det.process(doc("c", "Ciaone")).duplicate
 
 
+@pytest.mark.parametrize("batch", [1, 2])
+def test_a_set_at_the_edge_of_the_size_bound_matches_in_and_across_batches(
+        store: Store, batch: int) -> None:
+    """A set of 5 words and one of 10 that holds them: Jaccard 5/10, the threshold itself,
+    and 5 the least size a set of 10 can match (``size_bounds``). Both the store's probe
+    (another batch) and the batch's own adds (one batch) must keep that edge in."""
+    det = Detector(WORDS, store)
+    small, big = doc("small", text(BASE[:5])), doc("big", text(BASE))
+    verdicts = run(det, [small, big], batch=batch)
+    assert verdicts[1].duplicate_of == "small"
+    assert verdicts[1].matches == (Match("small", 0.5),)
+
+
+def test_a_stored_verdict_without_seq_gets_its_documents_seq_back(store: Store) -> None:
+    """Verdicts stored before they had ``seq`` answer a redelivery with the seq of the
+    document's record."""
+    import json
+
+    from streamdedup.store.base import DocRecord
+
+    det = Detector(WORDS, store)
+    first = det.process(doc("x", text(BASE)))
+    record = store.get_doc("x")
+    assert record is not None and first.seq is not None
+    old = json.loads(first.to_json())
+    del old["seq"]
+    store.put_doc(DocRecord("x", record.seq, record.set_id, json.dumps(old), record.time))
+    again = det.process(doc("x", text(BASE)))
+    assert again.seq == first.seq == record.seq
+    assert again.to_dict() == first.to_dict()
+
+
 def test_max_candidates_bounds_verification_and_reports_skipped(store: Store) -> None:
     settings = WORDS.replace(threshold=0.3, max_candidates=2)
     det = Detector(settings, store)

@@ -105,6 +105,8 @@ def test_choose_bands_known_choices() -> None:
     assert choose_bands(0.5, 128) == (64, 2)
     assert choose_bands(1.0, 16) == (1, 16)
     assert choose_bands(0.01, 4) == (4, 1)  # unreachable recall: most permissive
+    # Recall exactly at the bar is enough: 1 - (1 - 0.5**2)**2 = 0.4375, exact in binary.
+    assert choose_bands(0.5, 4, 0.4375) == (2, 2)
 
 
 @pytest.mark.parametrize(

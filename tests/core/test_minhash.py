@@ -103,6 +103,8 @@ def test_sign_many_equals_sign_one_by_one_across_chunk_boundaries(num_perm: int)
     assert many.shape == (len(docs), num_perm) and many.dtype == np.uint32
     for i, doc in enumerate(docs):
         assert np.array_equal(many[i], h.sign(doc)), i
+    big = docs[3]  # signed chunk by chunk: the minimum over all of them, as in one piece
+    assert np.array_equal(h.sign(big), h._hash(big).min(axis=0))
     assert h.sign_many([]).shape == (0, num_perm)
 
 

@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 from streamdedup.core import detector as detector_module
+from streamdedup.core import retention as retention_module
 from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
-from streamdedup.core.retention import Window, now_ms, parse_time
+from streamdedup.core.retention import AHEAD_AT_MOST_MS, Window, now_ms, parse_time
 from streamdedup.core.sketch import Sketcher
 from streamdedup.core.verdict import Verdict
 from streamdedup.errors import ConfigError
@@ -67,6 +68,49 @@ def test_times() -> None:
     for bad in ("yesterday", "", True, None, float("nan"), 1e300, [1]):
         with pytest.raises(ValueError):
             parse_time(bad)
+
+
+def test_a_time_without_a_zone_is_utc_whatever_the_machines_zone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read in the machine's zone, the same dump would get other times (and, with
+    retention, other verdicts) on a machine set to Toronto."""
+    import time
+
+    monkeypatch.setenv("TZ", "America/Toronto")
+    time.tzset()
+    try:
+        assert parse_time("2024-01-01T08:00:00") == parse_time("2024-01-01T08:00:00Z")
+        assert parse_time("2024-07-01") == 1_719_792_000_000
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_the_edges_of_what_a_time_may_be() -> None:
+    """10^11 is where a number stops being seconds (the year 5138) and starts being
+    milliseconds (March 1973); the years 1 to 9999 are what ISO 8601 text can say."""
+    assert parse_time(10**11) == 10**11  # milliseconds
+    with pytest.raises(ValueError, match="more than a year after"):
+        parse_time(10**11 - 1)  # seconds: the year 5138
+    assert parse_time(-62_135_596_800_000) == -62_135_596_800_000  # 0001-01-01
+    with pytest.raises(ValueError, match="outside the years 1-9999"):
+        parse_time(-62_135_596_800_001)
+    assert parse_time("0001-01-01T00:00:00Z") == -62_135_596_800_000
+
+
+def test_a_time_exactly_a_year_ahead_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = 1_704_067_200_000  # 2024-01-01
+    monkeypatch.setattr(retention_module, "now_ms", lambda: now)
+    assert parse_time(now + AHEAD_AT_MOST_MS) == now + AHEAD_AT_MOST_MS
+    with pytest.raises(ValueError, match="more than a year after"):
+        parse_time(now + AHEAD_AT_MOST_MS + 1)
+
+
+def test_now_is_the_wall_clock_in_milliseconds() -> None:
+    """The arrival time of an untimed document, before any clock."""
+    import time
+
+    assert abs(now_ms() - time.time() * 1000) < 1000
 
 
 def test_a_time_more_than_a_year_ahead_is_refused() -> None:

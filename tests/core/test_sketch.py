@@ -103,6 +103,27 @@ def test_text_cache_gives_the_same_results_as_no_cache() -> None:
         assert a.set_id == b.set_id and np.array_equal(a.shingles, b.shingles)
 
 
+def test_the_text_cache_and_the_signed_ids_stay_within_their_bounds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both live as long as the consumer: a bound not kept is memory that grows for good."""
+    from streamdedup.core import sketch as sketch_module
+
+    sketcher = Sketcher(Settings(), text_cache=2)
+    texts = ["sviluppatore java milano", "sistemista linux torino", "grafico web roma",
+             "magazziniere notturno bologna"]
+    for t in texts:
+        sketcher.shingle_fields({"description": t})
+    assert [raw.strip() for raw in sketcher._cache] == texts[2:]  # the newest two
+    monkeypatch.setattr(sketch_module, "SIGNED_MEMORY", 3)
+    signed: set[int] = set()
+    _, keys = sketcher.sketches([{"description": "sviluppatore java milano"},
+                                 {"description": "sistemista linux torino"}], signed)
+    assert len(signed) == len(keys) == 2
+    _, keys = sketcher.sketches([{"description": "grafico web roma"},
+                                 {"description": "magazziniere notturno bologna"}], signed)
+    assert len(keys) == 2 and len(signed) == 2  # past the bound: forgotten, then these
+
+
 @pytest.mark.parametrize("cache", [0, 2, 4096])
 def test_a_batch_sketches_each_document_as_alone(cache: int) -> None:
     texts = ["uno due tre quattro", "", "cinque sei", "uno due tre quattro", "x",
@@ -132,6 +153,7 @@ def test_too_few_permutations_for_the_threshold_are_refused_with_the_figure() ->
         Sketcher(Settings(num_perm=1))
     assert Sketcher(Settings(num_perm=5)).recall_at_threshold() >= 0.999
     assert lsh.min_num_perm(0.8) == 5 and lsh.min_num_perm(0.5) == 10
+    assert lsh.min_num_perm(1.0) == 1  # identical texts only: one permutation tells them
     # explicit bands and rows are the operator's choice (the reference preset's 20 x 5)
     assert Sketcher(Settings(num_perm=100, bands=20, rows=5)).bands == 20
 

@@ -38,3 +38,16 @@ def test_values_of_other_types_are_left_to_the_encoder(odd: dict[str, object]) -
     else:
         assert verdict.to_json() == expected
         assert json.loads(expected)  # and it is JSON
+
+
+def test_a_verdict_read_back_keeps_fields_it_does_not_know_and_fills_old_ones() -> None:
+    """A verdict written by an older release (no ``exact``, ``shingles``, ``skipped``,
+    ``merged`` or ``seq``) or carrying a field of a newer one reads back whole."""
+    old = {"id": "b", "duplicate": True, "duplicate_of": "a",
+           "matches": [{"id": "a", "jaccard": 0.9}], "cluster_id": "a", "candidates": 1,
+           "partition": 3}
+    verdict = Verdict.from_dict(old)
+    assert verdict.extra == {"partition": 3}
+    assert (verdict.exact, verdict.shingles, verdict.skipped, verdict.merged, verdict.seq) == (
+        False, 0, 0, (), None)
+    assert json.loads(verdict.to_json())["partition"] == 3
