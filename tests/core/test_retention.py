@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from detector_oracle import WORDS, run
 
 from streamdedup.core import detector as detector_module
 from streamdedup.core import retention as retention_module
@@ -26,7 +27,6 @@ from streamdedup.core.verdict import Verdict
 from streamdedup.errors import ConfigError
 from streamdedup.settings import Settings, build_settings, parse_duration
 from streamdedup.store.base import Store
-from tests.core.test_detector import WORDS, run
 
 DAY = 86_400_000
 RETAIN = WORDS.replace(retention="60d")

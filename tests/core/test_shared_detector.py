@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from conftest import SHARED_STORES
-from test_detector import WORDS, Oracle, doc, observable, random_stream
+from detector_oracle import WORDS, Oracle, doc, observable, random_stream
 
 from streamdedup.core.shared_detector import SharedDetector
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_evaluation import detect, generated_docs, make_settings, truth_for
+from evaluation_cases import detect, generated_docs, make_settings, truth_for
 
 from streamdedup.core.verdict import Verdict
 from streamdedup.replay import evaluation as ev

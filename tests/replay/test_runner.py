@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_evaluation import generated_docs, naive_true_pairs
+from evaluation_cases import generated_docs, naive_true_pairs
 
 from streamdedup.cli import main as cli_main
 from streamdedup.core.detector import Detector

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 import redis
+from store_records import SETTINGS, ads, replacements
 
 from streamdedup.core.shared_detector import detector_for
 from streamdedup.core.sketch import Sketcher
 from streamdedup.store import open_store
 from streamdedup.store.redis import maintenance
 from streamdedup.store.redis.client import Keys
-from tests.store_records import SETTINGS, ads, replacements
 
 
 def built(url: str, cluster: bool = False, n: int = 200) -> tuple[str, list[str]]:

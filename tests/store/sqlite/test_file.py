@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from mounts import tmpfs, umount
 from shingle_sets import u64
-from store_records import HIGH, PARAMS, rec
+from store_records import HIGH, PARAMS, built, damage, rec
 
 from streamdedup.core.sketch import Sketcher
 from streamdedup.errors import (
@@ -34,7 +34,6 @@ from streamdedup.store.payload import is_text
 from streamdedup.store.sqlite import SqliteStore
 from streamdedup.store.sqlite.file import DB_NAME, LOCK_NAME, SCHEMA_VERSION, read_verdict
 from streamdedup.store.sqlite.maintenance import export, verify
-from tests.store_records import built, damage
 
 
 def sqlite_dir(tmp_path: Path) -> Path:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from store_records import SETTINGS, ads, built, damage, replacements
 
 from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
@@ -19,7 +20,6 @@ from streamdedup.errors import ConfigError, StoreCorruptError, StoreError, Store
 from streamdedup.store.sqlite import SqliteStore
 from streamdedup.store.sqlite.file import DB_NAME
 from streamdedup.store.sqlite.maintenance import backup, compact, export, stats, verify
-from tests.store_records import SETTINGS, ads, built, damage, replacements
 
 
 def test_a_sound_store_verifies_and_its_stats_and_export_match_what_was_written(
