@@ -529,3 +529,64 @@ def test_eviction_sees_the_checkpoints_own_writes(store: Store) -> None:
     assert 1 not in {i for i, r in store.get_sets([1, 2]).items() if not r.evicted}
     store.commit()
     assert store.get_doc("a") is None and store.stats()["documents"] == 1
+
+
+# --- retention's edges (contract, every backend; found unpinned by a mutation sweep)
+
+
+def _set_with_docs(store: Store, set_id: int, times: list[int | None]) -> list[str]:
+    """A set whose documents have ``times`` in arrival order; their ids."""
+    ids = [f"s{set_id}d{i}" for i in range(len(times))]
+    store.add_set(SetRecord(set_id, store.next_seq(), ids[0], set_id,
+                            last_time=max((t for t in times if t is not None), default=None)),
+                  HIGH)
+    for doc_id, time in zip(ids, times, strict=True):
+        store.put_doc(DocRecord(doc_id, store.next_seq(), set_id, "{}", time=time))
+    return ids
+
+
+def test_the_window_keeps_a_document_at_the_cutoff_and_evicts_oldest_first(
+        store: Store) -> None:
+    """A document whose time is the cutoff is in the window (``members`` lists it, ``evict``
+    keeps it); eviction takes the oldest time first, not the earliest arrival."""
+    late, edge, untimed = _set_with_docs(store, 1, [99, 100, None])[0:3]
+    assert [d for _, d in store.members(1, 10, since=100)] == [edge, untimed]
+    assert [d for _, d in store.members(1, 10)] == [late, edge, untimed]
+    assert store.evict(cutoff_ms=100, limit=10) == 1
+    assert store.get_doc(late) is None and store.get_doc(edge) is not None
+    three, one, two, kept = _set_with_docs(store, 2, [3, 1, 2, 500])
+    assert store.evict(cutoff_ms=10, limit=1) == 1
+    assert store.get_doc(one) is None
+    assert all(store.get_doc(d) is not None for d in (three, two, kept))
+
+
+def test_members_since_is_not_answered_from_what_was_listed_without_it(store: Store) -> None:
+    a, b = _set_with_docs(store, 5, [100, 200])
+    assert [d for _, d in store.members(5, 10)] == [a, b]
+    assert [d for _, d in store.members(5, 10, since=150)] == [b]
+
+
+def test_an_untimed_set_takes_the_time_of_a_timed_document(store: Store) -> None:
+    """Else retention would never evict it."""
+    store.add_set(SetRecord(3, store.next_seq(), "c", 3, last_time=None), HIGH)
+    store.put_doc(DocRecord("c", store.next_seq(), 3, "{}", time=100))
+    assert store.get_sets([3])[3].last_time == 100
+    store.commit()
+    assert store.get_sets([3])[3].last_time == 100
+
+
+def test_a_tombstone_that_comes_back_is_a_live_set_again(store: Store) -> None:
+    """A set that left the window while another set hung under it stays as a tombstone; its
+    text coming back makes it live: not evicted, its time moved by its documents."""
+    store.add_set(SetRecord(1, store.next_seq(), "p", 1, last_time=10), HIGH)
+    store.add_set(SetRecord(2, store.next_seq(), "q", 2, last_time=10), HIGH[:3])
+    store.set_parent(2, 1)
+    store.evict_set(1)
+    assert store.get_sets([1])[1].evicted
+    store.add_set(SetRecord(1, store.next_seq(), "p2", 1, last_time=50), HIGH)
+    assert not store.get_sets([1])[1].evicted and store.get_sets([1])[1].last_time == 50
+    store.put_doc(DocRecord("p2", store.next_seq(), 1, "{}", time=90))
+    store.commit()
+    revived = store.get_sets([1])[1]
+    assert not revived.evicted and revived.last_time == 90 and revived.first_id == "p"
+    assert [d for _, d in store.members(1, 10)] == ["p2"]
