@@ -31,6 +31,8 @@ def test_sqlite_edge_counts_kept_in_memory_crowd_a_set_as_counting_would(
     assert store.neighbours(2) == [(1, 0.95)]
     store.add_edges(7, [(1, 0.9)], cap=4)  # the fifth
     assert store.neighbours(1) is None and store.neighbours(7) == [(1, 0.9)]
+    store.commit()  # a crowded set's own rows go: the cap bounds the table, not only answers
+    assert store._conn.execute("SELECT count(*) FROM edges WHERE set_id = 1").fetchone() == (0,)
     store.close()
 
 

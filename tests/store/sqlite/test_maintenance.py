@@ -69,6 +69,34 @@ def test_replaced_ids_and_ids_back_at_an_earlier_text_verify_clean(tmp_path: Pat
     finally:
         store.close()
     assert verify(tmp_path / "s") == []
+    damage(tmp_path / "s", "DELETE FROM verdicts WHERE row = (SELECT verdict_row FROM versions "
+                           "LIMIT 1)")
+    assert verify(tmp_path / "s")[-1] == "1 version(s) point to a missing verdict row"
+
+
+def test_damage_that_its_checksums_cannot_see_is_found(tmp_path: Path) -> None:
+    """A live set without its shingles row, and hashes out of order under a checksum that
+    matches them (written wrong, not damaged later)."""
+    import numpy as np
+
+    from streamdedup.store.payload import encode_shingles
+    from streamdedup.store.sqlite.file import blob_checksum
+
+    built(tmp_path / "s", 60)
+    data = encode_shingles(np.array([5, 3], dtype=np.uint64))
+    conn = sqlite3.connect(tmp_path / "s" / DB_NAME)
+    row, set_id = conn.execute("SELECT shingles_row, set_id FROM sets WHERE first_seq IS NOT "
+                               "NULL ORDER BY set_no LIMIT 1").fetchone()
+    conn.execute("UPDATE shingles SET data = ?, checksum = ? WHERE row = ?",
+                 (data, blob_checksum(data), row))
+    other = conn.execute("SELECT set_id FROM sets WHERE first_seq IS NOT NULL AND set_id != ? "
+                         "ORDER BY set_no LIMIT 1", (set_id,)).fetchone()[0]
+    conn.execute("UPDATE sets SET shingles_row = NULL WHERE set_id = ?", (other,))
+    conn.commit()
+    conn.close()
+    problems = verify(tmp_path / "s")
+    assert f"shingles row {row}: neither sorted 64-bit hashes nor text" in problems, problems
+    assert f"set {other}: its shingles row None is missing" in problems, problems
 
 
 def test_reading_works_beside_the_writer_and_compacting_waits_for_it(tmp_path: Path) -> None:

@@ -188,3 +188,24 @@ def test_store_stats_say_whether_the_snapshot_is_current(tmp_path: Path) -> None
     s.close()  # a new one, under a new token
     shutil.copy(old / SNAPSHOT_NAME, d / SNAPSHOT_NAME)
     assert stats(d)["snapshot"] == "stale"
+
+
+def test_sets_read_in_pieces_at_open_are_every_set(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store of more than ``_SETS_AT_ONCE`` (2**20) sets is read from its tables in
+    pieces: none may fall between two (a set at a piece's edge lost, and the store then
+    refused as damaged). Pieces of 7 sets here."""
+    from streamdedup.store.sqlite import file
+
+    d = tmp_path / "s"
+    ids = build(d, 100)
+    (d / SNAPSHOT_NAME).unlink()
+    s = SqliteStore(d)
+    whole = answers(s, ids)
+    crash(s)
+    monkeypatch.setattr(file, "_SETS_AT_ONCE", 7)
+    s = SqliteStore(d)
+    assert s.opened_from == "tables"
+    assert answers(s, ids) == whole
+    assert len(whole[1]) == 60  # sets 40 to 99 (0 to 39 left the window)
+    s.close()
