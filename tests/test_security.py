@@ -188,6 +188,16 @@ def test_kafka_security_passes_every_option_kafka_python_knows() -> None:
     assert kafka_security(Settings()) == {"security_protocol": "PLAINTEXT"}
 
 
+@pytest.mark.parametrize("given", ["sasl_ssl", "Sasl_Ssl", "SASL_SSL"])
+def test_a_protocol_taken_in_lower_case_reaches_the_client_as_kafka_python_reads_it(
+        given: str) -> None:
+    """Settings take the protocol in any case; kafka-python compares it with "SSL" and
+    "SASL_SSL" as written, so ``sasl_ssl`` connected in plain text, without SASL."""
+    settings = build_settings(env={"STREAMDEDUP_SECURITY_PROTOCOL": given,
+                                   "STREAMDEDUP_SASL_MECHANISM": "PLAIN"})
+    assert kafka_security(settings)["security_protocol"] == "SASL_SSL"
+
+
 def test_public_settings_mask_every_secret() -> None:
     settings = Settings(**SECRET_SETTINGS)
     public = settings.public()
