@@ -181,6 +181,16 @@ def test_unknown_preset_and_unknown_override_are_config_errors() -> None:
         ({"log_every_s": float("nan")}, "log_every_s must be a finite number"),
         ({"group_id": ""}, "group_id must not be empty"),  # refused by the broker, forever
         ({"group_id": "  "}, "group_id must not be empty"),
+        # just past each edge (a mutation sweep found the edges themselves unpinned)
+        ({"bands": -1, "rows": 5}, "bands and rows must be >= 0"),
+        ({"monitor_port": 0}, "monitor_port must be in"),
+        ({"monitor_port": 65536}, "monitor_port must be in"),
+        ({"metrics_port": 65536}, "metrics_port must be in"),
+        ({"bootstrap_servers": "kafka:65536"}, "bootstrap_servers must be host"),
+        ({"session_timeout_ms": 999}, "session_timeout_ms must be in"),
+        ({"session_timeout_ms": 1_800_001}, "session_timeout_ms must be in"),
+        ({"num_perm": 1025}, "num_perm must be <= 1024"),
+        ({"max_output_bytes": 65535}, "max_output_bytes must be >= 65536"),
     ],
 )
 def test_invalid_combinations_are_config_errors(changes: dict, words: str) -> None:
@@ -188,6 +198,19 @@ def test_invalid_combinations_are_config_errors(changes: dict, words: str) -> No
         build_settings(env={}, overrides=changes)
     with pytest.raises(ConfigError, match=words):
         Settings().replace(**changes)
+
+
+@pytest.mark.parametrize("changes", [
+    {"threshold": 1.0}, {"num_perm": 1024}, {"monitor_port": 1},
+    {"monitor_port": 65535}, {"metrics_port": 0}, {"metrics_port": 65535},
+    {"bootstrap_servers": "kafka:65535"}, {"session_timeout_ms": 1000},
+    {"session_timeout_ms": 1_800_000}, {"commit_interval_s": 0.0},
+    {"max_output_bytes": 65536}, {"log_level": "info"}, {"security_protocol": "sasl_ssl"},
+])
+def test_values_at_each_edge_are_taken(changes: dict) -> None:
+    built = build_settings(env={}, overrides=changes)  # a refusal raises ConfigError
+    for name, value in changes.items():
+        assert getattr(built, name) == value
 
 
 def test_bad_env_value_in_valid_syntax_is_still_validated() -> None:

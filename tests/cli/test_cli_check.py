@@ -97,6 +97,19 @@ def test_check_with_only_duplicates_writes_the_duplicates_and_the_bad_rows(
     assert "3 documents, 1 duplicates, 1 bad rows" in err
 
 
+def test_a_flag_left_unset_leaves_the_environments_value_and_a_flag_given_wins(
+        tmp_path: Path) -> None:
+    """A boolean flag not given must not stand for its default: it would override the
+    variable (and a preset) with False."""
+    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020", f"l{i}"]
+                                           for i, (t, d) in enumerate(ADS)])
+    env = {"STREAMDEDUP_ONLY_DUPLICATES": "true", "STREAMDEDUP_STORE_BACKEND": "memory"}
+    code, stdout, err = run("check", str(tsv), env=env)
+    assert code == 0 and len(stdout.splitlines()) == 1, err  # the duplicate alone
+    code, stdout, err = run("check", str(tsv), "--no-only-duplicates", env=env)
+    assert code == 0 and len(stdout.splitlines()) == 3, err
+
+
 def test_check_bad_rows_become_error_records_and_the_rest_is_processed(tmp_path: Path) -> None:
     tsv = tmp_path / "bad.tsv"
     good = "\t".join([ADS[0][0], ADS[0][1], "x", "y", "z"])

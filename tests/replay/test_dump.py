@@ -109,6 +109,9 @@ def test_a_column_the_tsv_names_twice_is_an_input_error_when_it_is_read(
         rows(path)
     path.write_text("description\tnote\tnote\nuno\tx\ty\n", encoding="utf-8")
     assert [outcome(item) for _, item in rows(path)] == ["doc:0"]  # not read: no matter
+    path.write_text("id\tid\tdescription\na\tb\tuno\n", encoding="utf-8")  # the id is read
+    with pytest.raises(InputError, match=r"names 'id' more than once \(columns 0, 1"):
+        rows(path)
 
 
 def test_empty_tsv_is_an_input_error(tmp_path: Path) -> None:
@@ -191,6 +194,26 @@ def test_rows_over_the_message_limit_are_oversized_errors_not_read_whole(
     rows = list(read_dump(tsv, None, ("title", "description"), max_bytes=1000))
     kinds = [r.reason if isinstance(r, MessageError) else r.id for _, r in rows]
     assert kinds == ["0", "oversized", "oversized", "3"]
+
+
+def test_an_oversized_last_line_without_a_newline_ends_the_read(tmp_path: Path) -> None:
+    """Skipping the rest of an overlong line stops at the end of the file too (else the
+    read never ends)."""
+    jsonl = tmp_path / "d.jsonl"
+    jsonl.write_bytes(b'{"id":"a","title":"t"}\n{"id":"b","title":"' + b"x" * 2000 + b'"}')
+    kinds = [r.reason if isinstance(r, MessageError) else r.id
+             for _, r in read_dump(jsonl, None, ("title",), max_bytes=1000)]
+    assert kinds == ["a", "oversized"]
+
+
+def test_the_limit_counts_bytes_not_characters(tmp_path: Path) -> None:
+    """300 emoji are 300 characters and 1,200 bytes of UTF-8: over a 1,000-byte limit."""
+    tsv = tmp_path / "d.tsv"
+    tsv.write_text("title\tdescription\n" + f"a\t{'😀' * 300}\n" + "b\tbreve\n",
+                   encoding="utf-8")
+    kinds = [r.reason if isinstance(r, MessageError) else r.id
+             for _, r in read_dump(tsv, None, ("title", "description"), max_bytes=1000)]
+    assert kinds == ["oversized", "1"]
 
 
 def test_a_quoted_multi_line_field_over_the_limit_is_one_oversized_row(

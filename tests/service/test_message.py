@@ -51,7 +51,9 @@ EXAMPLES = {
         b'{"id": "a", "title": "x", "description": {"text": "y"}}',
     ],
     "reserved_id": [b'{"id": "auto-0123456789abcdef0123456789abcdef", "title": "x"}'],
-    "id_too_long": [json.dumps({"id": "i" * 4097, "title": "x"}).encode()],
+    "id_too_long": [json.dumps({"id": "i" * 4097, "title": "x"}).encode(),
+                    # 2,049 characters, 4,098 bytes: the limit is in bytes
+                    json.dumps({"id": "è" * 2049, "title": "x"}, ensure_ascii=False).encode()],
     "bad_time": [
         b'{"id": "a", "title": "x", "timestamp": "21 ottobre, 17:41"}',
         b'{"id": "a", "title": "x", "timestamp": true}',
