@@ -282,6 +282,35 @@ def test_parquet_rows_are_read_in_order_with_their_errors(tmp_path: Path) -> Non
     assert first.fields["timestamp"] == "2025-12-01T08:34:56.123456+00:00"
 
 
+def test_parquet_ids_and_typed_columns_read_as_jsonl_would(tmp_path: Path) -> None:
+    """A fractional id is no id (not "1"); a date and a boolean are fields as text; a null
+    is left out, so a row without an id gets the automatic id of its other fields, the
+    same as its JSONL line without the key."""
+    from datetime import date
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({
+        "id": pa.array([1.5, None], pa.float64()), "title": ["Cook", "Welder"],
+        "posted": [date(2024, 5, 1), None], "remote": [True, None],
+    }), path)
+    (_, fractional), (_, unnamed) = read_dump(path, None, FIELDS)
+    assert outcome(fractional) == "wrong_type"
+    assert isinstance(unnamed, Document)
+    jsonl = tmp_path / "d.jsonl"
+    jsonl.write_text(json.dumps({"title": "Welder"}) + "\n", encoding="utf-8")
+    (_, same), = read_dump(jsonl, None, FIELDS)
+    assert isinstance(same, Document) and unnamed.id == same.id
+    dated = tmp_path / "dated.parquet"
+    pq.write_table(pa.table({"id": ["a"], "title": ["Cook"], "posted": [date(2024, 5, 1)],
+                             "remote": [True]}), dated)
+    (_, doc), = read_dump(dated, None, FIELDS)
+    assert isinstance(doc, Document)
+    assert (doc.fields["posted"], doc.fields["remote"]) == ("2024-05-01", "True")
+
+
 def test_a_parquet_value_python_cannot_hold_is_its_rows_text_not_the_end_of_the_read(
         tmp_path: Path) -> None:
     """A timestamp after year 9999 (one cell, in a column nobody reads) stopped the whole
