@@ -125,3 +125,29 @@ def test_a_report_in_the_stores_directory_is_refused(dump: Path, tmp_path: Path)
                        "--report", str(tmp_path / "s"))
     assert code == 2 and "is the store's directory" in err, err
     assert not (tmp_path / "s").exists()
+
+
+def test_checked_output_refuses_each_place_that_cannot_take_verdicts(tmp_path: Path) -> None:
+    """In the store's directory by another spelling, an existing directory, below a loop of
+    links: each a UsageError (exit 2) naming the option, before any work."""
+    from streamdedup.cli.output import checked_output
+
+    store = tmp_path / "s"
+    store.mkdir()
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    for out, said in [(store / ".." / "s" / "v.jsonl", "is in the store's directory"),
+                      (tmp_path, "is a directory"),
+                      (loop / "v.jsonl", "--out")]:
+        with pytest.raises(click.UsageError, match=said):
+            checked_output(out, store=store)
+    assert checked_output(tmp_path / "v.jsonl", store=store) == tmp_path / "v.jsonl"
+
+
+def test_a_report_directory_below_a_file_is_refused(tmp_path: Path) -> None:
+    from streamdedup.cli.output import writable_directory
+
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(click.UsageError, match="is not a directory"):
+        writable_directory(tmp_path / "f" / "report", "--report")
+    writable_directory(tmp_path / "new" / "report", "--report")  # made later: taken
