@@ -181,3 +181,35 @@ def test_a_tail_line_follows_a_chain_of_merges_and_a_cluster_keeps_its_first_and
     st.add_verdict(v("y"), at=1700.0)
     st.add_verdict(v("w", "z", cluster="z", merged=("y",)), at=1650.0)  # y merged, read late
     assert (st.clusters["z"].first_seen, st.clusters["z"].last_seen) == (900.0, 1700.0)
+
+
+def test_the_series_counts_duplicates_and_forgets_seconds_past_its_window() -> None:
+    st = MonitorState(clock=lambda: 200.0, window_s=10)
+    for doc_id, dup_of, at in (("a", None, 100.0), ("b", "a", 100.5), ("c", None, 101.0)):
+        st.add_verdict(v(doc_id, dup_of), at=at)
+    assert st.series() == [{"t": 100, "verdicts": 2, "duplicates": 1},
+                           {"t": 101, "verdicts": 1, "duplicates": 0}]
+    st.add_verdict(v("d"), at=110.0)  # 100 is still within 10 s of the newest
+    assert [p["t"] for p in st.series()] == [100, 101, 110]
+    st.add_verdict(v("e"), at=120.0)  # after a gap: the old seconds go, the new one stays
+    assert st.series() == [{"t": 110, "verdicts": 1, "duplicates": 0},
+                           {"t": 120, "verdicts": 1, "duplicates": 0}]
+    assert list(st.per_second) == [110, 120]  # forgotten, not only hidden
+
+
+def test_biggest_clusters_come_first_and_a_client_up_to_date_gets_nothing_new() -> None:
+    st = MonitorState(clock=lambda: 1000.0)
+    for verdict in (v("a"), v("b", "a"), v("c"), v("d", "c"), v("e", "c"), v("lone")):
+        st.add_verdict(verdict, at=1000.0)
+    assert [(c["cluster_id"], c["size"]) for c in st.top_clusters()["biggest"]] == [
+        ("c", 3), ("a", 2)]
+    assert [c["cluster_id"] for c in st.top_clusters(limit=1)["biggest"]] == ["c"]
+    assert st.summary()["clusters"] == 2
+    assert st.since(st.index) == [] and len(st.since(st.index - 2)) == 2
+
+
+def test_the_id_map_keeps_the_most_recently_seen_ids() -> None:
+    st = MonitorState(clock=lambda: 1000.0, keep=2)
+    for verdict in (v("a"), v("b"), {**v("a"), "seq": 9}, v("c")):
+        st.add_verdict(verdict, at=1000.0)
+    assert list(st.by_id) == ["a", "c"]  # a was seen again after b

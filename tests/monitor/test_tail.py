@@ -106,3 +106,30 @@ def test_a_line_says_the_cluster_as_its_verdict_left_it_not_as_verdicts_read_ahe
     follow(SETTINGS, Scripted(rounds), 2, [], lines.append, lambda _: None)
     assert lines == ["a1  new  cluster a1 (1)  Cuoco",
                      "a2  DUPLICATE of a1  J=0.900  cluster a1 (2)  Cuoco!"]
+
+
+def raw(topic: str, value: bytes, at: int) -> tuple[str, Any]:
+    return topic, SimpleNamespace(value=value, topic=topic, partition=0, offset=at, timestamp=at)
+
+
+def test_a_count_a_filter_a_repeat_and_a_record_that_is_no_json() -> None:
+    """``--count N`` prints N lines; ``--only-duplicates`` leaves the new ads out; a
+    verdict delivered again is said once; a record that is not JSON is passed over."""
+    dup = {**verdict("a2"), "duplicate": True, "duplicate_of": "a1", "cluster_id": "a1",
+           "matches": [{"id": "a1", "jaccard": 1.0}]}
+    rounds = [([record(IN, {"id": "a1", "title": "Cuoco"}, 1),
+                record(IN, {"id": "a2", "title": "Cuoco"}, 2),
+                record(IN, {"id": "a3", "title": "Fabbro"}, 3),
+                record(OUT, verdict("a1"), 10), raw(OUT, b"\xff not json", 11),
+                record(OUT, dup, 20), record(OUT, dup, 21), record(OUT, verdict("a3"), 30)],
+               0)]
+    lines: list[str] = []
+    follow(SETTINGS, Scripted(list(rounds)), 1, [], lines.append, lambda _: None)
+    assert lines == ["a1  new  cluster a1 (1)  Cuoco"]
+    lines.clear()
+    only = SETTINGS.replace(only_duplicates=True)
+    follow(only, Scripted(list(rounds)), 1, [], lines.append, lambda _: None)
+    assert len(lines) == 1 and lines[0].startswith("a2  DUPLICATE of a1"), lines
+    lines.clear()
+    follow(SETTINGS, Scripted(list(rounds)), 3, [], lines.append, lambda _: None)
+    assert [x.split()[0] for x in lines] == ["a1", "a2", "a3"]  # a2 once
