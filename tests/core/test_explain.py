@@ -33,9 +33,11 @@ def test_each_reason_for_not_being_a_duplicate() -> None:
     sk = Sketcher(WORDS)
     far = explain(sk, "a", d("w1 w2"), "b", d(" ".join(f"w{i}" for i in range(1, 12))))
     assert not far.candidate and "outside" in far.reason and far.size_range == (1, 4)
+    assert (far.a.shingles, far.b.shingles) == (2, 11)
     apart = explain(sk, "a", d("a1 a2 a3 a4"), "b", d("b1 b2 b3 b4"))
     assert apart.jaccard == 0 and apart.a.shared == () and not apart.duplicate
-    assert apart.reason.startswith("not a candidate: no band") or "below" in apart.reason
+    assert not apart.candidate and apart.bands_shared == 0 and apart.estimate == 0.0
+    assert apart.reason.startswith("not a candidate: no band")
     empty = explain(sk, "a", d("  "), "b", d("x y"))
     assert not empty.duplicate and "empty" in empty.reason
     below = explain(Sketcher(WORDS.replace(threshold=0.9)), "a", d("p q r s t u v w x y"),
@@ -59,3 +61,16 @@ def test_a_verdicts_own_jaccard_is_compared_whatever_its_matches_hold() -> None:
     assert measured_apart(verdict, "b", 0.5) == 0.9
     assert measured_apart(verdict, "b", 0.9) is None
     assert measured_apart({"matches": 5}, "b", 0.5) is None
+
+
+def test_the_raw_text_is_shown_beside_the_normalized_one_and_the_edges_count() -> None:
+    """Each side shows what came in and what was compared; a set at the edge of the size
+    range, and a Jaccard at the threshold itself, are a candidate and a duplicate."""
+    sk = Sketcher(WORDS)
+    e = explain(sk, "a", d("Alpha, BETA gamma"), "b", d("alpha beta gamma"))
+    assert (e.a.raw.strip(), e.a.text) == ("Alpha, BETA gamma", "alpha beta gamma")
+    assert e.jaccard == 1.0 and e.estimate == 1.0
+    for pair in (("w1 w2", "w1 w2 w3 w4"), ("w1 w2", "w1")):
+        edge = explain(sk, "a", d(pair[0]), "b", d(pair[1]))
+        assert edge.size_range == (1, 4) and edge.jaccard == 0.5, pair
+        assert edge.candidate and edge.duplicate, edge.reason
