@@ -46,6 +46,33 @@ def test_claim_gives_seqs_in_order_and_the_same_seq_until_finished(kind: str,
     assert st.claim([("a", 7, True)]) == [Claim(0, '{"v":"a"}')]
 
 
+def test_every_ledger_step_refuses_a_namespace_that_lost_its_store_id(
+        kind: str, make_shared: Make) -> None:
+    """The fence: a server restarted without its data has no store id, and a step that
+    wrote into it anyway put a batch into the empty namespace out of order. Each step is
+    refused as an unavailable store, and the seq counter does not move."""
+    from streamdedup.errors import StoreUnavailableError
+
+    st = make_shared(kind)
+    (a,) = st.claim([("a", 7, True)])
+    st.r.delete(st.k("meta"))
+    for step in (lambda: st.claim([("b", 7, True)]), lambda: st.members_before([(7, 5)], 10),
+                 lambda: st.join([("a", a.seq, 7, [])]),
+                 lambda: st.finish([("a", a.seq, 7, '{"v":"a"}')])):
+        with pytest.raises(StoreUnavailableError, match="STOREGONE"):
+            step()
+    assert int(st.r.get(st.k("seq"))) == a.seq
+
+
+def test_members_before_lists_at_most_limit_past_a_member_that_left(
+        kind: str, make_shared: Make) -> None:
+    st = make_shared(kind)
+    claims = st.claim([(d, 7, True) for d in "abcd"])
+    st.finish([(d, c.seq, 7, "{}") for d, c in zip("abcd", claims, strict=True)])
+    st.claim([("a", 8, True)])  # a's new text: a leaves set 7
+    assert st.members_before([(7, 99)], 2) == [[(claims[1].seq, "b"), (claims[2].seq, "c")]]
+
+
 def test_a_new_text_for_an_id_is_a_new_arrival_and_the_old_one_keeps_its_verdict(
         kind: str, make_shared: Make) -> None:
     st = make_shared(kind)
