@@ -15,9 +15,12 @@ SETTINGS = build_settings("default", env={})
 IN, OUT = SETTINGS.input_topic, SETTINGS.output_topic
 
 
+def raw(topic: str, value: bytes, at: int) -> tuple[str, Any]:
+    return topic, SimpleNamespace(value=value, topic=topic, partition=0, offset=at, timestamp=at)
+
+
 def record(topic: str, body: dict[str, Any], at: int) -> tuple[str, Any]:
-    return topic, SimpleNamespace(value=json.dumps(body).encode(), topic=topic, partition=0,
-                                  offset=at, timestamp=at)
+    return raw(topic, json.dumps(body).encode(), at)
 
 
 class Scripted:
@@ -106,10 +109,6 @@ def test_a_line_says_the_cluster_as_its_verdict_left_it_not_as_verdicts_read_ahe
     follow(SETTINGS, Scripted(rounds), 2, [], lines.append, lambda _: None)
     assert lines == ["a1  new  cluster a1 (1)  Cuoco",
                      "a2  DUPLICATE of a1  J=0.900  cluster a1 (2)  Cuoco!"]
-
-
-def raw(topic: str, value: bytes, at: int) -> tuple[str, Any]:
-    return topic, SimpleNamespace(value=value, topic=topic, partition=0, offset=at, timestamp=at)
 
 
 def test_a_count_a_filter_a_repeat_and_a_record_that_is_no_json() -> None:

@@ -80,7 +80,7 @@ def test_damage_is_found_and_named(redis_url: str) -> None:
 
 def test_shingles_damaged_out_of_order_are_named(redis_url: str) -> None:
     """Redis keeps no checksum: a set's hashes must be sorted and distinct, which is what
-    ``verify`` can see of damage to them (a unsigned difference once made every order look
+    ``verify`` can see of damage to them (an unsigned difference once made every order look
     sorted, so only a hash written twice was caught)."""
     namespace, _ = built(redis_url)
     r = redis.Redis.from_url(redis_url)
