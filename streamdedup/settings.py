@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 ENV_PREFIX = "STREAMDEDUP_"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# The mechanisms a user name and password are enough for (GSSAPI and OAUTHBEARER need options
+# this tool does not pass); kafka-python names them in upper case and reads only that.
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # A broker refuses a session timeout outside group.min/max.session.timeout.ms (6 s and 30 min
 # by default); below 1 s no heartbeat schedule works at all.
 MIN_SESSION_TIMEOUT_MS, MAX_SESSION_TIMEOUT_MS = 1_000, 1_800_000
@@ -171,7 +174,8 @@ class Settings:
     security_protocol: str = _opt(
         "PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", group="kafka"
     )
-    sasl_mechanism: str = _opt("", "e.g. PLAIN, SCRAM-SHA-256", group="kafka")
+    sasl_mechanism: str = _opt("", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (with a SASL_* "
+                               "protocol)", group="kafka")
     sasl_username: str = _opt("", "SASL user name", group="kafka", secret=True)
     sasl_password: str = _opt("", "SASL password (use the environment)", group="kafka",
                               secret=True)
@@ -265,6 +269,7 @@ class Settings:
         if self.security_protocol.upper() not in SECURITY_PROTOCOLS:
             raise ConfigError(f"security_protocol must be one of {', '.join(SECURITY_PROTOCOLS)},"
                               f" not {self.security_protocol!r}")
+        self._check_sasl()
         if self.max_output_bytes < MIN_OUTPUT_BYTES:
             raise ConfigError(f"max_output_bytes must be >= {MIN_OUTPUT_BYTES} (room for a "
                               f"verdict with long ids), not {self.max_output_bytes}")
@@ -287,6 +292,28 @@ class Settings:
             raise ConfigError(f"log_every_s must be > 0, not {self.log_every_s}")
         if not self.group_id.strip():  # the broker refused it at every poll, forever
             raise ConfigError("group_id must not be empty")
+
+    def _check_sasl(self) -> None:
+        """kafka-python takes a SASL setup it cannot use and fails only at each connection:
+        a mechanism without a SASL protocol was ignored (plain text, no authentication), and
+        a SASL protocol without a mechanism, a mechanism in lower case or without a user
+        name and password failed every handshake, retried for as long as the consumer ran."""
+        sasl = self.security_protocol.upper().startswith("SASL_")
+        mechanism = self.sasl_mechanism.upper()
+        if mechanism and mechanism not in SASL_MECHANISMS:
+            raise ConfigError(f"sasl_mechanism must be one of {', '.join(SASL_MECHANISMS)}, "
+                              f"not {self.sasl_mechanism!r}")
+        if sasl and not mechanism:
+            raise ConfigError(f"security_protocol {self.security_protocol} needs a "
+                              f"sasl_mechanism ({', '.join(SASL_MECHANISMS)})")
+        if mechanism and not sasl:
+            raise ConfigError(f"sasl_mechanism {self.sasl_mechanism} needs security_protocol "
+                              f"SASL_PLAINTEXT or SASL_SSL, not {self.security_protocol}: "
+                              f"without it nothing authenticates")
+        if mechanism and not (self.sasl_username and self.sasl_password):
+            raise ConfigError(f"sasl_mechanism {self.sasl_mechanism} needs sasl_username and "
+                              f"sasl_password (pass them by environment: "
+                              f"{ENV_PREFIX}SASL_USERNAME, {ENV_PREFIX}SASL_PASSWORD)")
 
     @property
     def retention_ms(self) -> int | None:

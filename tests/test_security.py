@@ -188,14 +188,20 @@ def test_kafka_security_passes_every_option_kafka_python_knows() -> None:
     assert kafka_security(Settings()) == {"security_protocol": "PLAINTEXT"}
 
 
-@pytest.mark.parametrize("given", ["sasl_ssl", "Sasl_Ssl", "SASL_SSL"])
+@pytest.mark.parametrize(("protocol", "mechanism"), [
+    ("sasl_ssl", "plain"), ("Sasl_Ssl", "Plain"), ("SASL_SSL", "PLAIN")])
 def test_a_protocol_taken_in_lower_case_reaches_the_client_as_kafka_python_reads_it(
-        given: str) -> None:
-    """Settings take the protocol in any case; kafka-python compares it with "SSL" and
-    "SASL_SSL" as written, so ``sasl_ssl`` connected in plain text, without SASL."""
-    settings = build_settings(env={"STREAMDEDUP_SECURITY_PROTOCOL": given,
-                                   "STREAMDEDUP_SASL_MECHANISM": "PLAIN"})
-    assert kafka_security(settings)["security_protocol"] == "SASL_SSL"
+        protocol: str, mechanism: str) -> None:
+    """Settings take the protocol and mechanism in any case; kafka-python compares them
+    with "SASL_SSL" and its mechanisms' names as written, so ``sasl_ssl`` connected in plain
+    text, without SASL, and ``plain`` failed every handshake."""
+    settings = build_settings(env={"STREAMDEDUP_SECURITY_PROTOCOL": protocol,
+                                   "STREAMDEDUP_SASL_MECHANISM": mechanism,
+                                   "STREAMDEDUP_SASL_USERNAME": "u",
+                                   "STREAMDEDUP_SASL_PASSWORD": "p"})
+    opts = kafka_security(settings)
+    assert opts["security_protocol"] == "SASL_SSL"
+    assert opts["sasl_mechanism"] == "PLAIN"
 
 
 def test_public_settings_mask_every_secret() -> None:

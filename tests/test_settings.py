@@ -161,6 +161,20 @@ def test_unknown_preset_and_unknown_override_are_config_errors() -> None:
         ({"metrics_port": 70000}, "metrics_port must be in"),
         ({"metrics_port": -1}, "metrics_port must be in"),
         ({"security_protocol": "TLS"}, "security_protocol must be one of"),
+        # kafka-python took each of these and failed (or skipped SASL) only at each connection
+        ({"security_protocol": "SASL_SSL"}, "SASL_SSL needs a sasl_mechanism"),
+        ({"sasl_mechanism": "PLAIN", "sasl_username": "u", "sasl_password": "p"},
+         "needs security_protocol SASL_PLAINTEXT or SASL_SSL, not PLAINTEXT"),
+        ({"security_protocol": "SSL", "sasl_mechanism": "PLAIN", "sasl_username": "u",
+          "sasl_password": "p"}, "needs security_protocol SASL_PLAINTEXT or SASL_SSL, not SSL"),
+        ({"security_protocol": "SASL_SSL", "sasl_mechanism": "GSSAPI"},
+         "sasl_mechanism must be one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+        ({"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-1"},
+         "sasl_mechanism must be one of"),
+        ({"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN", "sasl_username": "u"},
+         "PLAIN needs sasl_username and sasl_password"),
+        ({"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN", "sasl_password": "p"},
+         "PLAIN needs sasl_username and sasl_password"),
         ({"commit_interval_s": -1.0}, "commit_interval_s"),
         ({"group_instance_id": "pod 1"}, "group_instance_id must be"),
         ({"group_instance_id": ".."}, "group_instance_id must be"),
@@ -205,7 +219,11 @@ def test_invalid_combinations_are_config_errors(changes: dict, words: str) -> No
     {"monitor_port": 65535}, {"metrics_port": 0}, {"metrics_port": 65535},
     {"bootstrap_servers": "kafka:65535"}, {"session_timeout_ms": 1000},
     {"session_timeout_ms": 1_800_000}, {"commit_interval_s": 0.0},
-    {"max_output_bytes": 65536}, {"log_level": "info"}, {"security_protocol": "sasl_ssl"},
+    {"max_output_bytes": 65536}, {"log_level": "info"},
+    {"security_protocol": "sasl_ssl", "sasl_mechanism": "scram-sha-512", "sasl_username": "u",
+     "sasl_password": "p"},
+    {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_username": "u",
+     "sasl_password": "p"},
 ])
 def test_values_at_each_edge_are_taken(changes: dict) -> None:
     built = build_settings(env={}, overrides=changes)  # a refusal raises ConfigError
@@ -233,6 +251,7 @@ def test_public_masks_set_secrets_only() -> None:
             "STREAMDEDUP_SASL_USERNAME": "alice",
             "STREAMDEDUP_SASL_PASSWORD": "hunter2-secret",
             "STREAMDEDUP_SASL_MECHANISM": "PLAIN",
+            "STREAMDEDUP_SECURITY_PROTOCOL": "SASL_SSL",
         }
     )
     out = s.public()

@@ -71,11 +71,11 @@ def client_options(settings: Settings) -> dict[str, Any]:
 
 def kafka_security(settings: Settings) -> dict[str, Any]:
     """Client options for SSL and SASL; secrets come from settings (i.e. the environment).
-    The protocol is taken in any case, and kafka-python reads only upper case: ``sasl_ssl``
-    connected in plain text, without authenticating."""
+    The protocol and mechanism are taken in any case, and kafka-python reads only upper
+    case: ``sasl_ssl`` connected in plain text, without authenticating."""
     opts: dict[str, Any] = {"security_protocol": settings.security_protocol.upper()}
     if settings.sasl_mechanism:
-        opts["sasl_mechanism"] = settings.sasl_mechanism
+        opts["sasl_mechanism"] = settings.sasl_mechanism.upper()
         opts["sasl_plain_username"] = settings.sasl_username or None
         opts["sasl_plain_password"] = settings.sasl_password or None
     for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
