@@ -43,6 +43,10 @@ from streamdedup.store.base import Store
 log = logging.getLogger(__name__)
 
 _SIZE_ERRORS = (MessageSizeTooLargeError, RecordListTooLargeError)
+# How long a checkpoint waits for the broker's acknowledgements (and the producer's
+# ``send`` for a topic's metadata: ``max_block_ms``, whose 60-s default doubled a stop
+# during an outage when no verdict had been sent yet) before it rewinds.
+FLUSH_TIMEOUT_S = 30.0
 Shrink = Callable[[Outgoing, str], Outgoing]
 
 
@@ -67,7 +71,7 @@ class Checkpoint:
         *,
         commit_every: int,
         commit_interval_s: float,
-        flush_timeout_s: float = 30.0,
+        flush_timeout_s: float = FLUSH_TIMEOUT_S,
         clock: Callable[[], float] = time.monotonic,
         shrink: Shrink | None = None,
         renew_producer: Callable[[Any], Any] | None = None,

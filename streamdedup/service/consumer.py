@@ -12,6 +12,7 @@ broker that goes away, or a store that cannot write, costs time but never a verd
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -30,7 +31,7 @@ from streamdedup.core.shared_detector import detector_for
 from streamdedup.core.sketch import Sketcher
 from streamdedup.core.verdict import Verdict
 from streamdedup.errors import MessageError, StoreError, StoreUnavailableError, describe
-from streamdedup.service.checkpoint import Checkpoint, CheckpointFailed
+from streamdedup.service.checkpoint import FLUSH_TIMEOUT_S, Checkpoint, CheckpointFailed
 from streamdedup.service.fence import FenceWatch
 from streamdedup.service.kafka import (
     BOOTSTRAP_TIMEOUT_MS,
@@ -65,6 +66,7 @@ REVOKE_WAIT_S = 5.0  # the listener waits this long for the loop to park, then s
 STUCK_AFTER = 3  # failures in a row after which /readyz answers 503
 EXIT_FINAL_COMMIT_FAILED = 1
 EXIT_REFUSED = 2
+EXIT_INTERRUPTED = 130  # a second signal while stopping: out at once, as a crash would be
 class Service:
     """One consumer process: owns the clients, the store, the detector and the metrics."""
 
@@ -151,14 +153,30 @@ class Service:
         """The signal handler (``signum`` given; it runs in the main thread, where ``run()``
         does) or a call from elsewhere, which only sets the flag."""
         connecting = self._connecting and signum is not None
+        if signum is not None and self.stopping.is_set():
+            self._exit_now(signum)
         if not self.stopping.is_set():
             log.info("stop requested (%s): %s",
                      signal.Signals(signum).name if signum else "call",
-                     "nothing consumed yet, stopping" if connecting else "finishing the batch")
+                     "nothing consumed yet, stopping" if connecting
+                     else "finishing the batch (a second signal exits at once)")
         self.stopping.set()
         if connecting:
             self._connecting = False  # a second signal must not interrupt the cleanup
             raise StoppedWhileConnecting
+
+    def _exit_now(self, signum: int) -> None:
+        """A second signal while stopping: whoever sent it will not wait, and a stop can be
+        long (during a broker outage the final checkpoint waited 60 s for the metadata it
+        never got). Out at once, as a crash would be: nothing is lost, because what was not
+        checkpointed is delivered again at the next start and answered from the store (the
+        chaos runs kill -9 the consumer at any point; the sketch worker sees its parent gone
+        and exits)."""
+        log.warning("second %s while stopping: exiting now, without the final checkpoint; "
+                    "the messages since the last one are judged again at the next start",
+                    signal.Signals(signum).name)
+        logging.shutdown()  # the line above reaches its handlers before the exit
+        os._exit(EXIT_INTERRUPTED)
 
     def install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self.request_stop)
@@ -198,6 +216,7 @@ class Service:
             linger_ms=50,  # the checkpoint's flush() sends at once; until then, batch up
             batch_size=256 * 1024,
             retries=5,
+            max_block_ms=int(FLUSH_TIMEOUT_S * 1000),
             max_request_size=s.max_output_bytes + 65536,
             **client_options(s),
         )

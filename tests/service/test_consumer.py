@@ -848,3 +848,78 @@ def test_a_store_that_does_not_answer_is_said_once_a_minute_and_its_return_once(
     assert said == ["the store does not answer: Redis: ConnectionError: refused",
                     "the store does not answer (for 60 s): Redis: ConnectionError: refused",
                     "the store answers again, after 120 s"]
+
+
+def test_a_second_signal_while_stopping_exits_at_once_and_loses_nothing(
+        tmp_path: Path, local_broker_tools: None) -> None:
+    """A stop during a broker outage waited 60 s for its final checkpoint, and a second
+    Ctrl-C did nothing. Now the second one exits 130 at once, as a crash would: the
+    messages it held are judged again by the next start, and every verdict is the core's.
+    A broker of the test's own (the session's must stay up), killed and started again."""
+    from harness.broker import LocalBroker, create_topics
+
+    ads = make_ads(120, seed=26)
+    broker = LocalBroker(tmp_path / "broker", die_with_parent=True)
+    try:
+        bootstrap = broker.start()
+        create_topics(bootstrap, {"in": 1, "out": 1, "dlq": 1})
+        produce(bootstrap, "in", encode(ads))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMDEDUP_")}
+        base = [sys.executable, "-m", "streamdedup", "run", "--bootstrap-servers", bootstrap,
+                "--input-topic", "in", "--output-topic", "out", "--dlq-topic", "dlq",
+                "--store", str(tmp_path / "store"), "--metrics-port", "0",
+                "--no-create-topics", "--log-every-s", "0.2"]
+        log_path = tmp_path / "held.log"
+        with log_path.open("wb") as log:  # verdicts held: no checkpoint is due before a stop
+            proc = subprocess.Popen([*base, "--commit-interval-s", "3600", "--commit-every",
+                                     "100000"], stdout=log, stderr=subprocess.STDOUT, env=env)
+            try:
+                deadline = time.monotonic() + 90
+                while f"documents={len(ads)} " not in log_path.read_text():
+                    assert proc.poll() is None and time.monotonic() < deadline, \
+                        log_path.read_text()[-3000:]
+                    time.sleep(0.2)
+                broker.kill()
+                proc.send_signal(signal.SIGINT)
+                time.sleep(1.0)
+                assert proc.poll() is None, "the first signal waits for the final checkpoint"
+                proc.send_signal(signal.SIGINT)
+                assert proc.wait(timeout=30) == 130
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        said = log_path.read_text()
+        assert "a second signal exits at once" in said and "second SIGINT while stopping" in said
+        assert broker.start() == bootstrap
+        assert read_topic(bootstrap, "out", 1, timeout_s=3) == []  # nothing was flushed
+
+        with (tmp_path / "again.log").open("wb") as log:
+            proc = subprocess.Popen([*base, "--commit-interval-s", "0.2"], stdout=log,
+                                    stderr=subprocess.STDOUT, env=env)
+            try:
+                got = read_topic(bootstrap, "out", len(ads), timeout_s=120)
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                assert proc.wait(timeout=60) == 0
+        assert len(got) == len(ads)
+        assert by_document(got) == expected_verdicts(ads)
+    finally:
+        broker.stop()
+
+
+def test_the_producer_waits_for_a_topic_no_longer_than_a_checkpoint_for_acks(
+        kafka_bootstrap: str) -> None:
+    """``send`` waited 60 s (kafka-python's ``max_block_ms``) for the metadata of a topic
+    no verdict had gone to yet: a stop during an outage took 60 s, not the 30 said."""
+    from streamdedup.service.checkpoint import FLUSH_TIMEOUT_S
+    from streamdedup.service.consumer import Service
+    from streamdedup.settings import Settings
+
+    service = Service(Settings(metrics_port=0, store_backend="memory",
+                               bootstrap_servers=kafka_bootstrap), store=MemoryStore())
+    producer = service._producer()
+    try:
+        assert producer.config["max_block_ms"] == FLUSH_TIMEOUT_S * 1000 == 30_000
+    finally:
+        producer.close(timeout=1)
