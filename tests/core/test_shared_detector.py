@@ -4,12 +4,13 @@ redeliveries and replaced texts, in batches."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from conftest import SHARED_STORES
-from detector_oracle import WORDS, Oracle, doc, observable, random_stream
+from detector_oracle import WORDS, Oracle, doc, observable, random_stream, text, ws
 
 from streamdedup.core.shared_detector import SharedDetector
 
@@ -37,3 +38,52 @@ def test_a_redelivered_batch_gets_the_same_verdicts(kind: str,
     first = det.process_many(docs)
     assert det.process_many(docs) == first
     assert [v.seq for v in first] == [1, 2, 3] and first[1].duplicate_of == "a"
+
+
+BASE = ws("a", *range(10))
+
+
+@pytest.mark.parametrize("kind", SHARED_STORES)
+def test_max_candidates_bounds_verification_and_counts_only_earlier_sets(
+        kind: str, make_shared: Callable[..., Any]) -> None:
+    """As the single writer's: at most ``max_candidates`` sets are verified, the rest are
+    counted in ``skipped``. A set published in the same batch but claimed after the query
+    (``late``) is probed too, and counts in neither."""
+    settings = WORDS.replace(threshold=0.3, max_candidates=2)
+    det = SharedDetector(settings, make_shared(kind))
+    for i in range(5):  # five distinct texts, each 8/12 similar to the query below
+        det.process(doc(f"p{i}", text(BASE[:8], ws(f"x{i}_", 1, 2))))
+    v, late = det.process_many([doc("q", text(BASE)), doc("late", text(BASE[:9], ["y"]))])
+    assert v.candidates == 5 and v.skipped == 3
+    assert len(v.matches) == 2 and "late" not in [m.id for m in v.matches]
+    assert late.candidates == 6  # the five and q, which came first
+
+
+@pytest.mark.parametrize("kind", SHARED_STORES)
+def test_a_second_consumer_gets_the_first_ones_verdicts_and_judges_after_them(
+        kind: str, make_shared: Callable[..., Any]) -> None:
+    """Two detectors on one namespace, as two members of a group: a batch the first has
+    finished, delivered to the second (after a rebalance), gets the stored verdicts back,
+    not new seqs; a new document on the second is judged against the first's."""
+    namespace = f"t{uuid.uuid4().hex}"
+    first = SharedDetector(WORDS, make_shared(kind, namespace))
+    second = SharedDetector(WORDS, make_shared(kind, namespace))
+    docs = [doc("a", "x1 x2 x3 x4"), doc("b", "x1 x2 x3 x5"), doc("c", "y1 y2")]
+    judged = first.process_many(docs)
+    assert second.process_many(docs) == judged
+    v = second.process(doc("d", "x1 x2 x3 x4"))
+    assert v.seq == 4 and v.duplicate_of == "a" and v.exact
+
+
+@pytest.mark.parametrize("kind", SHARED_STORES)
+def test_an_empty_text_publishes_no_set_and_matches_nothing(
+        kind: str, make_shared: Callable[..., Any]) -> None:
+    store = make_shared(kind)
+    det = SharedDetector(WORDS, store)
+    a, b = det.process_many([doc("e1", ""), doc("e2", "   ")])
+    later = det.process(doc("e3", ""))
+    empty = det.sketcher.shingle_fields(doc("e4", "").fields)
+    assert [v.seq for v in (a, b, later)] == [1, 2, 3]
+    assert not (a.duplicate or b.duplicate or later.duplicate)
+    assert later.shingles == 0 and later.candidates == 0
+    assert store.known([empty.set_id]) == set() and store.get_shingles({empty.set_id}) == {}
