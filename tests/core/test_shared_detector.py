@@ -87,3 +87,21 @@ def test_an_empty_text_publishes_no_set_and_matches_nothing(
     assert not (a.duplicate or b.duplicate or later.duplicate)
     assert later.shingles == 0 and later.candidates == 0
     assert store.known([empty.set_id]) == set() and store.get_shingles({empty.set_id}) == {}
+
+
+@pytest.mark.parametrize("kind", SHARED_STORES)
+def test_a_bridge_of_three_clusters_names_the_two_absorbed_in_sorted_order(
+        kind: str, make_shared: Callable[..., Any]) -> None:
+    """As the single writer: the earliest cluster keeps its label, the others are named in
+    ``merged`` sorted (here not their arrival order), so both detectors' verdicts agree."""
+    from streamdedup.core.detector import Detector
+    from streamdedup.store.memory import MemoryStore
+
+    settings = WORDS.replace(threshold=0.3)
+    parts = {"z": ws("p", 1, 2, 3, 4), "m": ws("q", 1, 2, 3, 4), "a": ws("r", 1, 2, 3, 4)}
+    docs = [*(doc(k, text(v)) for k, v in parts.items()),
+            doc("bridge", text(*parts.values()))]  # 4/12 of each
+    for det in (SharedDetector(settings, make_shared(kind)), Detector(settings, MemoryStore())):
+        verdicts = [det.process(d) for d in docs]
+        assert [v.merged for v in verdicts] == [(), (), (), ("a", "m")]
+        assert verdicts[-1].cluster_id == "z"
