@@ -213,3 +213,21 @@ def test_the_id_map_keeps_the_most_recently_seen_ids() -> None:
     for verdict in (v("a"), v("b"), {**v("a"), "seq": 9}, v("c")):
         st.add_verdict(verdict, at=1000.0)
     assert list(st.by_id) == ["a", "c"]  # a was seen again after b
+
+
+def test_an_id_keeps_its_last_four_texts_each_read_as_of_a_time() -> None:
+    """A scraper's id may come again with its ad edited: the monitor keeps the last
+    ``TEXT_VERSIONS`` (4) texts, each with when it came, so a duplicate is explained with the
+    text its original had then; the same text again keeps its first time."""
+    st = MonitorState()
+    for k in range(6):
+        st.add_text("a", {"title": f"version {k}"}, at=100.0 + k)
+    st.add_text("a", {"title": "version 5"}, at=200.0)  # the last text again: not a version
+    assert [t for t, _ in st.texts["a"]] == [102.0, 103.0, 104.0, 105.0]
+    assert st.text("a") == (105.0, {"title": "version 5"})
+    assert st.text("a", at=103.5) == (103.0, {"title": "version 3"})
+    assert st.text("a", at=103.0) == (103.0, {"title": "version 3"})  # came by then
+    assert st.text("a", at=50.0) == (102.0, {"title": "version 2"})  # the oldest kept
+    st.add_text("a", {"title": "version 2"}, at=300.0)  # an older text back: a new version
+    assert st.text("a") == (300.0, {"title": "version 2"}) and len(st.texts["a"]) == 4
+    assert st.text("nobody") is None
