@@ -132,3 +132,54 @@ def test_a_count_a_filter_a_repeat_and_a_record_that_is_no_json() -> None:
     lines.clear()
     follow(SETTINGS, Scripted(list(rounds)), 3, [], lines.append, lambda _: None)
     assert [x.split()[0] for x in lines] == ["a1", "a2", "a3"]  # a2 once
+
+
+class Watched(Scripted):
+    """Also notes how many lines were out when each poll began (what the last poll let go)."""
+
+    def __init__(self, rounds: list[tuple[list[tuple[str, Any]], int]],
+                 lines: list[str]) -> None:
+        super().__init__(rounds)
+        self.lines, self.out_at_poll = lines, []  # type: list[str], list[int]
+
+    def poll(self, timeout_ms: int) -> list[tuple[str, Any]]:
+        self.out_at_poll.append(len(self.lines))
+        return super().poll(timeout_ms)
+
+
+def test_verdicts_go_out_in_order_once_the_input_holds_nothing_more() -> None:
+    """A verdict whose ad is read still waits behind an earlier one that has none yet; both
+    go when the input is read to its end (lag 0), the first untitled, not before."""
+    rounds = [
+        ([record(OUT, verdict("b1"), 10), record(OUT, verdict("b2"), 20)], 3),
+        ([record(IN, {"id": "b2", "title": "Sarto"}, 6)], 1),  # b2's ad, not past b1's time
+        ([], 0),
+    ]
+    lines: list[str] = []
+    observer = Watched(rounds, lines)
+    follow(SETTINGS, observer, 2, [], lines.append, lambda _: None)
+    assert lines == ["b1  new  cluster b1 (1)", "b2  new  cluster b2 (1)  Sarto"]
+    assert observer.out_at_poll == [0, 0, 0]  # both let go by the third poll, not earlier
+
+
+def test_a_verdict_waits_for_its_ad_thirty_seconds_at_most(monkeypatch: Any) -> None:
+    """An input topic that never says where it ends (its lag unknown) and never brings the
+    ad: the verdict goes out untitled after ``HOLD_S``, not never."""
+    from streamdedup.monitor import tail
+
+    now = [1000.0]
+    monkeypatch.setattr(tail.time, "monotonic", lambda: now[0])
+
+    class Unknown(Watched):
+        def poll(self, timeout_ms: int) -> list[tuple[str, Any]]:
+            out = super().poll(timeout_ms)
+            self.lag = {}  # the input's position cannot be asked
+            now[0] += 10.0
+            return out
+
+    lines: list[str] = []
+    observer = Unknown([([record(OUT, verdict("c1"), 10)], 0)] + [([], 0)] * 5, lines)
+    follow(SETTINGS, observer, 1, [], lines.append, lambda _: None)
+    assert lines == ["c1  new  cluster c1 (1)"]
+    # read at 1010; still held at 1020, 1030, 1040 (30 s, not over); out after the poll at 1050
+    assert observer.out_at_poll == [0, 0, 0, 0, 0]
