@@ -140,7 +140,8 @@ class Watched(Scripted):
     def __init__(self, rounds: list[tuple[list[tuple[str, Any]], int]],
                  lines: list[str]) -> None:
         super().__init__(rounds)
-        self.lines, self.out_at_poll = lines, []  # type: list[str], list[int]
+        self.lines = lines
+        self.out_at_poll: list[int] = []
 
     def poll(self, timeout_ms: int) -> list[tuple[str, Any]]:
         self.out_at_poll.append(len(self.lines))
