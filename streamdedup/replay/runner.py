@@ -35,7 +35,7 @@ from typing import Any
 
 from streamdedup.core.document import Document
 from streamdedup.core.verdict import Verdict
-from streamdedup.errors import InputError, MessageError, StreamdedupError
+from streamdedup.errors import ConfigError, InputError, MessageError
 from streamdedup.replay.config import ReplayConfig
 from streamdedup.replay.dump import read_dump
 from streamdedup.replay.process import ChildProcess, free_port
@@ -233,17 +233,31 @@ def _record_id(value: bytes, key: bytes | None, *, is_verdict: bool) -> str | No
 # the whole replay
 
 
-def replay_settings(config: ReplayConfig, bootstrap: str, store: Path) -> Settings:
+# Settings a replay cannot use, and why: its report needs a verdict for every document, and
+# counts as a miss every earlier near-duplicate a retention window forgets on purpose.
+NOT_FOR_A_REPLAY = {
+    "only_duplicates": "a replay needs a verdict for every document",
+    "retention": "a replay's report measures recall against every earlier ad, which "
+                 "--retention forgets on purpose (`check --retention` judges a dump through "
+                 "the window)",
+}
+
+
+def replay_settings(config: ReplayConfig, bootstrap: str, store: Path,
+                    say: Callable[[str], None] = lambda _m: None) -> Settings:
     """The user's settings, with what a replay must fix: its topics, group, store, one
-    partition, a verdict for every document, and a metrics port to wait for readiness."""
+    partition, a verdict for every document, and a metrics port to wait for readiness.
+
+    A setting it cannot use is refused as a flag (exit 2) and left out, said, from the
+    environment: one environment serves every command, ``run --retention 60d``'s too."""
     base = build_settings(config.preset, overrides=config.overrides)
-    if base.only_duplicates:
-        raise StreamdedupError("a replay needs a verdict for every document: "
-                               "drop --only-duplicates")
-    if base.retention:  # its recall would count every pair the window forgets as a miss
-        raise StreamdedupError("a replay's report measures recall against every earlier ad, "
-                               "which --retention forgets on purpose: drop it here "
-                               "(`check --retention` judges a dump through the window)")
+    for name, why in NOT_FOR_A_REPLAY.items():
+        if not getattr(base, name):
+            continue
+        if name in config.overrides:
+            raise ConfigError(f"{why}: drop --{name.replace('_', '-')}")
+        say(f"{env_name(name)} is left out: {why}")
+        base = base.replace(**{name: getattr(Settings(), name)})
     prefix = config.topic_prefix
     if prefix is None:
         prefix = f"replay-{uuid.uuid4().hex[:8]}." if config.run_consumer else ""
@@ -275,7 +289,7 @@ def replay(config: ReplayConfig, say: Callable[[str], None] = lambda _m: None) -
     try:
         store = config.store or work / "store"
         bootstrap = config.bootstrap_servers
-        settings = replay_settings(config, bootstrap, store)
+        settings = replay_settings(config, bootstrap, store, say)
         rows, unreadable = load_rows(config.dump, config.fmt, settings)
         say(f"{len(rows):,} rows to replay ({unreadable} unreadable) to "
             f"{settings.input_topic} on {bootstrap}")

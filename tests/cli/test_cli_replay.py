@@ -22,7 +22,7 @@ def test_replay_refuses_retention_whose_forgetting_its_report_would_count_as_mis
     tsv = write_tsv(tmp_path / "ads.tsv", [["t", "d", "Milano", "2020", "l"]])
     code, _, err = run("replay", "--dump", str(tsv), "--report-dir", str(tmp_path / "r"),
                        "--retention", "1d", "--bootstrap-servers", "127.0.0.1:9")
-    assert code == 1 and "drop it here" in err and not (tmp_path / "r").exists(), err
+    assert code == 2 and "drop --retention" in err and not (tmp_path / "r").exists(), err
 
 
 def test_replay_interrupted_says_so_and_exits_130(tmp_path: Path,

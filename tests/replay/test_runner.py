@@ -21,9 +21,15 @@ from streamdedup.cli import main as cli_main
 from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
 from streamdedup.core.verdict import Verdict
-from streamdedup.errors import InputError
+from streamdedup.errors import ConfigError, InputError
 from streamdedup.replay import report as report_module
-from streamdedup.replay.runner import ReplayConfig, consumer_env, load_rows, replay
+from streamdedup.replay.runner import (
+    ReplayConfig,
+    consumer_env,
+    load_rows,
+    replay,
+    replay_settings,
+)
 from streamdedup.settings import build_settings
 from streamdedup.store.memory import MemoryStore
 
@@ -97,6 +103,26 @@ def test_consumer_env_rebuilds_the_same_settings() -> None:
     env = consumer_env(settings, {"PATH": "/bin", "STREAMDEDUP_PRESET": "words-en"})
     assert env["PATH"] == "/bin" and "STREAMDEDUP_PRESET" not in env
     assert build_settings(env=env) == settings
+
+
+@pytest.mark.parametrize(("name", "value", "env"), [
+    ("retention", "60d", "STREAMDEDUP_RETENTION"),
+    ("only_duplicates", True, "STREAMDEDUP_ONLY_DUPLICATES")])
+def test_what_a_replay_cannot_use_is_refused_as_a_flag_and_left_out_from_the_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, value: object,
+        env: str) -> None:
+    """One environment serves every command: ``STREAMDEDUP_RETENTION`` set for ``run``
+    stopped every replay (exit 1). Given as a flag it is still refused, as a setting (exit 2)."""
+    config = ReplayConfig(dump=tmp_path / "d.tsv", report_dir=tmp_path / "r",
+                          bootstrap_servers="127.0.0.1:9", overrides={name: value})
+    with pytest.raises(ConfigError, match=f"drop --{name.replace('_', '-')}"):
+        replay_settings(config, "127.0.0.1:9", tmp_path / "s")
+    monkeypatch.setenv(env, "60d" if name == "retention" else "true")
+    said: list[str] = []
+    settings = replay_settings(dataclasses.replace(config, overrides={}), "127.0.0.1:9",
+                               tmp_path / "s", said.append)
+    assert not getattr(settings, name) and settings.read_time_field == ""
+    assert len(said) == 1 and said[0].startswith(f"{env} is left out: ")
 
 
 # --- against a real broker ------------------------------------------------------------------
