@@ -11,6 +11,7 @@ broker that goes away, or a store that cannot write, costs time but never a verd
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -384,8 +385,10 @@ class Service:
         consumer.subscribe([s.input_topic], listener=_Revoked(self, checkpoint))
 
         def refuse_if_fenced() -> None:
-            if self.fenced.is_set():
-                checkpoint.rewind()  # held verdicts and store writes: the new member's now
+            if self.fenced.is_set():  # held verdicts and store writes: the new member's now
+                with contextlib.suppress(StoreError):  # the memory store cannot roll back;
+                    self.store.rollback()  # it ends with this process anyway
+                checkpoint.rewind(store_committed=True)
                 raise BrokerRefused.of("in the group", FencedInstanceIdError(
                     f"heartbeat: group_instance_id {s.group_instance_id} fenced"), s)
 
