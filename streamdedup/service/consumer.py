@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import multiprocessing.util
 import os
 import signal
 import threading
@@ -167,16 +168,16 @@ class Service:
             raise StoppedWhileConnecting
 
     def _exit_now(self, signum: int) -> None:
-        """A second signal while stopping: whoever sent it will not wait, and a stop can be
-        long (during a broker outage the final checkpoint waited 60 s for the metadata it
-        never got). Out at once, as a crash would be: nothing is lost, because what was not
+        """A second signal while stopping: out at once, as a crash would be (a stop during a
+        broker outage waited 60 s for its checkpoint). Nothing is lost: what was not
         checkpointed is delivered again at the next start and answered from the store (the
-        chaos runs kill -9 the consumer at any point; the sketch worker sees its parent gone
-        and exits)."""
+        chaos runs kill -9 at any point); the sketch worker sees its parent gone and exits."""
         log.warning("second %s while stopping: exiting now, without the final checkpoint; "
                     "the messages since the last one are judged again at the next start",
                     signal.Signals(signum).name)
         logging.shutdown()  # the line above reaches its handlers before the exit
+        with contextlib.suppress(Exception):  # unlinks the sketch worker's semaphores (else
+            multiprocessing.util._run_finalizers(0)  # type: ignore[attr-defined]  # "leaked")
         os._exit(EXIT_INTERRUPTED)
 
     def install_signal_handlers(self) -> None:
