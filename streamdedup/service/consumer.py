@@ -2,26 +2,21 @@
 
 Loop: poll a batch -> decode each message (bad ones become dead letters) -> detect ->
 add verdicts to the checkpoint -> commit when due (see ``checkpoint.py`` for the order).
-SIGINT/SIGTERM only set a flag: the loop finishes the batch, makes a final checkpoint, leaves
-the group, closes the store and returns 0 (1 if that last checkpoint failed: its messages are
-judged again by whoever takes the partitions). Before the first broker answers there is nothing
-to finish, so the signal ends the wait at once. A failed checkpoint rewinds and backs off, so a
-broker that goes away, or a store that cannot write, costs time but never a verdict.
+SIGINT/SIGTERM only set a flag (``stop.py``): the loop finishes the batch, makes a final
+checkpoint, leaves the group, closes the store and returns 0 (1 if that last checkpoint
+failed: its messages are judged again by whoever takes the partitions). A failed checkpoint
+rewinds and backs off, so a broker that goes away, or a store that cannot write, costs time
+but never a verdict.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing.util
-import os
-import signal
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import replace
-from types import FrameType
 from typing import Any
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, TopicPartition
@@ -55,6 +50,7 @@ from streamdedup.service.records import (
     verdict_record,
 )
 from streamdedup.service.sketch_worker import CHUNK, FIRST_CHUNK, SketchWorker
+from streamdedup.service.stop import Stoppable, StoppedWhileConnecting
 from streamdedup.service.store_watch import PING_EVERY_S, RESTART_CHECK_S, StoreWatch
 from streamdedup.settings import Settings
 from streamdedup.store import Store, open_configured
@@ -68,16 +64,16 @@ REVOKE_WAIT_S = 5.0  # the listener waits this long for the loop to park, then s
 STUCK_AFTER = 3  # failures in a row after which /readyz answers 503
 EXIT_FINAL_COMMIT_FAILED = 1
 EXIT_REFUSED = 2
-EXIT_INTERRUPTED = 130  # a second signal while stopping: out at once, as a crash would be
-class Service:
+
+
+class Service(Stoppable):
     """One consumer process: owns the clients, the store, the detector and the metrics."""
 
     def __init__(self, settings: Settings, store: Store | None = None, *,
                  handle_signals: bool = False) -> None:
         self.settings = settings
-        self.stopping = threading.Event()
+        Stoppable.__init__(self)
         self.fenced = threading.Event()  # set by FenceWatch: another member took our id
-        self._connecting = False  # inside ``_interruptible()``
         if handle_signals:
             self.install_signal_handlers()
         self.sketcher = Sketcher(settings)
@@ -129,16 +125,6 @@ class Service:
                 self.stopping.wait(delay)
                 delay = min(delay * 2, MAX_BACKOFF_S)
 
-    @contextmanager
-    def _interruptible(self) -> Iterator[None]:
-        """While waiting for the store or the first broker: a signal ends the wait where it
-        is (a client's bootstrap wait doubles up to 30 s, so SIGTERM took 13 s, up to 30)."""
-        self._connecting = True
-        try:
-            yield
-        finally:
-            self._connecting = False
-
     def _serve_health(self) -> HealthServer | None:
         s = self.settings
         if not s.metrics_port:
@@ -149,40 +135,6 @@ class Service:
             log.warning("metrics and health are served on %s, reachable from other hosts; "
                         "bind 127.0.0.1 unless that is intended", s.metrics_host)
         return server
-
-    # --- signals
-    def request_stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:
-        """The signal handler (``signum`` given; it runs in the main thread, where ``run()``
-        does) or a call from elsewhere, which only sets the flag."""
-        connecting = self._connecting and signum is not None
-        if signum is not None and self.stopping.is_set():
-            self._exit_now(signum)
-        if not self.stopping.is_set():
-            log.info("stop requested (%s): %s",
-                     signal.Signals(signum).name if signum else "call",
-                     "nothing consumed yet, stopping" if connecting
-                     else "finishing the batch (a second signal exits at once)")
-        self.stopping.set()
-        if connecting:
-            self._connecting = False  # a second signal must not interrupt the cleanup
-            raise StoppedWhileConnecting
-
-    def _exit_now(self, signum: int) -> None:
-        """A second signal while stopping: out at once, as a crash would be (a stop during a
-        broker outage waited 60 s for its checkpoint). Nothing is lost: what was not
-        checkpointed is delivered again at the next start and answered from the store (the
-        chaos runs kill -9 at any point); the sketch worker sees its parent gone and exits."""
-        log.warning("second %s while stopping: exiting now, without the final checkpoint; "
-                    "the messages since the last one are judged again at the next start",
-                    signal.Signals(signum).name)
-        logging.shutdown()  # the line above reaches its handlers before the exit
-        with contextlib.suppress(Exception):  # unlinks the sketch worker's semaphores (else
-            multiprocessing.util._run_finalizers(0)  # type: ignore[attr-defined]  # "leaked")
-        os._exit(EXIT_INTERRUPTED)
-
-    def install_signal_handlers(self) -> None:
-        signal.signal(signal.SIGTERM, self.request_stop)
-        signal.signal(signal.SIGINT, self.request_stop)
 
     # --- clients
     def _clients(self) -> tuple[KafkaConsumer, KafkaProducer]:
@@ -555,14 +507,6 @@ class Service:
                 return          # ended the consumer, 1 test run in 3 with Redis killed)
             self.metrics.store_documents.set(stats["documents"])
             self.metrics.store_bytes.set(stats["bytes"])
-
-
-class StoppedWhileConnecting(BaseException):
-    """SIGTERM arrived while the broker or the store was still unreachable: a clean exit,
-    not an error. A BaseException, as KeyboardInterrupt is: the signal handler raises it
-    wherever the main thread is, and code there that catches Exception (logging's ``emit``,
-    when the signal came while a line was written) swallowed it, so the stop waited for the
-    next bootstrap try again (1 run in 4 of the test)."""
 
 
 class _Revoked(ConsumerRebalanceListener):
