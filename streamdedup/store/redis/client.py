@@ -90,6 +90,11 @@ def connect(url: str, cluster: bool = False, writer: bool = True) -> Any:
                               "Cluster has one: end the URL in /0 or at the port") from None
         raise StoreUnavailableError(f"Redis Cluster at {safe_url(url)} cannot be used: "
                                     f"{exc}") from exc
+    except (redis.AuthenticationError, redis.exceptions.AuthorizationError) as exc:
+        # a setting, not an outage (redis-py's are ConnectionErrors): retried, a wrong
+        # password kept `run` waiting, never ready, for as long as it ran
+        raise ConfigError(f"Redis at {safe_url(url)} refused the user name or password "
+                          f"of redis_url: {exc}") from None
     except redis.RedisError as exc:
         if "DB index is out of range" in str(exc):  # a setting, as a bad port is (exit 2)
             raise ConfigError(f"redis_url {safe_url(url)!r} names a database this server "

@@ -303,3 +303,25 @@ def test_a_database_the_server_does_not_have_is_a_setting(redis_url: str,
         RedisStore(f"{base(redis_url)}/99", "t-db")
     with pytest.raises(ConfigError, match="a Redis Cluster has one"):
         RedisStore(f"{base(redis_cluster_url)}/3", "t-db", cluster=True)
+
+
+def test_credentials_the_server_refuses_are_a_setting(redis_url: str) -> None:
+    """A wrong password was taken for a server away (redis-py's AuthenticationError is a
+    ConnectionError): `run` retried forever, alive and never ready. A user of the session's
+    server is made for it (its default user stays as it is)."""
+    import redis
+
+    host = redis_url.split("://", 1)[1]
+    admin = redis.Redis.from_url(redis_url)
+    admin.acl_setuser("t-alice", enabled=True, passwords=["+rightpw"], keys=["*"],
+                      commands=["+@all"])
+    try:
+        for url in (f"redis://t-alice:wrongpw@{host}",  # a wrong password
+                    f"redis://:somepw@{host}"):  # a password to a user that has none
+            with pytest.raises(ConfigError, match="refused the user name or password") as got:
+                RedisStore(url, "t-auth")
+            assert "wrongpw" not in str(got.value) and "somepw" not in str(got.value)
+        RedisStore(f"redis://t-alice:rightpw@{host}", "t-auth").close()  # and the right one
+    finally:
+        admin.acl_deluser("t-alice")
+        admin.close()
