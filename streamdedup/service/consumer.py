@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 30.0
 STATS_EVERY_S = 15.0
+LAG_EVERY_S = 1.0
 CONSUMER_RETRY_BACKOFF_MS = 10
 REVOKE_WAIT_S = 5.0  # the listener waits this long for the loop to park, then skips
 STUCK_AFTER = 3  # failures in a row after which /readyz answers 503
@@ -101,7 +102,7 @@ class Service(Stoppable):
         self.processed = 0
         self.duplicates = 0
         self.dead = 0
-        self._stats_at = float("-inf")
+        self._stats_at = self._lag_at = float("-inf")
         self.sketch_worker: SketchWorker | None = None  # started by run()
 
     def _open_store(self) -> Store:
@@ -377,6 +378,7 @@ class Service(Stoppable):
                     batches = {}
                 refuse_if_fenced()  # what was fetched is another member's now
                 assigned = consumer.assignment()
+                self._observe(consumer)
                 asked = bool(batches)
                 if not batches and time.monotonic() - pinged >= PING_EVERY_S:
                     pinged = time.monotonic()
@@ -435,7 +437,7 @@ class Service(Stoppable):
                         self.metrics.ready = False
                         backoff = min(max(backoff * 2, 0.5), MAX_BACKOFF_S)
                         log.error("store failed, rewound; retrying in %.1fs: %s", backoff, exc)
-                        self.stopping.wait(backoff)
+                        self._back_off(backoff, consumer, until_the_store_answers=True)
                         continue
                     for tp, offset, out in processed:
                         checkpoint.add(tp, offset, out)
@@ -444,13 +446,12 @@ class Service(Stoppable):
                     try:
                         checkpoint.commit(wait=False)
                         backoff, failures = 0.0, 0
-                        self._observe(consumer)
                     except CheckpointFailed as exc:
                         failures += 1
                         backoff = min(max(backoff * 2, 0.5), MAX_BACKOFF_S)
                         log.error("checkpoint failed, rewound; retrying in %.1fs: %s",
                                   backoff, exc)
-                        self.stopping.wait(backoff)
+                        self._back_off(backoff, consumer)
                 now = time.monotonic()
                 if now - last_log >= s.log_every_s:
                     rate = (self.processed - last_count) / (now - last_log)
@@ -491,14 +492,33 @@ class Service(Stoppable):
             return EXIT_FINAL_COMMIT_FAILED
         return 0
 
+    def _back_off(self, seconds: float, consumer: KafkaConsumer,
+                  until_the_store_answers: bool = False) -> None:
+        """Wait before trying again, the metrics kept up to date meanwhile; after a store
+        failure, no longer than the store takes to answer (a 20-s Redis outage cost 31 s:
+        the doubled backoff was waited out)."""
+        deadline = time.monotonic() + seconds
+        while not self.stopping.wait(min(1.0, max(0.0, deadline - time.monotonic()))):
+            self._observe(consumer)
+            if time.monotonic() >= deadline or (until_the_store_answers
+                                                and self.watch.answers()):
+                return
+
     def _observe(self, consumer: KafkaConsumer) -> None:
-        for tp in consumer.assignment():
+        """The lag of each partition held, at most every second (it was set only after a
+        checkpoint: 0 through a store outage while messages piled up), and the store's
+        size every ``STATS_EVERY_S`` (idle too: it kept a mid-burst value)."""
+        now = time.monotonic()
+        if now - self._lag_at < LAG_EVERY_S:
+            return
+        self._lag_at = now
+        assigned = consumer.assignment()
+        for tp in assigned:
             high = consumer.highwater(tp)
             if high is not None:
                 self.metrics.lag.labels(str(tp.partition)).set(
                     max(0, high - consumer.position(tp))
                 )
-        now = time.monotonic()
         if now - self._stats_at >= STATS_EVERY_S:  # counting rows is O(store size)
             self._stats_at = now
             try:
@@ -525,6 +545,9 @@ class _Revoked(ConsumerRebalanceListener):
         self.checkpoint = checkpoint
 
     def on_partitions_revoked(self, revoked: Any) -> None:
+        for tp in revoked:  # another member's to report now (summed, it counted twice)
+            with contextlib.suppress(KeyError):
+                self.service.metrics.lag.remove(str(tp.partition))
         self.checkpoint.forget(revoked)
         if self.checkpoint.empty or self.service.fenced.is_set():  # fenced: nothing goes out
             return

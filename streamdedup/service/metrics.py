@@ -69,9 +69,11 @@ class Metrics:
             "streamdedup_batch_size", "messages per poll", registry=r,
             buckets=(1, 5, 10, 50, 100, 250, 500, 1000, 2000),
         )
-        self.lag = Gauge("streamdedup_consumer_lag", "messages behind the high watermark",
+        self.lag = Gauge("streamdedup_consumer_lag", "messages behind the high watermark, "
+                         "per partition held (each second; a partition given up is dropped)",
                          ["partition"], registry=r)
-        self.store_documents = Gauge("streamdedup_store_documents", "documents in the store",
+        self.store_documents = Gauge("streamdedup_store_documents", "documents in the store "
+                                     "(taken every 15 s)",
                                      registry=r)
         self.store_bytes = Gauge("streamdedup_store_bytes", "store size on disk", registry=r)
         self.evicted = Counter("streamdedup_evicted", "documents and sets removed by retention",

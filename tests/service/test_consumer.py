@@ -269,15 +269,37 @@ def test_sigkill_mid_stream_loses_nothing(kafka_bootstrap: str, topics: Topics,
     assert by_document(got) == expected
 
 
+def wait_lag(port: int, want: int, proc: subprocess.Popen[bytes]) -> None:
+    """Until /metrics says partition 0 is ``want`` messages behind."""
+    wait_metric(port, f'streamdedup_consumer_lag{{partition="0"}} {float(want)}', proc)
+
+
+def wait_metric(port: int, line: str, proc: subprocess.Popen[bytes], timeout_s: float = 30.0
+                ) -> None:
+    """Until /metrics has ``line``."""
+    deadline = time.monotonic() + timeout_s
+    body = ""
+    while line not in body.splitlines():
+        assert time.monotonic() < deadline and proc.poll() is None, body[-3000:]
+        time.sleep(0.2)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            body = r.read().decode()
+
+
 def test_metrics_and_health_endpoints(kafka_bootstrap: str, topics: Topics,
                                       consumer_process: Any, tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    ads = make_ads(20, seed=5)
+    ads, more = make_ads(20, seed=5), make_ads(8, seed=6)
     produce(kafka_bootstrap, topics.input, encode(ads))
     proc = consumer_process("--metrics-port", str(port))
     read_topic(kafka_bootstrap, topics.output, len(ads))
+    produce(kafka_bootstrap, topics.input, encode(more))  # within the 15 s of its stats
+    read_topic(kafka_bootstrap, topics.output, len(ads) + len(more))
+    # idle since: the store's size is taken again all the same (it kept the first batch's)
+    wait_metric(port, f"streamdedup_store_documents {float(len(ads) + len(more))}", proc)
+    wait_lag(port, 0, proc)
 
     def get(path: str) -> tuple[int, str]:
         try:
@@ -293,8 +315,8 @@ def test_metrics_and_health_endpoints(kafka_bootstrap: str, topics: Topics,
     assert get("/readyz")[0] == 200
     status, body = get("/metrics")
     assert status == 200
-    assert f"streamdedup_documents_total {len(ads)}.0" in body
-    assert "streamdedup_duplicates_total 10.0" in body
+    assert f"streamdedup_documents_total {len(ads) + len(more)}.0" in body
+    assert "streamdedup_duplicates_total 14.0" in body
     assert "streamdedup_stage_seconds_bucket" in body
     assert "streamdedup_consumer_lag" in body
     proc.send_signal(signal.SIGTERM)
@@ -752,7 +774,8 @@ def test_while_redis_is_down_the_consumer_waits_unready_and_loses_nothing(
         redis.kill()
         wait_ready(503)
         produce(kafka_bootstrap, topics.input, encode(second))
-        time.sleep(2.0)
+        # the lag says what waits (it stayed 0: set only after a checkpoint)
+        wait_lag(port, len(second), proc)
         assert proc.poll() is None
         redis.restart()
         got = read_topic(kafka_bootstrap, topics.output, len(first) + len(second))
@@ -760,6 +783,7 @@ def test_while_redis_is_down_the_consumer_waits_unready_and_loses_nothing(
         assert all(isinstance(v["seq"], int) for v in got)
         assert not [v for v in got if v["duplicate_of"] == v["id"]]
         wait_ready(200)
+        wait_lag(port, 0, proc)
         probes = free_port()
         waiting = consumer_process("--store-backend", "redis", "--redis-url",
                                    f"redis://127.0.0.1:{free_port()}/0", "--group-id", "other",
@@ -927,3 +951,63 @@ def test_the_producer_waits_for_a_topic_no_longer_than_a_checkpoint_for_acks(
         assert producer.config["max_block_ms"] == FLUSH_TIMEOUT_S * 1000 == 30_000
     finally:
         producer.close(timeout=1)
+
+
+def test_a_partition_revoked_leaves_the_lag_to_its_new_member() -> None:
+    """After rebalances every member exported the lag of every partition it ever held, so
+    a sum over the group counted partitions twice."""
+    from kafka import TopicPartition
+
+    from streamdedup.service.checkpoint import Checkpoint
+    from streamdedup.service.consumer import Service, _Revoked
+    from streamdedup.settings import Settings
+
+    service = Service(Settings(metrics_port=0, store_backend="memory"), store=MemoryStore())
+    checkpoint = Checkpoint(service.store, None, None, service.metrics, commit_every=100,
+                            commit_interval_s=1.0)
+    for partition, lag in ((0, 3), (1, 5)):
+        service.metrics.lag.labels(str(partition)).set(lag)
+    listener = _Revoked(service, checkpoint)
+    listener.on_partitions_revoked({TopicPartition("jobs", 1), TopicPartition("jobs", 7)})
+    samples = {s.labels["partition"]: s.value
+               for s in service.metrics.lag.collect()[0].samples}
+    assert samples == {"0": 3.0}
+
+
+def test_a_store_failure_is_retried_as_soon_as_the_store_answers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backoff doubles up to 30 s and was waited out whole: a 20-s Redis outage cost 31 s.
+    Now the wait ends at the first ping the store answers (one a second); a checkpoint that
+    failed (the broker) waits its whole backoff."""
+    from streamdedup.service import consumer as module
+    from streamdedup.service.consumer import Service
+    from streamdedup.settings import Settings
+
+    now = [0.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
+
+    class Clock:
+        def wait(self, seconds: float) -> bool:
+            now[0] += seconds
+            return False
+
+        def is_set(self) -> bool:
+            return False
+
+    class Watch:
+        pings = 0
+
+        def answers(self) -> bool:
+            self.pings += 1
+            return self.pings >= 4
+
+    class Consumer:
+        def assignment(self) -> set[Any]:
+            return set()
+
+    service = Service(Settings(metrics_port=0, store_backend="memory"), store=MemoryStore())
+    service.stopping, service.watch = Clock(), Watch()  # type: ignore[assignment]
+    service._back_off(30.0, Consumer(), until_the_store_answers=True)  # type: ignore[arg-type]
+    assert now[0] == 4.0
+    service._back_off(30.0, Consumer())  # type: ignore[arg-type]
+    assert now[0] == 34.0
