@@ -197,17 +197,20 @@ class Observer:
             self._consumer.close(autocommit=False)
 
 
+SKIPPED_SAID_EVERY_S = 60.0
+# (topic, what) -> records skipped since the last line about them, and when that was said
+_skipped: dict[tuple[str, str], tuple[int, float]] = {}
+
+
 def decode(rec: Any) -> dict[str, Any] | None:
-    """A record's JSON object, or None (logged) for anything else."""
+    """A record's JSON object, or None (said) for anything else."""
     try:  # NaN and Infinity are not JSON (Python reads them; the API could not answer them)
         value = json.loads(rec.value, parse_constant=_not_json, parse_float=_finite)
     except (TypeError, ValueError, UnicodeDecodeError, RecursionError):  # 100,000 [s deep
-        log.warning("skipping a record that is not JSON at %s/%s/%s", rec.topic, rec.partition,
-                    rec.offset)
+        _skip(rec, "not JSON")
         return None
     if not isinstance(value, dict):
-        log.warning("skipping a record that is JSON but no object at %s/%s/%s", rec.topic,
-                    rec.partition, rec.offset)
+        _skip(rec, "JSON but no object")
         return None
     if _SURROGATE.search(rec.value):
         return _without_lone_surrogates(value)
@@ -227,6 +230,25 @@ def _without_lone_surrogates(value: dict[str, Any]) -> dict[str, Any]:
     except UnicodeEncodeError:
         return dict(json.loads(text.encode("utf-8", "replace")))
     return value
+
+
+def _skip(rec: Any, what: str) -> None:
+    """The first record skipped on a topic is said, then a count once a minute: 2,000 bad
+    ads on the input topic (the detector's dead letters) were 2,000 lines at each start of
+    `tail` or the monitor, and of an `explain` that answered in 7."""
+    now = time.monotonic()
+    count, said = _skipped.get((rec.topic, what), (0, float("-inf")))
+    if now - said < SKIPPED_SAID_EVERY_S:
+        _skipped[(rec.topic, what)] = (count + 1, said)
+        return
+    _skipped[(rec.topic, what)] = (0, now)
+    where = f"{rec.topic}/{rec.partition}/{rec.offset}"
+    if said == float("-inf"):
+        log.warning("skipping a record that is %s at %s (more on %s are counted, said once a "
+                    "minute)", what, where, rec.topic)
+    else:
+        log.warning("skipped %d more records that are %s on %s, the latest at %s",
+                    count + 1, what, rec.topic, where)
 
 
 def _not_json(name: str) -> Any:

@@ -245,3 +245,38 @@ def test_nan_and_nesting_too_deep_are_not_json_to_the_monitor() -> None:
     assert lone == {"id": "a", "title": "Cameriere ? Milano", "n": [1]}
     assert decode(rec(b'{"id": "a", "t": "\\ud83d\\ude00 \\u00e8"}')) == {"id": "a",
                                                                      "t": "\U0001f600 \u00e8"}
+
+
+def test_records_skipped_are_said_once_then_counted_once_a_minute(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """2,000 bad ads on the input topic (the detector's dead letters) were 2,000 warnings at
+    each start of `tail` and the monitor, and in an `explain` that answered in 7 lines."""
+    from types import SimpleNamespace
+
+    from streamdedup.monitor import observer
+
+    now = [1000.0]
+    monkeypatch.setattr(observer.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(observer, "_skipped", {})
+
+    def rec(topic: str, value: bytes, offset: int) -> object:
+        return SimpleNamespace(value=value, topic=topic, partition=0, offset=offset)
+
+    with caplog.at_level("WARNING", logger="streamdedup.monitor.observer"):
+        for offset in range(2000):
+            assert observer.decode(rec("jobs", b"\xff not json", offset)) is None
+        assert observer.decode(rec("jobs", b"[1, 2]", 2000)) is None  # another kind, said
+        assert observer.decode(rec("jobs.duplicates", b"{", 0)) is None  # another topic
+        now[0] += 59.0
+        observer.decode(rec("jobs", b"nope", 2001))
+        now[0] += 1.0
+        observer.decode(rec("jobs", b"nope", 2002))
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [
+        "skipping a record that is not JSON at jobs/0/0 (more on jobs are counted, said once "
+        "a minute)",
+        "skipping a record that is JSON but no object at jobs/0/2000 (more on jobs are "
+        "counted, said once a minute)",
+        "skipping a record that is not JSON at jobs.duplicates/0/0 (more on jobs.duplicates "
+        "are counted, said once a minute)",
+        "skipped 2001 more records that are not JSON on jobs, the latest at jobs/0/2002"]
