@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 MAX_BACKOFF_S = 30.0
 STATS_EVERY_S = 15.0
 LAG_EVERY_S = 1.0
+MOSTLY_DEAD_AT_LEAST = 20  # dead letters between two throughput lines, before it is said
 CONSUMER_RETRY_BACKOFF_MS = 10
 REVOKE_WAIT_S = 5.0  # the listener waits this long for the loop to park, then skips
 STUCK_AFTER = 3  # failures in a row after which /readyz answers 503
@@ -102,7 +103,10 @@ class Service(Stoppable):
         self.processed = 0
         self.duplicates = 0
         self.dead = 0
-        self._stats_at = self._lag_at = float("-inf")
+        self._stats_at = self._lag_at = self._dead_said_at = float("-inf")
+        self._dead_lately: dict[str, int] = {}  # reason -> dead letters since the last line
+        self._dead_example: dict[str, str] = {}
+        self._judged_at_line = 0
         self.sketch_worker: SketchWorker | None = None  # started by run()
 
     def _open_store(self) -> Store:
@@ -269,6 +273,8 @@ class Service(Stoppable):
 
     def _dead_letter(self, error: MessageError, src: Source, rec: Any) -> Outgoing:
         self.dead += 1
+        self._dead_lately[error.reason] = self._dead_lately.get(error.reason, 0) + 1
+        self._dead_example.setdefault(error.reason, error.detail)
         self.metrics.dead_letters.labels(error.reason).inc()
         return dead_letter_record(self.settings.dlq_topic, error, src, rec.key, rec.value,
                                   self.settings.max_output_bytes)
@@ -459,6 +465,7 @@ class Service(Stoppable):
                         "documents": self.processed, "duplicates": self.duplicates,
                         "dead_letters": self.dead, "docs_per_s": round(rate, 1)})
                     last_log, last_count = now, self.processed
+                    self._warn_if_mostly_dead(now)
             exit_code = self._final_commit(checkpoint)
         finally:
             if watch is not None:
@@ -491,6 +498,21 @@ class Service(Stoppable):
                       "start: %s", held, exc)
             return EXIT_FINAL_COMMIT_FAILED
         return 0
+
+    def _warn_if_mostly_dead(self, now: float) -> None:
+        """Said when most messages since the last line became dead letters, at most once a
+        minute: ``run --retention 60d`` on ads whose times did not parse sent every one to
+        the dead-letter topic with nothing but an INFO count."""
+        dead = sum(self._dead_lately.values())
+        judged, self._judged_at_line = self.processed - self._judged_at_line, self.processed
+        if dead >= MOSTLY_DEAD_AT_LEAST and dead > judged and now - self._dead_said_at >= 60:
+            self._dead_said_at = now
+            reason = max(self._dead_lately, key=self._dead_lately.__getitem__)
+            log.warning("%d of the last %d messages were dead letters, %d of them %s (e.g. %s): "
+                        "does what is sent match --text-fields and --time-field?", dead,
+                        dead + judged, self._dead_lately[reason], reason,
+                        self._dead_example[reason][:200])
+        self._dead_lately, self._dead_example = {}, {}
 
     def _back_off(self, seconds: float, consumer: KafkaConsumer,
                   until_the_store_answers: bool = False) -> None:

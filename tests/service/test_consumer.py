@@ -1011,3 +1011,39 @@ def test_a_store_failure_is_retried_as_soon_as_the_store_answers(
     assert now[0] == 4.0
     service._back_off(30.0, Consumer())  # type: ignore[arg-type]
     assert now[0] == 34.0
+
+
+def test_a_stream_of_mostly_dead_letters_is_said(caplog: pytest.LogCaptureFixture) -> None:
+    """``run --retention 60d`` on the Kijiji dump (times as "21 ottobre, 04:05") sent every
+    message to the dead-letter topic, said only in the INFO throughput line."""
+    from types import SimpleNamespace
+
+    from streamdedup.service.consumer import Service
+    from streamdedup.settings import Settings
+
+    service = Service(Settings(metrics_port=0, store_backend="memory", retention="60d"),
+                      store=MemoryStore())
+
+    def records(n: int, start: int, timestamp: str) -> list[Any]:
+        return [SimpleNamespace(topic="jobs", partition=0, offset=start + i, timestamp=None,
+                                key=None, value=json.dumps({
+                                    "id": f"r{start + i}", "title": "Cuoco",
+                                    "description": f"cucina {start + i}",
+                                    "timestamp": timestamp}).encode())
+                for i in range(n)]
+
+    with caplog.at_level("WARNING", logger="streamdedup.service.consumer"):
+        service.process_records(records(19, 0, "21 ottobre, 04:05"))
+        service._warn_if_mostly_dead(1000.0)  # 19: too few to say
+        service.process_records(records(30, 100, "21 ottobre, 04:05"))
+        service.process_records(records(29, 200, "2024-03-05T10:00:00Z"))
+        service._warn_if_mostly_dead(1010.0)  # 30 of 59
+        service.process_records(records(40, 300, "ieri"))
+        service._warn_if_mostly_dead(1069.0)  # within the minute: not again
+        service.process_records(records(40, 400, "ieri"))
+        service.process_records(records(41, 500, "2024-03-05T10:00:00Z"))
+        service._warn_if_mostly_dead(1070.0)  # 40 of 81: not most
+    said = [r.getMessage() for r in caplog.records if "dead letters" in r.getMessage()]
+    assert len(said) == 1, said
+    assert said[0].startswith("30 of the last 59 messages were dead letters, 30 of them "
+                              "bad_time (e.g. ") and "21 ottobre, 04:05" in said[0]
