@@ -37,6 +37,27 @@ def test_an_input_topic_with_fewer_partitions_than_asked_is_said(
     assert caplog.records == []  # one partition asked, one there
 
 
+@pytest.mark.broker
+def test_an_output_topic_that_takes_less_than_max_output_bytes_is_said(
+        kafka_bootstrap: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Made beforehand with ``max.message.bytes=600``, the verdict topic turned 10 of 12
+    verdicts into ``output_too_large`` dead letters, and nothing at start said why."""
+    name = f"small-{uuid.uuid4().hex[:8]}"
+    create_topics(kafka_bootstrap, {name + ".out": 1}, {"max.message.bytes": "600"})
+    create_topics(kafka_bootstrap, {name + ".dlq": 1}, {"max.message.bytes": "2000000"})
+    overrides = {"bootstrap_servers": kafka_bootstrap, "input_topic": name,
+                 "output_topic": name + ".out", "dlq_topic": name + ".dlq"}
+    with caplog.at_level(logging.WARNING, logger="streamdedup.service.kafka"):
+        ensure_topics(build_settings(env={}, overrides=overrides), 10_000)
+        # the input topic above, made with the broker's limit, none of its own
+        again = {**overrides, "input_topic": name + ".in", "output_topic": name}
+        ensure_topics(build_settings(env={}, overrides=again), 10_000)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"topic {name}.out takes records of at most 600 bytes (its max.message.bytes), under "
+        "--max-output-bytes 1000000: a record over it becomes an output_too_large dead "
+        "letter; raise the topic's limit, or lower --max-output-bytes (at least 65536)"]
+
+
 def test_closing_a_producer_that_cannot_finish_is_a_warning_not_a_crash(
         caplog: pytest.LogCaptureFixture) -> None:
     """After SIGTERM with the broker away, the consumer's close raised KafkaTimeoutError:
