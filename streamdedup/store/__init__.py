@@ -20,8 +20,8 @@ def open_configured(settings: Settings, params: Mapping[str, Any]) -> Store:
     """The store the settings name: a directory, a Redis URL, or memory."""
     location = settings.redis_url if settings.store_backend == "redis" else settings.store
     if settings.store_backend == "sqlite" and not location.strip():
-        raise ConfigError("store must name a directory (an empty one put the store's files in "
-                          "the current directory)")
+        raise ConfigError("store must name a directory (--store or STREAMDEDUP_STORE is empty: "
+                          "an empty one put the store's files in the current directory)")
     store = open_store(settings.store_backend, location, params, settings.redis_namespace,
                        settings.redis_cluster, single_writer=settings.retention_ms is not None)
     untimed = getattr(store, "untimed_documents", None)  # SQLite's (Redis refuses the mix)

@@ -302,7 +302,7 @@ def test_an_empty_store_directory_is_refused_where_a_store_is_opened(
     from streamdedup.store import open_configured
 
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(ConfigError, match="store must name a directory"):
+    with pytest.raises(ConfigError, match=r"must name a directory \(--store or STREAMDEDUP_STORE"):
         open_configured(Settings(store=" "), PARAMS)
     assert list(tmp_path.iterdir()) == []
 
