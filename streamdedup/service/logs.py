@@ -176,6 +176,21 @@ class SlowTask(logging.Filter):
         return True
 
 
+class GroupStart(logging.Filter):
+    """Two WARNINGs of kafka-python's at a healthy start of a group (the topic's metadata not
+    there at the first assignment, then "assigned []" and the partitions; the coordinator
+    moved while the offsets topic was made): nothing to act on, so DEBUG. Not ready while
+    nothing is assigned says the rest (/readyz)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = str(record.msg)
+        if text.startswith("No partition metadata for topic") or (
+                text.startswith("Marking the coordinator dead")
+                and "NotCoordinator" in record.getMessage()):
+            return _to_debug(record)
+        return True
+
+
 class _Held(logging.Handler):
     def __init__(self) -> None:
         super().__init__()
@@ -212,6 +227,7 @@ def setup_logging(level: str, json_lines: bool, held: Iterable[logging.LogRecord
     # On the handler: a logger's filter skips its children. The broker's absence first.
     handler.addFilter(BrokerAway())
     handler.addFilter(KafkaRepeats())
+    handler.addFilter(GroupStart())  # on the handler: kafka.coordinator's children log them
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

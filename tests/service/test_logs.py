@@ -167,6 +167,27 @@ def test_kafka_pythons_slow_step_notice_is_debug(monkeypatch: pytest.MonkeyPatch
     assert SlowTask().filter(wakeup) and wakeup.levelno == logging.WARNING
 
 
+def test_kafka_pythons_warnings_at_a_healthy_group_start_are_debug() -> None:
+    """Every healthy start said "WARNING ... No partition metadata for topic jobs", and the
+    first one "Marking the coordinator dead ... NotCoordinatorError"; a coordinator lost to
+    a broker that went away still says so."""
+    from streamdedup.service.logs import GroupStart
+
+    start = GroupStart()
+    metadata = _kafka_line("No partition metadata for topic %s", 0,
+                           name="kafka.coordinator.assignors.range")
+    metadata.args = ("jobs",)
+    moved = _kafka_line("Marking the coordinator dead (node %s) for group %s: %s.", 0,
+                        name="kafka.coordinator")
+    moved.args = ("coordinator-1", "streamdedup", "[Error 16] NotCoordinatorError")
+    gone = _kafka_line("Marking the coordinator dead (node %s) for group %s: %s.", 0,
+                       name="kafka.coordinator")
+    gone.args = ("coordinator-1", "streamdedup", "KafkaConnectionError: socket disconnected")
+    assert start.filter(metadata) is False and metadata.levelno == logging.DEBUG
+    assert start.filter(moved) is False and moved.levelno == logging.DEBUG
+    assert start.filter(gone) and gone.levelno == logging.WARNING
+
+
 def test_what_the_settings_said_before_logging_was_set_comes_out_in_its_format(
         capsys: pytest.CaptureFixture[str]) -> None:
     """`run --log-json` began with the settings' warning (a variable that is no setting) as a
