@@ -1047,3 +1047,35 @@ def test_a_stream_of_mostly_dead_letters_is_said(caplog: pytest.LogCaptureFixtur
     assert len(said) == 1, said
     assert said[0].startswith("30 of the last 59 messages were dead letters, 30 of them "
                               "bad_time (e.g. ") and "21 ottobre, 04:05" in said[0]
+
+
+def test_the_lag_is_measured_without_asking_the_broker_and_never_stops_the_loop() -> None:
+    """With the lag taken on every pass, a chaos run's consumer exited while the broker was
+    stopped: ``position`` waited on the coordinator to validate the offset, and raised."""
+    from kafka import TopicPartition
+    from kafka.errors import KafkaConnectionError
+
+    from streamdedup.service.consumer import Service
+    from streamdedup.settings import Settings
+
+    class Consumer:
+        def __init__(self, fails: bool) -> None:
+            self.fails = fails
+
+        def assignment(self) -> set[Any]:
+            return {TopicPartition("jobs", 0)}
+
+        def highwater(self, tp: Any) -> int:
+            return 10
+
+        def position(self, tp: Any, timeout_ms: int | None = None) -> int:
+            assert timeout_ms == 0, "a position the broker must be asked for is not waited for"
+            if self.fails:
+                raise KafkaConnectionError("socket disconnected")
+            return 7
+
+    service = Service(Settings(metrics_port=0, store_backend="memory"), store=MemoryStore())
+    service._observe(Consumer(fails=True))  # type: ignore[arg-type]
+    service._lag_at = float("-inf")
+    service._observe(Consumer(fails=False))  # type: ignore[arg-type]
+    assert service.metrics.lag.labels("0")._value.get() == 3
