@@ -411,17 +411,7 @@ def test_store_errors_share_the_root() -> None:
         assert issubclass(cls, StoreError)
 
 
-
-
-# --- rollback: SQLite discards pending writes (caches included); memory cannot
-
-
-
-
-
-
-
-
+# --- rollback: SQLite discards pending writes (tests/store/sqlite/test_file.py); memory cannot
 
 
 def test_memory_rollback_is_refused(make_store: Callable[..., Store]) -> None:

@@ -248,3 +248,37 @@ def test_sorted_keys_set_the_same_filter_bits_as_any_keys() -> None:
     _set_bits(a, keys, width)
     _set_sorted_bits(b, keys, width)
     assert np.array_equal(a, b) and a.any()
+
+
+def test_add_is_a_set_add_after_a_compaction() -> None:
+    index = BucketIndex(run_size=4)
+    index.add([1, 2, 3, 4, 5], 9, 100)
+    index.commit()
+    for s in range(100, 110):
+        index.add([s], s, 1)
+    index.commit()
+    index.remove(list(range(100, 110)))
+    index.commit()  # dead refs are the majority: compacted
+    assert index._dead_refs == 0 and index._n_sets == 1
+    index.add([5, 6], 9, 100)
+    index.commit()
+    assert index.probe([1, 2, 3, 4, 5, 6]) == {9: 6}
+    assert len(index) == 6
+
+
+def test_compaction_is_rare_under_a_sliding_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    real = BucketIndex._compact
+    monkeypatch.setattr(BucketIndex, "_compact", lambda self: (calls.append(1), real(self)))
+    rng = np.random.default_rng(4)
+    index = BucketIndex(run_size=2048)
+    live: list[int] = []
+    for step in range(5000):
+        set_id = int(rng.integers(1, 2**62))
+        index.add(rng.integers(-2**62, 2**62, 5).tolist(), set_id, 10)
+        live.append(set_id)
+        if len(live) > 500:
+            index.remove([live.pop(0)])
+        if step % 50 == 49:
+            index.commit()
+    assert len(calls) <= 5000 // 500 + 1  # about one per window (was 100 commits)

@@ -32,7 +32,13 @@ from streamdedup.store import open_store
 from streamdedup.store.base import DocRecord, SetRecord, Store
 from streamdedup.store.payload import is_text
 from streamdedup.store.sqlite import SqliteStore
-from streamdedup.store.sqlite.file import DB_NAME, LOCK_NAME, SCHEMA_VERSION, read_verdict
+from streamdedup.store.sqlite.file import (
+    DB_NAME,
+    LOCK_NAME,
+    SCHEMA_VERSION,
+    decode_log_row,
+    read_verdict,
+)
 from streamdedup.store.sqlite.maintenance import export, verify
 
 
@@ -643,3 +649,122 @@ def test_sqlite_keeps_texts_and_reads_the_same_hashes_back(tmp_path: Path) -> No
 
     assert verify(d) == []
 
+
+
+# --- eviction and rollback at the edges a mutation sweep found unpinned (twenty-sixth session)
+
+
+def band_keys(set_id: int, n: int = 25) -> list[int]:
+    return np.random.default_rng(set_id).integers(-(2**62), 2**62, n).tolist()
+
+
+def timed_set(s: SqliteStore, set_id: int, last_time: int) -> None:
+    s.add_set(SetRecord(set_id, s.next_seq(), f"d{set_id}", set_id, last_time=last_time), HIGH)
+    s.add_to_buckets(band_keys(set_id), set_id, 6)
+
+
+def test_rollback_takes_back_bucket_adds(tmp_path: Path) -> None:
+    s = SqliteStore(tmp_path / "s")
+    timed_set(s, 1, 5)
+    s.commit()
+    timed_set(s, 2, 5)
+    s.rollback()
+    assert s.probe(band_keys(1) + band_keys(2)) == {1: 25}
+    s.commit()
+    s.close()
+    s = SqliteStore(tmp_path / "s")
+    assert s.probe(band_keys(1) + band_keys(2)) == {1: 25}
+    s.close()
+
+
+def test_an_evicted_set_takes_its_remaining_documents(tmp_path: Path) -> None:
+    s = SqliteStore(tmp_path / "s")
+    s.add_set(SetRecord(1, s.next_seq(), "d1", 1, last_time=1), HIGH)
+    for t in (1, 2, 3):
+        s.put_doc(DocRecord(f"d{t}", s.next_seq(), 1, "{}", t))
+    s.commit()
+    s.evict(cutoff_ms=10, limit=1)  # one document by time, then the set (newest time 3)
+    s.commit()
+    assert [s.get_doc(f"d{t}") for t in (1, 2, 3)] == [None, None, None]
+    assert s._conn.execute("SELECT count(*) FROM docs").fetchone()[0] == 0
+    assert s._conn.execute("SELECT count(*) FROM verdicts").fetchone()[0] == 0
+    s.close()
+
+
+def test_an_evicted_crowded_set_comes_back_uncrowded(tmp_path: Path) -> None:
+    s = SqliteStore(tmp_path / "s")
+    s.add_set(SetRecord(1, s.next_seq(), "a", 1, last_time=1), HIGH)
+    s.add_edges(1, [(i, 0.9) for i in range(2, 8)], cap=4)
+    assert s.neighbours(1) is None
+    s.commit()
+    s.evict(cutoff_ms=10, limit=10)
+    s.commit()
+    assert s._conn.execute("SELECT count(*) FROM crowded").fetchone()[0] == 0
+    s.add_set(SetRecord(1, s.next_seq(), "b", 1, last_time=20), HIGH)
+    s.add_edges(1, [(2, 0.5)], cap=4)
+    assert s.neighbours(1) == [(2, 0.5)]
+    s.close()
+
+
+def test_a_tombstone_is_evicted_once(tmp_path: Path) -> None:
+    s = SqliteStore(tmp_path / "s")
+    s.add_set(SetRecord(1, s.next_seq(), "a", 1, last_time=1), HIGH)
+    s.add_set(SetRecord(2, s.next_seq(), "b", 2, last_time=500), HIGH[:2])
+    s.set_parent(2, 1)
+    s.commit()
+    assert s.evict(cutoff_ms=100, limit=10) == 1
+    s.commit()
+    assert s.get_sets([1])[1].evicted
+    assert s.evict(cutoff_ms=100, limit=10) == 0
+    s.close()
+
+
+def test_a_rolled_back_tombstoning_keeps_the_sets_buckets(tmp_path: Path) -> None:
+    s = SqliteStore(tmp_path / "s")
+    timed_set(s, 1, 1)
+    timed_set(s, 2, 500)
+    s.set_parent(2, 1)
+    s.commit()
+    s.evict(cutoff_ms=100, limit=10)
+    assert s.probe(band_keys(1)) == {}
+    s.rollback()
+    assert s.probe(band_keys(1)) == {1: 25}
+    s.close()
+
+
+def test_an_eviction_failing_halfway_then_rolled_back_keeps_buckets(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = SqliteStore(tmp_path / "s")
+    timed_set(s, 1, 1)
+    s.commit()
+
+    def boom(set_id: int) -> None:
+        raise StoreError("disk went away")
+
+    monkeypatch.setattr(s, "_release", boom)
+    with pytest.raises(StoreError):
+        s.evict(cutoff_ms=100, limit=10)
+    monkeypatch.undo()
+    s.rollback()
+    assert s.probe(band_keys(1)) == {1: 25}
+    s.commit()
+    s.close()
+    s = SqliteStore(tmp_path / "s")
+    assert s.probe(band_keys(1)) == {1: 25}
+    s.close()
+
+
+def test_a_sparse_log_row_is_relogged_with_every_key(tmp_path: Path) -> None:
+    s = SqliteStore(tmp_path / "s")
+    for i in range(9):  # 1 live of 9: under an eighth
+        timed_set(s, i, 1000 if i == 0 else 1)
+    s.commit()
+    s.evict(cutoff_ms=10, limit=100)
+    assert s.probe(band_keys(0)) == {0: 25}
+    s.commit()
+    rows = s._conn.execute("SELECT row, set_ids, sizes, counts, keys FROM bucket_log").fetchall()
+    assert [decode_log_row(*b).set_ids.tolist() for _, *b in rows] == [[0]]
+    s.close()
+    s = SqliteStore(tmp_path / "s")
+    assert s.probe(band_keys(0)) == {0: 25}
+    s.close()

@@ -209,3 +209,140 @@ def test_sets_read_in_pieces_at_open_are_every_set(tmp_path: Path,
     assert answers(s, ids) == whole
     assert len(whole[1]) == 60  # sets 40 to 99 (0 to 39 left the window)
     s.close()
+
+
+# --- the snapshot's edges a mutation sweep found unpinned (twenty-sixth session)
+
+
+def distinct_keys(set_id: int) -> list[int]:
+    """25 band keys no other set of these tests has."""
+    return np.random.default_rng(set_id).integers(-(2**62), 2**62, BANDS).tolist()
+
+
+def one_set_closed(directory: Path) -> Path:
+    """A store holding set 1, closed cleanly (so with its snapshot)."""
+    s = SqliteStore(directory)
+    timed_set(s, 1, 5)
+    s.commit()
+    s.close()
+    return directory
+
+
+def timed_set(s: SqliteStore, set_id: int, last_time: int) -> None:
+    s.add_set(SetRecord(set_id, s.next_seq(), f"d{set_id}", set_id, last_time=last_time),
+              np.arange(6, dtype=np.uint64))
+    s.add_to_buckets(distinct_keys(set_id), set_id, 6)
+
+
+def test_close_with_pending_writes_saves_committed_maps_only(tmp_path: Path) -> None:
+    s = SqliteStore(tmp_path / "s")
+    timed_set(s, 1, 5)
+    s.commit()
+    timed_set(s, 2, 5)
+    s.close()  # not committed: set 2 must go, and close must not raise
+    import sqlite3
+    raw = sqlite3.connect(tmp_path / "s" / "index.sqlite")
+    assert raw.execute("SELECT set_id FROM sets").fetchall() == [(1,)]
+    raw.close()
+    s = SqliteStore(tmp_path / "s")
+    assert s.opened_from == "snapshot"
+    assert s.get_sets([1, 2]).keys() == {1}
+    assert s.probe(distinct_keys(1) + distinct_keys(2)) == {1: 25}
+    timed_set(s, 2, 5)  # numbered once: the store still opens after
+    s.commit()
+    s.close()
+    SqliteStore(tmp_path / "s").close()
+
+
+def test_first_commit_retires_the_snapshot_token(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    s = SqliteStore(one_set_closed(tmp_path / "s"))
+    assert s.opened_from == "snapshot"
+    monkeypatch.setattr(snapshot, "remove_snapshot", lambda d: None)  # killed before unlink
+    timed_set(s, 2, 5)
+    s.commit()
+    assert snapshot.stored_token(s._conn) is None
+    s._conn.close()
+    s._release_lock()  # crash
+    s = SqliteStore(tmp_path / "s")
+    assert s.opened_from == "tables"
+    assert s.probe(distinct_keys(2)) == {2: 25}
+    s.close()
+
+
+def test_a_changed_store_opened_from_snapshot_saves_a_new_one(tmp_path: Path) -> None:
+    s = SqliteStore(one_set_closed(tmp_path / "s"))
+    assert s.opened_from == "snapshot"
+    timed_set(s, 2, 5)
+    s.commit()
+    s.close()
+    s = SqliteStore(tmp_path / "s")
+    assert s.opened_from == "snapshot"
+    assert s.probe(distinct_keys(2)) == {2: 25}
+    s.close()
+
+
+def test_a_leftover_side_file_does_not_stop_snapshots(tmp_path: Path) -> None:
+    s = SqliteStore(tmp_path / "s")
+    timed_set(s, 1, 5)
+    s.commit()
+    (tmp_path / "s" / (SNAPSHOT_NAME + ".new")).write_bytes(b"torn")
+    s.close()
+    assert SqliteStore(tmp_path / "s").opened_from == "snapshot"
+
+
+def test_a_deleted_snapshot_file_does_not_break_a_commit(tmp_path: Path) -> None:
+    (one_set_closed(tmp_path / "s") / SNAPSHOT_NAME).unlink()
+    s = SqliteStore(tmp_path / "s")
+    timed_set(s, 2, 5)
+    s.commit()
+    s.close()
+
+
+def test_a_snapshot_write_failure_is_logged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            caplog: pytest.LogCaptureFixture) -> None:
+
+    def full(*a: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(snapshot, "write_snapshot", full)
+    s = SqliteStore(tmp_path / "s")
+    timed_set(s, 1, 5)
+    s.commit()
+    with caplog.at_level(logging.WARNING):
+        s.close()
+    assert "no snapshot saved" in caplog.text
+    assert SqliteStore(tmp_path / "s").opened_from == "tables"
+
+
+@pytest.mark.parametrize("damage", ["arrays not a list", "no token", "trailing", "magic"])
+def test_odd_snapshot_files_are_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        damage: str) -> None:
+    import json
+
+    from streamdedup.store.sqlite.maintenance import stats
+    s = SqliteStore(tmp_path / "s")
+    timed_set(s, 1, 5)
+    s.commit()
+    s.close()
+    path = tmp_path / "s" / SNAPSHOT_NAME
+    data = path.read_bytes()
+    m = len(snapshot.MAGIC)
+    n = int.from_bytes(data[m:m + 8], "little")
+    header = json.loads(data[m + 8:m + 8 + n])
+    body = data[m + 8 + n:]
+    if damage == "arrays not a list":
+        header["arrays"] = 5
+    elif damage == "no token":
+        header["tok"] = header.pop("token")
+    if damage == "magic":
+        path.write_bytes(b"X" + data[1:])
+    else:
+        h = json.dumps(header).encode()
+        path.write_bytes(snapshot.MAGIC + len(h).to_bytes(8, "little") + h + body
+                         + (b"\0" if damage == "trailing" else b""))
+    if damage in ("magic", "no token"):
+        assert stats(tmp_path / "s")["snapshot"] == "stale"
+    s = SqliteStore(tmp_path / "s")
+    assert s.opened_from == "tables" and s.probe(distinct_keys(1)) == {1: 25}
+    s.close()
