@@ -153,6 +153,9 @@ class MemoryStore(Store):
         self._sizes.pop(set_id, None)
         for other in self._edges.pop(set_id, {}):
             self._edges.get(other, {}).pop(set_id, None)
+        if set_id in self._crowded:  # its own edges went when it was crowded, not the
+            for edges in self._edges.values():  # others' to it (a scan: crowded sets only)
+                edges.pop(set_id, None)
         self._crowded.discard(set_id)
 
     def forget_doc(self, doc_id: str) -> None:

@@ -408,6 +408,9 @@ class SqliteStore(Store):
         self._unbucket.append(set_id)  # batched: one pass over the index for many sets
         others = [o for (o,) in self._conn.execute(
             "SELECT other FROM edges WHERE set_id = ?", (set_id,))]
+        if self._crowded([set_id]):  # its own rows went when it was crowded, not the others'
+            others += [o for (o,) in self._conn.execute(  # to it: they named it after it
+                "SELECT set_id FROM edges WHERE other = ?", (set_id,))]  # left (a scan: rare)
         self._conn.execute("DELETE FROM edges WHERE set_id = ?", (set_id,))
         self._conn.executemany("DELETE FROM edges WHERE set_id = ? AND other = ?",
                                [(o, set_id) for o in others])
