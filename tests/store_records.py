@@ -27,6 +27,18 @@ def rec(set_id: int, seq: int = 1, first_id: str = "d", parent: int | None = Non
     return SetRecord(set_id, seq, first_id, set_id if parent is None else parent)
 
 
+def band_keys(set_id: int, n: int = 25) -> list[int]:
+    """``n`` band keys of their own for a set (no other set id draws the same)."""
+    return np.random.default_rng(set_id).integers(-(2**62), 2**62, n).tolist()
+
+
+def timed_set(store: SqliteStore, set_id: int, last_time: int) -> None:
+    """A set whose newest document came at ``last_time``, in the buckets of ``band_keys``."""
+    store.add_set(SetRecord(set_id, store.next_seq(), f"d{set_id}", set_id,
+                            last_time=last_time), HIGH)
+    store.add_to_buckets(band_keys(set_id), set_id, len(HIGH))
+
+
 SETTINGS = build_settings("default", env={})
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from mounts import tmpfs, umount
 from shingle_sets import u64
-from store_records import HIGH, PARAMS, built, damage, rec
+from store_records import HIGH, PARAMS, band_keys, built, damage, rec, timed_set
 
 from streamdedup.core.sketch import Sketcher
 from streamdedup.errors import (
@@ -652,15 +652,6 @@ def test_sqlite_keeps_texts_and_reads_the_same_hashes_back(tmp_path: Path) -> No
 
 
 # --- eviction and rollback at the edges a mutation sweep found unpinned (twenty-sixth session)
-
-
-def band_keys(set_id: int, n: int = 25) -> list[int]:
-    return np.random.default_rng(set_id).integers(-(2**62), 2**62, n).tolist()
-
-
-def timed_set(s: SqliteStore, set_id: int, last_time: int) -> None:
-    s.add_set(SetRecord(set_id, s.next_seq(), f"d{set_id}", set_id, last_time=last_time), HIGH)
-    s.add_to_buckets(band_keys(set_id), set_id, 6)
 
 
 def test_rollback_takes_back_bucket_adds(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from store_records import band_keys, timed_set
 
 from streamdedup.store.base import SetRecord
 from streamdedup.store.sqlite import SqliteStore, bucket_index, snapshot
@@ -214,11 +215,6 @@ def test_sets_read_in_pieces_at_open_are_every_set(tmp_path: Path,
 # --- the snapshot's edges a mutation sweep found unpinned (twenty-sixth session)
 
 
-def distinct_keys(set_id: int) -> list[int]:
-    """25 band keys no other set of these tests has."""
-    return np.random.default_rng(set_id).integers(-(2**62), 2**62, BANDS).tolist()
-
-
 def one_set_closed(directory: Path) -> Path:
     """A store holding set 1, closed cleanly (so with its snapshot)."""
     s = SqliteStore(directory)
@@ -226,12 +222,6 @@ def one_set_closed(directory: Path) -> Path:
     s.commit()
     s.close()
     return directory
-
-
-def timed_set(s: SqliteStore, set_id: int, last_time: int) -> None:
-    s.add_set(SetRecord(set_id, s.next_seq(), f"d{set_id}", set_id, last_time=last_time),
-              np.arange(6, dtype=np.uint64))
-    s.add_to_buckets(distinct_keys(set_id), set_id, 6)
 
 
 def test_close_with_pending_writes_saves_committed_maps_only(tmp_path: Path) -> None:
@@ -247,7 +237,7 @@ def test_close_with_pending_writes_saves_committed_maps_only(tmp_path: Path) -> 
     s = SqliteStore(tmp_path / "s")
     assert s.opened_from == "snapshot"
     assert s.get_sets([1, 2]).keys() == {1}
-    assert s.probe(distinct_keys(1) + distinct_keys(2)) == {1: 25}
+    assert s.probe(band_keys(1) + band_keys(2)) == {1: 25}
     timed_set(s, 2, 5)  # numbered once: the store still opens after
     s.commit()
     s.close()
@@ -266,7 +256,7 @@ def test_first_commit_retires_the_snapshot_token(tmp_path: Path,
     s._release_lock()  # crash
     s = SqliteStore(tmp_path / "s")
     assert s.opened_from == "tables"
-    assert s.probe(distinct_keys(2)) == {2: 25}
+    assert s.probe(band_keys(2)) == {2: 25}
     s.close()
 
 
@@ -278,7 +268,7 @@ def test_a_changed_store_opened_from_snapshot_saves_a_new_one(tmp_path: Path) ->
     s.close()
     s = SqliteStore(tmp_path / "s")
     assert s.opened_from == "snapshot"
-    assert s.probe(distinct_keys(2)) == {2: 25}
+    assert s.probe(band_keys(2)) == {2: 25}
     s.close()
 
 
@@ -344,5 +334,5 @@ def test_odd_snapshot_files_are_ignored(tmp_path: Path, monkeypatch: pytest.Monk
     if damage in ("magic", "no token"):
         assert stats(tmp_path / "s")["snapshot"] == "stale"
     s = SqliteStore(tmp_path / "s")
-    assert s.opened_from == "tables" and s.probe(distinct_keys(1)) == {1: 25}
+    assert s.opened_from == "tables" and s.probe(band_keys(1)) == {1: 25}
     s.close()
