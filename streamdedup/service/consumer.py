@@ -106,7 +106,6 @@ class Service(Stoppable):
         self._stats_at = self._lag_at = self._dead_said_at = float("-inf")
         self._dead_lately: dict[str, int] = {}  # reason -> dead letters since the last line
         self._dead_example: dict[str, str] = {}
-        self._judged_at_line = 0
         self.sketch_worker: SketchWorker | None = None  # started by run()
 
     def _open_store(self) -> Store:
@@ -464,8 +463,8 @@ class Service(Stoppable):
                     log.info("throughput", extra={
                         "documents": self.processed, "duplicates": self.duplicates,
                         "dead_letters": self.dead, "docs_per_s": round(rate, 1)})
+                    self._warn_if_mostly_dead(now, judged=self.processed - last_count)
                     last_log, last_count = now, self.processed
-                    self._warn_if_mostly_dead(now)
             exit_code = self._final_commit(checkpoint)
         finally:
             if watch is not None:
@@ -499,12 +498,12 @@ class Service(Stoppable):
             return EXIT_FINAL_COMMIT_FAILED
         return 0
 
-    def _warn_if_mostly_dead(self, now: float) -> None:
-        """Said when most messages since the last line became dead letters, at most once a
-        minute: ``run --retention 60d`` on ads whose times did not parse sent every one to
-        the dead-letter topic with nothing but an INFO count."""
+    def _warn_if_mostly_dead(self, now: float, judged: int) -> None:
+        """Said when most messages since the last line (``judged`` documents and the dead
+        letters) became dead letters, at most once a minute: ``run --retention 60d`` on ads
+        whose times did not parse sent every one to the dead-letter topic with nothing but
+        an INFO count."""
         dead = sum(self._dead_lately.values())
-        judged, self._judged_at_line = self.processed - self._judged_at_line, self.processed
         if dead >= MOSTLY_DEAD_AT_LEAST and dead > judged and now - self._dead_said_at >= 60:
             self._dead_said_at = now
             reason = max(self._dead_lately, key=self._dead_lately.__getitem__)

@@ -1034,15 +1034,15 @@ def test_a_stream_of_mostly_dead_letters_is_said(caplog: pytest.LogCaptureFixtur
 
     with caplog.at_level("WARNING", logger="streamdedup.service.consumer"):
         service.process_records(records(19, 0, "21 ottobre, 04:05"))
-        service._warn_if_mostly_dead(1000.0)  # 19: too few to say
+        service._warn_if_mostly_dead(1000.0, judged=0)  # 19: too few to say
         service.process_records(records(30, 100, "21 ottobre, 04:05"))
         service.process_records(records(29, 200, "2024-03-05T10:00:00Z"))
-        service._warn_if_mostly_dead(1010.0)  # 30 of 59
+        service._warn_if_mostly_dead(1010.0, judged=29)  # 30 of 59
         service.process_records(records(40, 300, "ieri"))
-        service._warn_if_mostly_dead(1069.0)  # within the minute: not again
+        service._warn_if_mostly_dead(1069.0, judged=0)  # within the minute: not again
         service.process_records(records(40, 400, "ieri"))
         service.process_records(records(41, 500, "2024-03-05T10:00:00Z"))
-        service._warn_if_mostly_dead(1070.0)  # 40 of 81: not most
+        service._warn_if_mostly_dead(1070.0, judged=41)  # 40 of 81: not most
     said = [r.getMessage() for r in caplog.records if "dead letters" in r.getMessage()]
     assert len(said) == 1, said
     assert said[0].startswith("30 of the last 59 messages were dead letters, 30 of them "
