@@ -22,6 +22,7 @@ from kafka.errors import KafkaError
 
 from streamdedup.errors import ConfigError
 from streamdedup.service.kafka import client_options
+from streamdedup.service.logs import Throttle
 from streamdedup.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -198,8 +199,8 @@ class Observer:
 
 
 SKIPPED_SAID_EVERY_S = 60.0
-# (topic, what) -> records skipped since the last line about them, and when that was said
-_skipped: dict[tuple[str, str], tuple[int, float]] = {}
+_said = Throttle(SKIPPED_SAID_EVERY_S, kinds=1000)  # per (topic, what)
+_skipped: dict[tuple[str, str], int] = {}  # (topic, what) said before -> skipped since
 
 
 def decode(rec: Any) -> dict[str, Any] | None:
@@ -236,19 +237,18 @@ def _skip(rec: Any, what: str) -> None:
     """The first record skipped on a topic is said, then a count once a minute: 2,000 bad
     ads on the input topic (the detector's dead letters) were 2,000 lines at each start of
     `tail` or the monitor, and of an `explain` that answered in 7."""
-    now = time.monotonic()
-    count, said = _skipped.get((rec.topic, what), (0, float("-inf")))
-    if now - said < SKIPPED_SAID_EVERY_S:
-        _skipped[(rec.topic, what)] = (count + 1, said)
+    key = (rec.topic, what)
+    if not _said.due(key, time.monotonic()):
+        _skipped[key] = _skipped.get(key, 0) + 1
         return
-    _skipped[(rec.topic, what)] = (0, now)
     where = f"{rec.topic}/{rec.partition}/{rec.offset}"
-    if said == float("-inf"):
+    if key in _skipped:
+        log.warning("skipped %d more records that are %s on %s, the latest at %s",
+                    _skipped[key] + 1, what, rec.topic, where)
+    else:
         log.warning("skipping a record that is %s at %s (more on %s are counted, said once a "
                     "minute)", what, where, rec.topic)
-    else:
-        log.warning("skipped %d more records that are %s on %s, the latest at %s",
-                    count + 1, what, rec.topic, where)
+    _skipped[key] = 0
 
 
 def _not_json(name: str) -> Any:

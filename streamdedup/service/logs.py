@@ -58,7 +58,7 @@ def _to_debug(record: logging.LogRecord) -> bool:
     return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 
 
-class _Throttle:
+class Throttle:
     """Whether a line of a kind is due: at most one a kind every ``every_s`` seconds (its
     memory of kinds is cleared past ``kinds``: they are few; never a leak)."""
 
@@ -112,7 +112,7 @@ class KafkaRepeats(logging.Filter):
 
     def __init__(self, every_s: float = 60.0) -> None:
         super().__init__()
-        self.throttle = _Throttle(every_s, kinds=1000)
+        self.throttle = Throttle(every_s, kinds=1000)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not record.name.startswith("kafka") or record.exc_info:  # a traceback is news
@@ -136,7 +136,7 @@ class BrokerAway(logging.Filter):
 
     def __init__(self, every_s: float = 60.0) -> None:
         super().__init__()
-        self.throttle = _Throttle(every_s, kinds=100)
+        self.throttle = Throttle(every_s, kinds=100)
 
     @staticmethod
     def _connection_error(exc: object) -> bool:

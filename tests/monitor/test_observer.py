@@ -254,10 +254,12 @@ def test_records_skipped_are_said_once_then_counted_once_a_minute(
     from types import SimpleNamespace
 
     from streamdedup.monitor import observer
+    from streamdedup.service.logs import Throttle
 
     now = [1000.0]
     monkeypatch.setattr(observer.time, "monotonic", lambda: now[0])
     monkeypatch.setattr(observer, "_skipped", {})
+    monkeypatch.setattr(observer, "_said", Throttle(observer.SKIPPED_SAID_EVERY_S, kinds=1000))
 
     def rec(topic: str, value: bytes, offset: int) -> object:
         return SimpleNamespace(value=value, topic=topic, partition=0, offset=offset)
