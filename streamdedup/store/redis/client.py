@@ -4,10 +4,10 @@ Redis errors turned into the store's.
 Keys of namespace ``ns`` fall in two groups::
 
     {ns}:...   the ledger: meta, writer, seq, docs, ver, verof, dtime, stime, pos, set:<id>,
-               mem:<id>, edges:<id>, crowded, counts, bsize, bk:<id>, claimed, joined, left (each
-               described in ``store.py``). The hash tag puts them all in one slot, so the Lua
-               scripts that hand out arrival numbers and merge clusters run atomically on
-               one node.
+               mem:<id>, edges:<id>, into:<id>, crowded, counts, bsize, bk:<id>, claimed,
+               joined, left (each described in ``store.py``). The hash tag puts them all
+               in one slot, so the Lua scripts that hand out arrival numbers and merge
+               clusters run atomically on one node.
     {ns:b<shard>}:<key> and ns:sh:<id>
                the index: band buckets (in 32 shards, hashed from the key) and shingle
                blobs, spread over a cluster's masters. They are most of the memory (a

@@ -325,3 +325,24 @@ def test_credentials_the_server_refuses_are_a_setting(redis_url: str) -> None:
     finally:
         admin.acl_deluser("t-alice")
         admin.close()
+
+
+def test_a_set_evicted_before_the_crowded_set_it_named_leaves_its_list(
+        redis_url: str) -> None:
+    """``into:<id>`` lists the sets whose edges name crowded set <id>; one that left first
+    must leave the list too, or the list would only grow (one entry per evicted set)."""
+    ns = f"t{uuid.uuid4().hex}"
+    store = RedisStore(redis_url, ns)
+    shingles = np.arange(1, 40, dtype=np.uint64)
+    store.add_set(SetRecord(1, store.next_seq(), "a", 1, last_time=500), shingles)
+    for other in range(2, 5):
+        store.add_set(SetRecord(other, store.next_seq(), f"o{other}", other,
+                                last_time=other), shingles)
+    store.add_edges(1, [(i, 0.9) for i in range(2, 5)], cap=2)
+    store.commit()
+    assert store.neighbours(1) is None
+    assert sorted(store.r.smembers(store.k("into", 1))) == [b"2", b"3", b"4"]
+    assert store.evict(cutoff_ms=100, limit=1) == 1
+    store.commit()
+    assert sorted(store.r.smembers(store.k("into", 1))) == [b"3", b"4"]
+    store.close()
