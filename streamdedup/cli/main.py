@@ -10,6 +10,7 @@ for matplotlib or scipy unless it plots or computes ground truth.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -90,7 +91,13 @@ def run(preset: str | None, **options: Any) -> None:
     except StoppedWhileConnecting:
         code = 0  # stopped while the store was still unreachable: nothing was consumed
     except StreamdedupError as exc:
-        raise failure(exc) from None
+        raise failure(exc, logged=settings.log_json) from None
+    except Exception:
+        if not settings.log_json:
+            raise  # the traceback, as Python prints it
+        logging.getLogger("streamdedup").critical("stopped by an unexpected error",
+                                                  exc_info=True, extra={"exit_code": 1})
+        code = 1
     sys.exit(code)
 
 

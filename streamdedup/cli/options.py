@@ -10,6 +10,7 @@ is not overridden by a flag's default.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -143,11 +144,26 @@ class BadSetting(click.ClickException):
     exit_code = 2
 
 
-def failure(exc: StreamdedupError, more: str = "") -> click.ClickException:
+class LoggedFailure(click.ClickException):
+    """A failure said as the process's last log record: with ``--log-json`` a collector that
+    reads one JSON object a line got "Error: ..." among them, and lost why ``run`` stopped."""
+
+    def show(self, file: Any = None) -> None:
+        logging.getLogger("streamdedup").error(self.format_message(),
+                                               extra={"exit_code": self.exit_code})
+
+
+class LoggedBadSetting(LoggedFailure):
+    exit_code = BadSetting.exit_code
+
+
+def failure(exc: StreamdedupError, more: str = "", logged: bool = False
+            ) -> click.ClickException:
     """A command's error as its exit status says it: 2 for a setting found wrong once the
     command used it (``--stopwords xx``, ``--stem-language klingon``, a port in use: they
     exited 1 while every value refused at parsing exited 2), else 1; a missing extra is not
-    a wrong setting."""
-    if isinstance(exc, ConfigError) and not isinstance(exc, MissingExtraError):
-        return BadSetting(str(exc) + more)
-    return click.ClickException(str(exc) + more)
+    a wrong setting. ``logged``: said as a log record (``--log-json``)."""
+    wrong = isinstance(exc, ConfigError) and not isinstance(exc, MissingExtraError)
+    if logged:
+        return (LoggedBadSetting if wrong else LoggedFailure)(str(exc) + more)
+    return BadSetting(str(exc) + more) if wrong else click.ClickException(str(exc) + more)

@@ -7,6 +7,7 @@ input topics.
 
 from __future__ import annotations
 
+import logging
 import signal
 from typing import Any
 
@@ -50,13 +51,17 @@ def monitor_command(start: str, no_texts: bool, preset: str | None, **options: A
         monitor = Monitor(settings, start, texts=not no_texts)
         sock = monitor.bind()
     except StreamdedupError as exc:
-        raise failure(exc) from None
+        raise failure(exc, logged=settings.log_json) from None
     host = settings.monitor_host
     host = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL writes it
-    click.echo(f"monitor on http://{host}:{sock.getsockname()[1]}/ "
-               f"(topics {settings.output_topic}, {settings.dlq_topic}"
-               f"{'' if no_texts else ', ' + settings.input_topic} on "
-               f"{settings.bootstrap_servers})", err=True)
+    where = (f"monitor on http://{host}:{sock.getsockname()[1]}/ "
+             f"(topics {settings.output_topic}, {settings.dlq_topic}"
+             f"{'' if no_texts else ', ' + settings.input_topic} on "
+             f"{settings.bootstrap_servers})")
+    if settings.log_json:  # a log collector's JSON lines, this one too
+        logging.getLogger("streamdedup.monitor").info(where)
+    else:
+        click.echo(where, err=True)
     monitor.serve(sock)
 
 

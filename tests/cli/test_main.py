@@ -426,3 +426,56 @@ def test_tail_refuses_a_bad_from_before_it_asks_for_a_broker() -> None:
     --from (exit 2) only when one did."""
     code, _, err = run("tail", "--from", "garbage", "--bootstrap-servers", "127.0.0.1:9")
     assert code == 2 and "--from" in err and "broker" not in err, err
+
+
+def _json_lines(text: str) -> list[dict[str, object]]:
+    """Each line of a stream that --log-json made: one JSON object, or the test fails."""
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_with_log_json_the_error_that_stops_run_is_a_json_line_too(tmp_path: Path) -> None:
+    """A log collector reading one JSON object a line got "Error: cannot serve metrics ..."
+    as plain text, after JSON lines; now the last record says it, with the exit status."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMDEDUP_")}
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        proc = subprocess.run(
+            [sys.executable, "-m", "streamdedup", "run", "--bootstrap-servers", "127.0.0.1:9",
+             "--store", str(tmp_path / "s"), "--metrics-port", str(busy.getsockname()[1]),
+             "--log-json"], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 2
+    last = _json_lines(proc.stderr)[-1]
+    assert (last["level"], last["exit_code"]) == ("error", 2)
+    assert "cannot serve metrics" in str(last["msg"])
+
+
+def test_with_log_json_an_unexpected_error_in_run_is_one_json_record_with_its_traceback(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import logging
+
+    from streamdedup.service.consumer import Service
+
+    def crash(self: Service) -> int:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(Service, "__init__", lambda self, *a, **k: None)
+    monkeypatch.setattr(Service, "run", crash)
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        result = CliRunner().invoke(main, ["run", "--log-json"], env={})
+        plain = CliRunner().invoke(main, ["run"], env={})
+    finally:
+        root.handlers[:], _ = saved
+        root.setLevel(saved[1])
+    assert result.exit_code == 1
+    record = _json_lines(result.stderr)[-1]
+    assert (record["level"], record["exit_code"]) == ("critical", 1)
+    assert "RuntimeError: a bug" in str(record["exc"])
+    assert isinstance(plain.exception, RuntimeError)  # without it: Python's own traceback

@@ -3,6 +3,7 @@ tested with the real broker in test_monitor.py)."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -113,6 +114,36 @@ def test_a_port_in_use_is_one_line_before_the_monitor_says_where_it_is() -> None
                            "127.0.0.1:9"], capture_output=True, text=True, timeout=60)
     assert away.returncode == 2 and "another monitor" not in away.stderr, away.stderr
     assert "is --monitor-host an address of this machine?" in away.stderr
+
+
+def test_with_log_json_every_line_of_the_monitor_is_json() -> None:
+    """"monitor on http://..." and a port in use were plain lines among the JSON ones."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "streamdedup", "monitor", "--log-json",
+               "--bootstrap-servers", "127.0.0.1:9", "--monitor-port"]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        busy = subprocess.run([*command, port], capture_output=True, text=True, timeout=60)
+    assert busy.returncode == 2
+    [error] = [json.loads(line) for line in busy.stderr.splitlines()]
+    assert error["exit_code"] == 2 and "another monitor" in error["msg"]
+    proc = subprocess.Popen([*command, port], stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        first = json.loads(proc.stderr.readline())
+        assert str(first["msg"]).startswith("monitor on http://127.0.0.1:")
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.communicate(timeout=60)[1]
+    finally:
+        proc.kill()
+    assert proc.returncode == 0
+    assert all(json.loads(line) for line in rest.splitlines())
 
 
 def test_an_id_sent_again_with_another_text_is_explained_as_it_was_judged() -> None:
