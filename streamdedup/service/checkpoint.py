@@ -50,9 +50,12 @@ FLUSH_TIMEOUT_S = 30.0
 Shrink = Callable[[Outgoing, str], Outgoing]
 
 
+OFFSET_TAG = "streamdedup-store:"
+
+
 def offset_tag(store: Store) -> str:
     """The metadata of the offsets this store's commits allow: which store holds them."""
-    return f"streamdedup-store:{store.store_id()}"
+    return f"{OFFSET_TAG}{store.store_id()}"
 
 
 class CheckpointFailed(Exception):

@@ -527,8 +527,9 @@ class Service(Stoppable):
 
     def _observe(self, consumer: KafkaConsumer) -> None:
         """The lag of each partition held, at most every second (it was set only after a
-        checkpoint: 0 through a store outage while messages piled up), and the store's
-        size every ``STATS_EVERY_S`` (idle too: it kept a mid-burst value)."""
+        checkpoint: 0 through a store outage while messages piled up), whether the group's
+        other members share the store (each minute), and the store's size every
+        ``STATS_EVERY_S`` (idle too: it kept a mid-burst value)."""
         now = time.monotonic()
         if now - self._lag_at < LAG_EVERY_S:
             return
@@ -541,6 +542,11 @@ class Service(Stoppable):
                     self.metrics.lag.labels(str(tp.partition)).set(max(0, high - position))
         except Exception as exc:  # a broker away: a chaos run's consumer exited on it
             log.debug("the lag was not measured: %s", exc)
+        try:
+            self.watch.check_sharing(consumer, self.settings.input_topic,
+                                     consumer.assignment())
+        except Exception as exc:  # the broker away: looked at again in a minute
+            log.debug("the group's other offsets were not read: %s", exc)
         if now - self._stats_at >= STATS_EVERY_S:  # counting rows is O(store size)
             self._stats_at = now
             try:

@@ -1,7 +1,7 @@
 """What the consumer knows of its store's server: whether it answers (said when it stops,
-then once a minute), whether it restarted without any call seeing it fail, and whether it
+then once a minute), whether it restarted without any call seeing it fail, whether it
 still holds what the group committed (a store that lost committed writes is rebuilt from
-the topic).
+the topic), and whether the group's other members write to it too.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import logging
 import time
 
 from kafka import KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
 
 from streamdedup.errors import StoreError, StoreParamsError
-from streamdedup.service.checkpoint import offset_tag
+from streamdedup.service.checkpoint import OFFSET_TAG, offset_tag
 from streamdedup.store.base import Store
 
 log = logging.getLogger("streamdedup.service.consumer")  # the consumer's lines, as before
@@ -23,6 +24,10 @@ PING_EVERY_S = 1.0  # an idle consumer checks the store this often (readiness)
 # at least this long between two batches, and the batch after it asks (every batch: ~6 % of
 # a core at 100 batches/s).
 RESTART_CHECK_S = 0.05
+# How often a member reads the group's offsets of the partitions it does not hold (one
+# OffsetFetch each, 1 s at most in all), and how often one other store is said.
+SHARING_CHECK_S = 60.0
+SHARING_SAID_EVERY_S = 600.0
 
 
 class StoreWatch:
@@ -30,6 +35,9 @@ class StoreWatch:
         self.store = store
         self._down_at: float | None = None  # since when the store does not answer
         self._said_at = float("-inf")
+        self._sharing_at = float("-inf")
+        self._others: dict[TopicPartition, OffsetAndMetadata] = {}  # last seen, not held
+        self._other_said: dict[str, float] = {}  # another store's tag -> when said
 
     def restarted(self) -> bool:
         """The store's server restarted since the last ask (said once); a store that does not
@@ -101,6 +109,46 @@ class StoreWatch:
             consumer.seek(tp, since)
             rewound.add(tp)
         return rewound
+
+
+    def check_sharing(self, consumer: KafkaConsumer, topic: str,
+                      held: set[TopicPartition]) -> None:
+        """Members of one group that write to different stores (SQLite directories, Redis
+        namespaces) each judge their partitions against their own index: a near-duplicate
+        on another partition is never found, and nothing failed. Seen here when a partition
+        this member does not hold moves on, committed with another store's tag (an old
+        store's tag left on an idle partition does not move, so it is not said). At most
+        every ``SHARING_CHECK_S``; each other store said every ``SHARING_SAID_EVERY_S``."""
+        now = time.monotonic()
+        if not held or now - self._sharing_at < SHARING_CHECK_S:
+            return  # holding none, it splits nothing (and the topic's metadata may be unknown)
+        self._sharing_at = now
+        ours, deadline = offset_tag(self.store), now + 1.0
+        for partition in sorted(consumer.partitions_for_topic(topic) or ()):
+            tp = TopicPartition(topic, partition)
+            if tp in held:
+                self._others.pop(tp, None)  # its commits are this member's
+                continue
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0:
+                break
+            meta = consumer.committed(tp, metadata=True, timeout_ms=left_ms)
+            before = self._others.pop(tp, None)
+            if meta is None:
+                continue
+            self._others[tp] = meta
+            tag = meta.metadata or ""
+            if (before is None or meta.offset == before.offset or tag == ours
+                    or not tag.startswith(OFFSET_TAG)
+                    or now - self._other_said.get(tag, float("-inf")) < SHARING_SAID_EVERY_S):
+                continue
+            self._other_said[tag] = now
+            log.warning("%s/%d is judged by a member of group %s that writes to another "
+                        "store (%s, this one is %s): the members do not share one index, so "
+                        "a near-duplicate on another partition is not found. Give every "
+                        "member the same store: --store-backend redis, one --redis-url and "
+                        "--redis-namespace", topic, partition, consumer.config["group_id"],
+                        tag[len(OFFSET_TAG):], ours[len(OFFSET_TAG):])
 
 
 def _say_unseen(tp: TopicPartition, have: int | None, committed: int) -> None:

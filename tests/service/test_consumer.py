@@ -1079,3 +1079,54 @@ def test_the_lag_is_measured_without_asking_the_broker_and_never_stops_the_loop(
     service._lag_at = float("-inf")
     service._observe(Consumer(fails=False))  # type: ignore[arg-type]
     assert service.metrics.lag.labels("0")._value.get() == 3
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_members_of_one_group_on_different_stores_are_said(
+        backend: str, kafka_bootstrap: str, kafka_topic_factory: Any, tmp_path: Path,
+        request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Two members of one group, each with its own SQLite store, judged their partitions
+    against two indexes (near-duplicates across partitions never met) and nothing said it.
+    Now each says so once the other's partition moves on; two members of one Redis
+    namespace, one store, say nothing."""
+    import threading
+
+    import streamdedup.service.store_watch as store_watch
+    from streamdedup.service.consumer import Service
+
+    monkeypatch.setattr(store_watch, "SHARING_CHECK_S", 1.0)
+    src, out, dlq = (kafka_topic_factory(2, "in"), kafka_topic_factory(1, "out"),
+                     kafka_topic_factory(1, "dlq"))
+    store = ({"store_backend": "redis", "redis_url": request.getfixturevalue("redis_url"),
+              "redis_namespace": f"t{uuid.uuid4().hex}"} if backend == "redis" else {})
+    services = [Service(build_settings(env={}, overrides={
+        "bootstrap_servers": kafka_bootstrap, "group_id": f"g-{src}", "input_topic": src,
+        "output_topic": out, "dlq_topic": dlq, "store": str(tmp_path / name),
+        "metrics_port": 0, "commit_interval_s": 0.2, "create_topics": False,
+        "session_timeout_ms": 6000, **store})) for name in ("a", "b")]
+    ads = make_ads(400, seed=31)
+    threads = [threading.Thread(target=s.run, daemon=True) for s in services]
+    both = 0  # rounds in a row in which both members judged something
+    with caplog.at_level(logging.WARNING, logger="streamdedup.service.consumer"):
+        for thread in threads:
+            thread.start()
+        for n in range(20):  # 20 ads a round, spread over both partitions by their ids
+            before = [s.processed for s in services]
+            produce(kafka_bootstrap, src, encode(ads[20 * n:20 * n + 20]))
+            read_topic(kafka_bootstrap, out, 20 * n + 20)
+            time.sleep(1.5)  # a look at the other's partition, each
+            moved = all(s.processed > b for s, b in zip(services, before, strict=True))
+            both = both + 1 if moved else 0
+            if both >= 3:  # a baseline, then two moves seen by both
+                break
+        for service, thread in zip(services, threads, strict=True):
+            service.stopping.set()
+            thread.join(timeout=60)
+    assert both >= 3, "the two members never both held a partition"
+    said = [r.getMessage() for r in caplog.records if "is judged by a member" in r.getMessage()]
+    if backend == "sqlite":
+        assert {m.split(" ")[0] for m in said} == {f"{src}/0", f"{src}/1"}, caplog.text
+    else:
+        assert said == [], said

@@ -114,3 +114,51 @@ def test_nothing_to_say_when_the_store_holds_what_the_group_committed(
                   OffsetAndMetadata(committed, "streamdedup-store:another", -1))
     assert reconcile(store, group) == set() and group.seeks == {}
     assert caplog.text == ""
+
+
+class Members:
+    """The group's committed offsets of three partitions, set by the test as other members
+    would commit them."""
+
+    def __init__(self) -> None:
+        self.config = {"group_id": "g"}
+        self.offsets: dict[int, OffsetAndMetadata] = {}
+
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        return {0, 1, 2}
+
+    def committed(self, tp: TopicPartition, metadata: bool = False,
+                  timeout_ms: int | None = None) -> OffsetAndMetadata | None:
+        assert metadata and timeout_ms is not None and tp.topic == "jobs"
+        assert tp.partition != 0, "the partition held is not asked"
+        return self.offsets.get(tp.partition)
+
+
+def test_a_member_writing_to_another_store_is_said_when_its_partition_moves_on(
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Members on different stores split the index without any error. A tag of another
+    store that does not move (an old store's, on an idle partition) is not said; one that
+    moves is, once every ten minutes; this store's own tag and a program's own are not."""
+    import streamdedup.service.store_watch as store_watch
+
+    monkeypatch.setattr(store_watch, "SHARING_CHECK_S", 0.0)
+    store = MemoryStore()
+    watch, group, ours = StoreWatch(store), Members(), offset_tag(store)
+    other = "streamdedup-store:0123abcd"
+
+    def look(**commits: tuple[int, str]) -> str:
+        for partition, (offset, tag) in commits.items():
+            group.offsets[int(partition[1:])] = OffsetAndMetadata(offset, tag, -1)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="streamdedup.service.consumer"):
+            watch.check_sharing(group, "jobs", {TP})  # type: ignore[arg-type]
+        return caplog.text
+
+    assert look(p1=(10, other), p2=(5, ours)) == ""  # first seen: not known to move
+    assert look() == ""  # an old store's tag, idle
+    assert look(p2=(9, ours), p1=(15, "someone else's")) == ""
+    said = look(p1=(20, other))
+    assert "jobs/1 is judged by a member of group g that writes to another store " \
+           "(0123abcd" in said and "--redis-namespace" in said
+    assert look(p1=(30, other)) == ""  # said once, not at each look
+    assert "(ffff, this one is" in look(p2=(12, "streamdedup-store:ffff"))  # said too
