@@ -16,7 +16,7 @@ from streamdedup.cli.options import failure, make_settings, settings_options
 from streamdedup.cli.signals import sigterm_as_interrupt
 from streamdedup.errors import StoreError, StoreUnavailableError, StreamdedupError
 from streamdedup.replay.config import ENGINES, ORDERS, BackfillConfig
-from streamdedup.replay.dump import FORMATS
+from streamdedup.replay.dump import FORMATS, detect_format
 
 DEFAULT = BackfillConfig  # its fields' defaults are the flags'
 
@@ -101,6 +101,8 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
                                    f"{'applies' if len(given) == 1 else 'apply'} only to "
                                    f"--engine spark; this backfill runs --engine {engine}")
     try:  # the Spark flags are checked here, before the store is made and the dump read
+        if fmt is None and dump.is_file():  # else an --errors file was left behind
+            fmt = detect_format(dump)
         config = BackfillConfig(dump=dump, out=out, errors=errors, fmt=fmt, engine=engine,
                                 master=master, driver_memory=driver_memory,
                                 order_by=order_by,

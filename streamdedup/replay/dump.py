@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from streamdedup.core.document import Document
-from streamdedup.errors import InputError, MessageError
+from streamdedup.errors import ConfigError, InputError, MessageError
 from streamdedup.extras import require
 from streamdedup.service.message import decode_message, document_from_object
 from streamdedup.settings import Settings
@@ -68,7 +68,8 @@ def detect_format(path: Path) -> str:
         return "jsonl"
     if suffix in (".parquet", ".pq"):
         return "parquet"
-    raise InputError(f"cannot tell the format of {path}; pass --format tsv, jsonl or parquet")
+    # a setting to give, not a dump to fix: exit 2, as a value refused at parsing
+    raise ConfigError(f"cannot tell the format of {path}; pass --format tsv, jsonl or parquet")
 
 
 def bad_row_line(row: int, error: MessageError) -> str:

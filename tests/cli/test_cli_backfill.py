@@ -285,3 +285,14 @@ def test_an_empty_dump_leaves_no_file_behind(tmp_path: Path) -> None:
                        str(tmp_path / "s"), "--out", str(tmp_path / "v.jsonl"))
     assert code == 1 and "is empty" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.tsv"]
+
+
+def test_a_dump_whose_format_its_name_does_not_tell_is_refused_before_anything_is_made(
+        tmp_path: Path) -> None:
+    """It exited 1 and left an empty v.errors.jsonl; a flag to give is exit 2."""
+    dump = tmp_path / "ads.txt"
+    dump.write_text("title\tdescription\nt\td\n", encoding="utf-8")
+    code, _, err = run("backfill", str(dump), "--engine", "local", "--store",
+                       str(tmp_path / "s"), "--out", str(tmp_path / "v.jsonl"))
+    assert code == 2 and "pass --format tsv, jsonl or parquet" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ads.txt"]

@@ -185,7 +185,7 @@ def test_verdicts_into_a_closed_pipe_are_said_unwritten(tmp_path: Path, ads: int
 @pytest.mark.parametrize(("args", "message", "code"), [
     (["/no/such/file.tsv"], "'/no/such/file.tsv' does not exist", 2),  # 1, the others' 2
     (["{tmp}"], "is a directory", 2),  # was "no such file", as backfill and replay do not say
-    (["{tmp}/x.csv"], "cannot tell the format", 1),
+    (["{tmp}/x.csv"], "cannot tell the format", 2),  # a flag to give: was 1
     (["{tmp}/x.csv", "--format", "tsv"], "header has none of the text fields", 1),
     (["{tmp}/x.csv", "--preset", "nope"], "Invalid value for '--preset'", 2),
     (["{tmp}/x.csv", "--threshold", "2"], "threshold must be in (0, 1]", 2),

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from streamdedup.core.document import Document
-from streamdedup.errors import InputError, MessageError
+from streamdedup.errors import ConfigError, InputError, MessageError
 from streamdedup.replay.dump import FIELD_BOUND, batched, read_dump
 from streamdedup.service.message import auto_id
 
@@ -151,10 +151,10 @@ def test_missing_file_is_an_input_error(tmp_path: Path) -> None:
             read_dump(stream, "tsv", FIELDS)
 
 
-def test_unknown_format_is_an_input_error(tmp_path: Path) -> None:
+def test_a_format_the_name_does_not_tell_is_a_setting_to_give(tmp_path: Path) -> None:
     path = tmp_path / "d.csv"
     path.write_text("title,description\n", encoding="utf-8")
-    with pytest.raises(InputError, match="cannot tell the format"):
+    with pytest.raises(ConfigError, match="cannot tell the format"):
         read_dump(path, None, FIELDS)
     with pytest.raises(InputError, match="unknown format 'xml'"):
         read_dump(path, "xml", FIELDS)
