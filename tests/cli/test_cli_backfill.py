@@ -277,22 +277,15 @@ def test_a_dump_without_a_row_to_judge_does_not_start_spark(tmp_path: Path) -> N
         assert "0 documents" in err, err
 
 
-def test_an_empty_dump_leaves_no_file_behind(tmp_path: Path) -> None:
-    """It said "is empty; the store ... is not kept" and left an empty v.errors.jsonl."""
-    empty = tmp_path / "empty.tsv"
-    empty.write_text("", encoding="utf-8")
-    code, _, err = run("backfill", str(empty), "--engine", "local", "--store",
-                       str(tmp_path / "s"), "--out", str(tmp_path / "v.jsonl"))
-    assert code == 1 and "is empty" in err, err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.tsv"]
-
-
-def test_a_dump_whose_format_its_name_does_not_tell_is_refused_before_anything_is_made(
-        tmp_path: Path) -> None:
-    """It exited 1 and left an empty v.errors.jsonl; a flag to give is exit 2."""
-    dump = tmp_path / "ads.txt"
-    dump.write_text("title\tdescription\nt\td\n", encoding="utf-8")
-    code, _, err = run("backfill", str(dump), "--engine", "local", "--store",
-                       str(tmp_path / "s"), "--out", str(tmp_path / "v.jsonl"))
-    assert code == 2 and "pass --format tsv, jsonl or parquet" in err, err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ads.txt"]
+@pytest.mark.parametrize(("name", "text", "code", "said"), [
+    ("empty.tsv", "", 1, "is empty"),  # it left an empty v.errors.jsonl
+    # it exited 1 and left v.errors.jsonl too; what it needs is a flag: exit 2
+    ("ads.txt", "title\tdescription\nt\td\n", 2, "pass --format tsv, jsonl or parquet"),
+])
+def test_a_dump_it_cannot_judge_leaves_no_file_behind(tmp_path: Path, name: str, text: str,
+                                                       code: int, said: str) -> None:
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    got, _, err = run("backfill", str(tmp_path / name), "--engine", "local", "--store",
+                      str(tmp_path / "s"), "--out", str(tmp_path / "v.jsonl"))
+    assert got == code and said in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
