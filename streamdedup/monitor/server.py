@@ -26,6 +26,7 @@ from streamdedup.service.metrics import cannot_serve, is_loopback
 from streamdedup.settings import Settings
 
 log = logging.getLogger(__name__)
+STOP_WAIT_S = 1.0  # the wait for the topic reader at a stop
 CLOSE_WAIT_S = 3  # a stopping server's wait for open connections (a page's streams end at once)
 
 
@@ -53,6 +54,12 @@ class Monitor:
         self.thread = threading.Thread(target=self._follow, name="observer", daemon=True)
 
     def _follow(self) -> None:
+        try:
+            self._read()
+        finally:  # here, not in stop(): the reader may be inside a call of the observer then
+            self.observer.close()
+
+    def _read(self) -> None:
         s = self.settings
         while not self.stopping.is_set():
             try:
@@ -143,10 +150,14 @@ class Monitor:
         self.thread.start()
 
     def stop(self) -> None:
+        """The reader is waited for 1 s at most: with the broker away it may be inside
+        kafka-python's first bootstrap (10 s; Ctrl-C took 6 s). It closes its observer
+        itself, and a daemon thread ends with the process."""
         self.stopping.set()
-        if self.thread.is_alive():
-            self.thread.join(timeout=5)
-        self.observer.close()
+        if self.thread.ident is None:  # never started
+            self.observer.close()
+        elif self.thread.is_alive():
+            self.thread.join(timeout=STOP_WAIT_S)
 
     def bind(self) -> socket.socket:
         """The listening socket, bound before the monitor says where it is: a port in use

@@ -87,6 +87,39 @@ def test_the_page_is_up_while_the_broker_cannot_be_reached() -> None:
         m.stop()
 
 
+def test_a_stop_does_not_wait_for_a_reader_inside_the_broker_client() -> None:
+    """With the broker away the reader sits in kafka-python's first bootstrap (10 s): the
+    stop waited 5 s for it, and Ctrl-C took 6. Now it waits 1 s, and the reader closes its
+    observer itself once its call returns (never while a call of it is under way)."""
+    m = Monitor(build_settings("default", env={}, overrides={
+        "bootstrap_servers": "127.0.0.1:9"}))
+    inside, leave, calls = threading.Event(), threading.Event(), []
+
+    class Away:
+        connected = False
+
+        def poll(self, timeout_ms: int) -> list[object]:
+            calls.append("poll")
+            inside.set()
+            leave.wait(30)
+            return []
+
+        def health(self) -> dict[str, object]:
+            return {}
+
+        def close(self) -> None:
+            calls.append("close")
+
+    m.observer = Away()  # type: ignore[assignment]
+    m.follow()
+    assert inside.wait(10)
+    m.stop()
+    assert m.thread.is_alive() and calls == ["poll"]  # not closed under the reader's call
+    leave.set()
+    m.thread.join(10)
+    assert calls == ["poll", "close"]
+
+
 def test_a_port_in_use_is_one_line_before_the_monitor_says_where_it_is() -> None:
     """It printed "monitor on http://...:8088/", then uvicorn's own "[Errno 98] error while
     attempting to bind", exit 3. A setting that cannot be used exits 2, as one refused at
