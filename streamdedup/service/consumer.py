@@ -38,6 +38,7 @@ from streamdedup.service.kafka import (
     client_options,
     close_producer,
     ensure_topics,
+    heartbeat_age_s,
     missing_topics,
 )
 from streamdedup.service.message import decode_message
@@ -104,6 +105,7 @@ class Service(Stoppable):
         self.duplicates = 0
         self.dead = 0
         self._stats_at = self._lag_at = self._dead_said_at = float("-inf")
+        self._unheard = False  # no heartbeat for longer than the session timeout
         self._dead_lately: dict[str, int] = {}  # reason -> dead letters since the last line
         self._dead_example: dict[str, str] = {}
         self.sketch_worker: SketchWorker | None = None  # started by run()
@@ -421,11 +423,11 @@ class Service(Stoppable):
                         self.stopping.wait(0.5)
                         continue
                 known = assigned if not store_down else set()
-                # Not ready while assigned nothing, while the store does not answer, or while
+                # Not ready while assigned nothing, while the store does not answer, while
                 # failures in a row hold the input back (a stuck partition must not look
-                # healthy to an orchestrator).
+                # healthy to an orchestrator), or while the group has not heard from it.
                 self.metrics.ready = (bool(assigned) and failures < STUCK_AFTER
-                                      and not store_down)
+                                      and not store_down and not self._unheard)
                 records = [r for tp in sorted(batches) if tp not in rewound for r in batches[tp]]
                 if records:
                     self.metrics.batch_size.observe(len(records))
@@ -526,15 +528,17 @@ class Service(Stoppable):
                 return
 
     def _observe(self, consumer: KafkaConsumer) -> None:
-        """The lag of each partition held, at most every second (it was set only after a
-        checkpoint: 0 through a store outage while messages piled up), whether the group's
-        other members share the store (each minute), and the store's size every
-        ``STATS_EVERY_S`` (idle too: it kept a mid-burst value)."""
+        """The lag of each partition held and whether the group hears from this member, at
+        most every second (the lag was set only after a checkpoint: 0 through a store outage
+        while messages piled up), whether the group's other members share the store (each
+        minute), and the store's size every ``STATS_EVERY_S`` (idle too: it kept a mid-burst
+        value)."""
         now = time.monotonic()
         if now - self._lag_at < LAG_EVERY_S:
             return
         self._lag_at = now
         try:  # the lag must not stop the judging: ``position`` asks the coordinator when it
+            self._unheard = heartbeat_age_s(consumer) > self.settings.session_timeout_ms / 1e3
             for tp in consumer.assignment():  # has no offset, and a partition may go meanwhile
                 high = consumer.highwater(tp)
                 position = None if high is None else consumer.position(tp, timeout_ms=0)

@@ -128,6 +128,16 @@ def close_producer(producer: Any, timeout_s: float = 2.0) -> None:
         log.warning("closing the producer: %s", describe(exc))
 
 
+def heartbeat_age_s(consumer: Any) -> float:
+    """Seconds since this member's last heartbeat went out (kafka-python's own
+    ``last-heartbeat-seconds-ago``, 0 before the first or if the metric is gone). Past the
+    session timeout the broker is away, or it has given the partitions to other members:
+    no rebalance tells a member that while the broker is away."""
+    found = (consumer.metrics() or {}).get("consumer-coordinator-metrics", {})
+    age = found.get("last-heartbeat-seconds-ago", 0.0)
+    return 0.0 if age == float("inf") else float(age)
+
+
 def ensure_broker(settings: Settings) -> None:
     """One clear line when nothing listens at any bootstrap address, instead of a client
     that retries for 30 s and then raises a timeout from deep inside kafka-python (`produce`,

@@ -1,9 +1,9 @@
 """Prometheus metrics and the health endpoints, served from one small HTTP server.
 
 ``/metrics`` (Prometheus text format), ``/healthz`` (liveness: the loop made progress
-recently), ``/readyz`` (readiness: store open, partitions assigned, and fewer than
-``STUCK_AFTER`` checkpoints failed in a row). Binds to loopback by default; expose it
-deliberately with ``--metrics-host``.
+recently), ``/readyz`` (readiness: store open, partitions assigned, a heartbeat sent within
+the session timeout, and fewer than ``STUCK_AFTER`` checkpoints failed in a row). Binds to
+loopback by default; expose it deliberately with ``--metrics-host``.
 """
 
 from __future__ import annotations

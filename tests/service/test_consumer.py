@@ -286,6 +286,26 @@ def wait_metric(port: int, line: str, proc: subprocess.Popen[bytes], timeout_s: 
             body = r.read().decode()
 
 
+def status(port: int, path: str) -> int:
+    """The HTTP status of ``/path`` on the consumer's metrics port; 0 if nothing answers."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/{path}", timeout=5) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
+
+
+def wait_status(port: int, path: str, want: int, proc: subprocess.Popen[bytes],
+                timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while status(port, path) != want:
+        assert time.monotonic() < deadline, f"/{path} never answered {want}"
+        assert proc.poll() is None, "the consumer exited"
+        time.sleep(0.2)
+
+
 def test_metrics_and_health_endpoints(kafka_bootstrap: str, topics: Topics,
                                       consumer_process: Any, tmp_path: Path) -> None:
     with socket.socket() as s:
@@ -750,21 +770,8 @@ def test_while_redis_is_down_the_consumer_waits_unready_and_loses_nothing(
     proc = consumer_process("--store-backend", "redis", "--redis-url", url,
                             "--metrics-port", str(port))
 
-    def ready(path: str = "readyz", at: int = port) -> int:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{at}/{path}", timeout=5) as r:
-                return r.status
-        except urllib.error.HTTPError as exc:
-            return exc.code
-        except OSError:
-            return 0
-
-    def wait_ready(want: int, timeout_s: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while ready() != want:
-            assert time.monotonic() < deadline, f"/readyz never answered {want}"
-            assert proc.poll() is None, "the consumer exited"
-            time.sleep(0.2)
+    def wait_ready(want: int) -> None:
+        wait_status(port, "readyz", want, proc)
 
     try:
         first, second = make_ads(12, seed=21), make_ads(12, seed=22)
@@ -790,7 +797,7 @@ def test_while_redis_is_down_the_consumer_waits_unready_and_loses_nothing(
                                    "--metrics-port", str(probes))
         time.sleep(3.0)
         assert waiting.poll() is None  # still waiting for its Redis, not exited
-        assert (ready("healthz", probes), ready("readyz", probes)) == (200, 503)
+        assert (status(probes, "healthz"), status(probes, "readyz")) == (200, 503)
         waiting.send_signal(signal.SIGTERM)
         assert waiting.wait(timeout=5) == 0
         proc.send_signal(signal.SIGTERM)
@@ -1130,3 +1137,45 @@ def test_members_of_one_group_on_different_stores_are_said(
         assert {m.split(" ")[0] for m in said} == {f"{src}/0", f"{src}/1"}, caplog.text
     else:
         assert said == [], said
+
+
+@pytest.mark.broker
+def test_a_member_the_group_has_not_heard_from_is_not_ready(
+        tmp_path: Path, local_broker_tools: None) -> None:
+    """/readyz answered 200 all through a broker outage (assigned, nothing failing: no
+    message came to fail). Now a member whose last heartbeat is older than the session
+    timeout is not ready, and is ready again once the broker is back; nothing is lost.
+    A broker of the test's own (the session's must stay up)."""
+    from harness.broker import LocalBroker, create_topics
+
+    first, second = make_ads(20, seed=41), make_ads(20, seed=42)
+    broker = LocalBroker(tmp_path / "broker", die_with_parent=True)
+    try:
+        bootstrap = broker.start()
+        create_topics(bootstrap, {"in": 1, "out": 1, "dlq": 1})
+        produce(bootstrap, "in", encode(first))
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMDEDUP_")}
+        with (tmp_path / "run.log").open("wb") as log:
+            proc = subprocess.Popen([
+                sys.executable, "-m", "streamdedup", "run", "--bootstrap-servers", bootstrap,
+                "--input-topic", "in", "--output-topic", "out", "--dlq-topic", "dlq",
+                "--store", str(tmp_path / "store"), "--metrics-port", str(port),
+                "--no-create-topics", "--commit-interval-s", "0.2",
+                "--session-timeout-ms", "6000"], stdout=log, stderr=subprocess.STDOUT, env=env)
+            try:
+                assert len(read_topic(bootstrap, "out", len(first))) == len(first)
+                wait_status(port, "readyz", 200, proc)
+                broker.stop(keep_data=True)
+                wait_status(port, "readyz", 503, proc, timeout_s=60)
+                assert status(port, "healthz") == 200  # alive: waiting is no failure
+                assert broker.start() == bootstrap
+                wait_status(port, "readyz", 200, proc, timeout_s=90)
+                produce(bootstrap, "in", encode(second))
+                got = read_topic(bootstrap, "out", len(first) + len(second), timeout_s=90)
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                assert proc.wait(timeout=60) == 0
+        assert by_document(got) == expected_verdicts(first + second)
+    finally:
+        broker.stop()
