@@ -17,7 +17,8 @@ Layout (keys in ``client.py``; values are explicit bytes or JSON, never pickle):
     sh:<id>     string  the sorted shingle hashes, big-endian uint64 (SET NX)
     mem:<id>    zset    the set's documents scored by seq
     edges:<id>  hash    other set id -> similarity;  crowded  set: sets over the edge cap
-    into:<id>   set     the sets whose edges name crowded set <id> (removed with it)
+    into:<id>   set     the sets whose edges name crowded set <id> (removed with it;
+                        all three in ``edges.py``)
     b:<key>     zset    set ids under a band key, scored by set size, so a probe asks for
                         ZRANGEBYSCORE lo hi and sets of impossible sizes never cross the wire
     bsize       hash    set id -> size, for the sets already in buckets
@@ -51,6 +52,7 @@ from streamdedup.settings import Settings
 from streamdedup.store.base import DEFAULT_EDGE_CAP, DocRecord, SetRecord, Store, check_params
 from streamdedup.store.payload import decode_shingles, encode_shingles
 from streamdedup.store.redis.client import Keys, call, connect, run_ids
+from streamdedup.store.redis.edges import Edges
 from streamdedup.store.redis.lock import WriterLock
 from streamdedup.store.redis.records import (
     doc_record,
@@ -91,6 +93,7 @@ class RedisStore(Store):
         if writer_lock:
             self._claim_mode("single")
             self._lock = WriterLock(self.r, self.k("writer"), namespace)
+        self._edge_list = Edges(self.r, self.k, self._do)
         self._reset()
 
     def _claim_mode(self, mode: str) -> None:
@@ -116,9 +119,7 @@ class RedisStore(Store):
         self._members_del: dict[int, set[str]] = defaultdict(set)
         self._sets: dict[int, SetRecord] = {}
         self._shingles: dict[int, np.ndarray] = {}
-        self._edges: dict[int, dict[int, float]] = defaultdict(dict)
-        self._crowded: set[int] = set()
-        self._into: dict[int, set[int]] = defaultdict(set)  # crowded set -> sets naming it
+        self._edge_list.reset()
         self._buckets: dict[int, dict[int, int]] = defaultdict(dict)  # key -> set -> size
         self._bucketed: set[int] = set()
         self._counted = {"sets": 0, "bucket_entries": 0}
@@ -415,20 +416,7 @@ class RedisStore(Store):
         self._dropped.add(set_id)
         self._do("hdel", self.k("bsize"), set_id)
         self._do("delete", self.k("bk", set_id))
-        others = [o for o, _ in self.neighbours(set_id) or []]
-        if set_id in self._crowded or self._call(self.r.sismember, self.k("crowded"), set_id):
-            others += sorted({int(o) for o in self._call(self.r.smembers,
-                                                         self.k("into", set_id))}
-                             | self._into.pop(set_id, set()))
-        for other in others:
-            self._edges.get(other, {}).pop(set_id, None)
-            self._into.get(other, set()).discard(set_id)
-            self._do("hdel", self.k("edges", other), set_id)
-            self._do("srem", self.k("into", other), set_id)
-        self._edges.pop(set_id, None)
-        self._crowded.discard(set_id)
-        self._do("delete", self.k("edges", set_id), self.k("into", set_id))
-        self._do("srem", self.k("crowded"), set_id)
+        self._edge_list.drop(set_id)
         self._do("zrem", self.k("stime"), set_id)
 
     def _mark_evicted(self, set_id: int) -> None:
@@ -461,46 +449,11 @@ class RedisStore(Store):
 
     def add_edges(self, set_id: int, edges: Sequence[tuple[int, float]],
                   cap: int = DEFAULT_EDGE_CAP) -> None:
-        if not edges:
-            return
-        ends = list(dict.fromkeys([set_id, *(o for o, _ in edges)]))
-        pipe = self.r.pipeline(transaction=False)
-        for a in ends:
-            pipe.sismember(self.k("crowded"), a)
-            pipe.hlen(self.k("edges", a))
-        flags = self._call(pipe.execute)
-        stored = {a: (bool(flags[2 * i]), int(flags[2 * i + 1])) for i, a in enumerate(ends)}
-        for a, b, sim in [(set_id, o, s) for o, s in edges] + [(o, set_id, s) for o, s in edges]:
-            if stored[a][0] or a in self._crowded:
-                continue
-            self._edges[a][b] = sim
-            self._do("hset", self.k("edges", a), b, repr(sim))
-            if stored[b][0] or b in self._crowded:
-                self._into[b].add(a)
-                self._do("sadd", self.k("into", b), a)
-            if stored[a][1] + len(self._edges[a]) > cap:  # an upper bound: re-adds count twice
-                self._crowd(a)
-
-    def _crowd(self, set_id: int) -> None:
-        """Past the cap a set keeps no edges of its own, but the sets it matched keep theirs
-        to it; their ids go to ``into:<id>``, which its eviction reads to remove those edges
-        (no scan of every set's edges). One read, once per set, after 256 edges."""
-        stored = self._call(self.r.hkeys, self.k("edges", set_id))
-        others = {int(o) for o in stored} | set(self._edges.pop(set_id, {}))
-        self._crowded.add(set_id)
-        self._into[set_id] |= others
-        self._do("sadd", self.k("crowded"), set_id)
-        self._do("delete", self.k("edges", set_id))
-        if others:
-            self._do("sadd", self.k("into", set_id), *sorted(others))
+        if edges:
+            self._edge_list.add(set_id, edges, cap)
 
     def neighbours(self, set_id: int) -> list[tuple[int, float]] | None:
-        if set_id in self._crowded or self._call(self.r.sismember, self.k("crowded"), set_id):
-            return None
-        found = {int(o): float(s) for o, s in
-                 self._call(self.r.hgetall, self.k("edges", set_id)).items()}
-        found.update(self._edges.get(set_id, {}))
-        return sorted(found.items())
+        return self._edge_list.neighbours(set_id)
 
     # --- buckets
     def probe(self, keys: Sequence[int], sizes: tuple[int, int] | None = None
