@@ -59,6 +59,16 @@ STATIC = resources.files("streamdedup.monitor") / "static"
 EVENT_VERDICTS = 200  # verdicts a tick carries at most: the newest, for a client behind
 
 
+class _Static(StaticFiles):
+    def lookup_path(self, path: str) -> tuple[str, Any]:
+        """No such file for a name the file system cannot hold: ``/static/%00`` answered 400
+        "embedded null byte", Python's words."""
+        try:
+            return super().lookup_path(path)
+        except ValueError:
+            return "", None
+
+
 class NotFound(Exception):
     """An id the monitor knows nothing about; the message says what is missing."""
 
@@ -73,9 +83,17 @@ class _AnyId(PathConvertor):
 register_url_convertor("any_id", _AnyId())
 
 
+def _param(request: Request, name: str) -> str | None:
+    """``?name=`` given at most once: of ``?id=0&id=33`` the last was taken, silently."""
+    given = request.query_params.getlist(name)
+    if len(given) > 1:
+        raise ValueError(f"?{name}= is given {len(given)} times: give it once")
+    return given[0] if given else None
+
+
 def _doc_id(request: Request) -> str:
     """The id in the path, or in ``?id=`` (raises ValueError, a 400, when neither has one)."""
-    doc_id = request.path_params.get("doc_id", request.query_params.get("id"))
+    doc_id = request.path_params.get("doc_id", _param(request, "id"))
     if not doc_id:
         raise ValueError("no id: give it in the path or as ?id=ID")
     return str(doc_id)
@@ -88,7 +106,7 @@ def _error(status: int, message: str) -> JSONResponse:
 
 
 def _int(request: Request, name: str, default: int, lo: int, hi: int) -> int:
-    raw = request.query_params.get(name)
+    raw = _param(request, name)
     if raw is None:
         return default
     if not re.fullmatch(r"-?[0-9]+", raw):  # int() also takes ' 5', '5_0', '٥'
@@ -170,7 +188,7 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
 
     async def explain(request: Request) -> Response:
         doc_id = _doc_id(request)
-        other = request.query_params.get("other")
+        other = _param(request, "other")
         if other == "":
             return _error(400, "?other= is empty: give the id to compare with, or leave it out")
         if other is None:
@@ -232,7 +250,7 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
         Route("/api/explain", explain),
         Route("/api/explain/{doc_id:any_id}", explain),
         Route("/api/events", events),
-        Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
+        Mount("/static", _Static(directory=str(STATIC)), name="static"),
     ]
     middleware = [Middleware(_Token, token=token)] if token else []
     return Starlette(routes=routes, middleware=middleware,

@@ -173,8 +173,8 @@ class Observer:
     def _away(self, exc: Exception) -> None:
         if self.away_since is None:
             self.away_since = time.time()
-            log.warning("the broker does not answer (%s); the monitor shows what it read "
-                        "until now and goes on asking", exc)
+            log.warning("the broker does not answer (%s); what was read until now stays, "
+                        "and the broker is asked again", exc)
 
     def health(self) -> dict[str, Any]:
         """What the page's status says: the topics not there yet, whether the broker answered

@@ -130,11 +130,13 @@ class Monitor:
     def server(self) -> Any:
         """The web server (not started); ``serve`` runs it, tests run it in a thread. Its
         signal handler first ends the pages' event streams, which it would otherwise wait
-        for; a client that still holds on is cut after CLOSE_WAIT_S."""
+        for; a client that still holds on is cut after CLOSE_WAIT_S. Its lines go through
+        the process's handler (``log_config=None``): its own wrote plain text under
+        ``--log-json``."""
         uvicorn = require("uvicorn", "the monitor")
         server = uvicorn.Server(uvicorn.Config(self.app(), host=self.settings.monitor_host,
                                                port=self.settings.monitor_port,
-                                               log_level="warning",
+                                               log_level="warning", log_config=None,
                                                timeout_graceful_shutdown=CLOSE_WAIT_S))
         exit_on_signal = server.handle_exit
 

@@ -14,17 +14,20 @@ from streamdedup.monitor.state import MonitorState
 from streamdedup.settings import Settings
 
 
-def cluster_size(verdict: Mapping[str, Any], state: MonitorState) -> int:
+def cluster_size(verdict: Mapping[str, Any], state: MonitorState) -> str:
     """The size of the verdict's cluster in ``state`` now: taken as the verdict is read, so a
     line says the cluster as this verdict left it (printed once its ad's title came, it said
-    the size after verdicts read ahead of it: "0  new  cluster 0 (23)" from the beginning)."""
+    the size after verdicts read ahead of it: "0  new  cluster 0 (23)" from the beginning).
+    "≥N" when its first document came before this reader started."""
     label = str(verdict.get("cluster_id") or verdict.get("id"))
     cluster = state.cluster_of(label)  # a chain of merges: one hop said 1 of 6
-    return cluster.size if cluster is not None else 1
+    if cluster is None:
+        return "1"
+    return f"≥{cluster.size + 1}" if cluster.partial else str(cluster.size)
 
 
 def line(verdict: Mapping[str, Any], state: MonitorState, width: int = 60,
-         size: int | None = None) -> str:
+         size: str | None = None) -> str:
     """``id  DUPLICATE of X  J=0.923  cluster C (7)  title`` or ``id  new  cluster C (1)``;
     ``size``: the cluster's as ``cluster_size`` took it when the verdict was read (default:
     now)."""
@@ -71,10 +74,10 @@ def follow(settings: Settings, observer: Observer, count: int, stop: list[int],
     printed = 0
     said: set[str] = set()
     # verdict, its time, since, its cluster's size when read
-    held: deque[tuple[dict[str, Any], int, float, int]] = deque()
+    held: deque[tuple[dict[str, Any], int, float, str]] = deque()
     read_to: dict[tuple[str, int], int] = {}  # input partition -> its last record's time
 
-    def ad_read(verdict: Mapping[str, Any], at: int, since: float, _size: int) -> bool:
+    def ad_read(verdict: Mapping[str, Any], at: int, since: float, _size: str) -> bool:
         if state.title(str(verdict.get("id"))) or time.monotonic() - since > HOLD_S:
             return True
         return all(observer.lag.get(tp) == 0 or read_to.get((tp.topic, tp.partition), -1) >= at

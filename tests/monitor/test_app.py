@@ -108,6 +108,12 @@ def test_bad_requests_get_clear_errors(site: tuple[str, MonitorState]) -> None:
         refused.value.read())["error"]
     assert get(base + "/api/nothing")[0] == 404
     assert get(base + "/api/events?since=-1")[0] == 400  # refused before the stream starts
+    # the last of a parameter given twice was taken, silently
+    for twice in ("/api/explain?id=b&id=a", "/api/explain/b?other=a&other=c",
+                  "/api/clusters?limit=1&limit=2"):
+        code, body = get(base + twice)
+        assert code == 400 and "given 2 times: give it once" in body["error"], (twice, body)
+    assert get(base + "/static/%00") == (404, {"error": "no such page: '/static/\\x00'"})
 
 
 def test_the_event_stream_sends_new_verdicts(site: tuple[str, MonitorState]) -> None:

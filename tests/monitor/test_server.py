@@ -150,11 +150,13 @@ def test_a_port_in_use_is_one_line_before_the_monitor_says_where_it_is() -> None
 
 
 def test_with_log_json_every_line_of_the_monitor_is_json() -> None:
-    """"monitor on http://..." and a port in use were plain lines among the JSON ones."""
+    """"monitor on http://...", a port in use and uvicorn's own warnings were plain lines
+    among the JSON ones."""
     import signal
     import socket
     import subprocess
     import sys
+    import time
 
     command = [sys.executable, "-m", "streamdedup", "monitor", "--log-json",
                "--bootstrap-servers", "127.0.0.1:9", "--monitor-port"]
@@ -171,12 +173,24 @@ def test_with_log_json_every_line_of_the_monitor_is_json() -> None:
         assert proc.stderr is not None
         first = json.loads(proc.stderr.readline())
         assert str(first["msg"]).startswith("monitor on http://127.0.0.1:")
+        deadline = time.monotonic() + 30  # bound before it is said, listening after
+        while True:
+            try:
+                bad = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+                break
+            except ConnectionRefusedError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        with bad:
+            bad.sendall(b"GARBAGE\r\n\r\n")  # uvicorn's own line, plain text before
+            bad.recv(1024)
         proc.send_signal(signal.SIGTERM)
         rest = proc.communicate(timeout=60)[1]
     finally:
         proc.kill()
     assert proc.returncode == 0
-    assert all(json.loads(line) for line in rest.splitlines())
+    said = [json.loads(line) for line in rest.splitlines()]
+    assert [r["logger"] for r in said if "Invalid HTTP request" in r["msg"]] == ["uvicorn.error"]
 
 
 def test_an_id_sent_again_with_another_text_is_explained_as_it_was_judged() -> None:

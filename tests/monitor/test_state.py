@@ -102,6 +102,21 @@ def test_a_tail_line_says_what_happened() -> None:
     assert line(later, st).startswith("c  DUPLICATE of a (an exact copy of b)  cluster")
 
 
+def test_a_cluster_whose_first_document_was_not_read_is_said_as_at_least() -> None:
+    """A reader started after an ad said its duplicate's cluster was "(1)". Its first
+    document read late (partitions read in no common order) makes the count whole again;
+    a merge with a cluster read in part leaves it in part."""
+    st = MonitorState(clock=lambda: 1000.0)
+    st.add_verdict(v("c", "a"), at=1000.0)
+    assert line(v("c", "a"), st) == "c  DUPLICATE of a  J=1.000  cluster a (≥2)"
+    assert st.top_clusters(5)["biggest"][0]["partial"] is True
+    st.add_verdict(v("a"), at=1000.0)
+    assert line(v("a"), st) == "a  new  cluster a (2)" and not st.clusters["a"].partial
+    st.add_verdict(v("y", "x"), at=1001.0)
+    st.add_verdict(v("z", "a", cluster="a", merged=("x",)), at=1002.0)
+    assert line(v("z", "a"), st).endswith("cluster a (≥5)")  # a, c, y, z read; x not
+
+
 def test_records_that_are_no_verdicts_are_named_and_repeats_not_counted() -> None:
     from streamdedup.monitor.state import verdict_problem
 

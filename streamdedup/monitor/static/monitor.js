@@ -8,6 +8,8 @@
   const pct = (x) => (100 * x).toFixed(1) + " %";
   const when = (t) => t ? new Date(t * 1000).toLocaleTimeString() : "";
 
+  // a cluster whose first document came before --from: at least one more than was read
+  const shownSize = (c) => c.partial ? "≥" + (c.size + 1) : c.size;
   function cell(row, text) { const td = document.createElement("td"); td.textContent = text == null ? "" : String(text); row.appendChild(td); return td; }
   function fill(table, rows, make) {
     const body = table.querySelector("tbody");
@@ -94,8 +96,8 @@
     const r = await json("api/clusters?limit=10");
     if (!r.ok) return;  // the next round retries
     const c = r.body;
-    fill($("biggest"), c.biggest, (tr, x) => { cell(tr, x.size); cell(tr, x.title || x.cluster_id); cell(tr, when(x.last_seen)); });
-    fill($("growing"), c.fastest_growing, (tr, x) => { cell(tr, x.added_last_300s); cell(tr, x.size); cell(tr, x.title || x.cluster_id); });
+    fill($("biggest"), c.biggest, (tr, x) => { cell(tr, shownSize(x)); cell(tr, x.title || x.cluster_id); cell(tr, when(x.last_seen)); });
+    fill($("growing"), c.fastest_growing, (tr, x) => { cell(tr, x.added_last_300s); cell(tr, shownSize(x)); cell(tr, x.title || x.cluster_id); });
   }
 
   function marked(el, text, spans) {
