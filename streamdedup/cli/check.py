@@ -150,7 +150,9 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
         + (f"; {untimed} documents without a {settings.time_field!r} field took the clock's"
            f" time (the newest seen; on a fresh store, their batch's first)"
            if settings.read_time_field and untimed else "")
-        + f"; {store_named(settings)}",
+        # a dump of a header and no row: the new store was empty but pinned to these settings
+        + (not_kept(True, directory) if made_here and not docs and not tally.errors
+           else f"; {store_named(settings)}"),
         err=True,
     )
     if tally.errors and not docs:  # e.g. --retention on a dump whose times do not parse

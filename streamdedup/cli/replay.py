@@ -75,14 +75,17 @@ def replay_command(dump: Path, report_dir: Path, fmt: str | None, no_consumer: b
     from streamdedup.replay.runner import replay
 
     overrides = {k: v for k, v in options.items() if v is not None and k not in _REPLAY_FIXED}
-    config = ReplayConfig(
-        dump=dump, report_dir=report_dir, preset=preset, overrides=overrides, fmt=fmt,
-        bootstrap_servers=make_settings(preset, options,
-                                        opens_store=not no_consumer).bootstrap_servers,
-        store=store,
-        run_consumer=not no_consumer, rate=rate, timeout_s=timeout_s,
-        topic_prefix=topic_prefix, progress=progress, band_table=not no_band_table,
-    )
+    try:
+        config = ReplayConfig(
+            dump=dump, report_dir=report_dir, preset=preset, overrides=overrides, fmt=fmt,
+            bootstrap_servers=make_settings(preset, options,
+                                            opens_store=not no_consumer).bootstrap_servers,
+            store=store,
+            run_consumer=not no_consumer, rate=rate, timeout_s=timeout_s,
+            topic_prefix=topic_prefix, progress=progress, band_table=not no_band_table,
+        )
+    except StreamdedupError as exc:
+        raise failure(exc) from None
 
     writable_directory(report_dir, "--report-dir")
 

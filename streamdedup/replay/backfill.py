@@ -182,40 +182,58 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
 
 class _Named:
     """A file whose write errors name it (an OSError from ``write`` has no file name): a
-    full disk or a closed pipe is then said in one line, as `check` says it."""
+    full disk or a closed pipe is then said in one line, as `check` says it. Opened (and
+    emptied) at the first write, or at a close after success: a Spark that did not start
+    emptied the verdicts of an earlier run."""
 
-    def __init__(self, file: TextIO, name: str) -> None:
-        self.file, self.name = file, name
+    def __init__(self, file: TextIO | None, name: str, path: Path | None = None) -> None:
+        self.file, self.name, self.path = file, name, path
 
     def _failed(self, exc: OSError) -> OSError:
         return OSError(exc.errno, exc.strerror or str(exc), self.name)
 
+    def _opened(self) -> TextIO:
+        if self.file is None:
+            assert self.path is not None
+            self.file = self.path.open("w", encoding="utf-8")  # an error names it already
+        return self.file
+
     def write(self, text: str) -> None:
+        file = self._opened()
         try:
-            self.file.write(text)
+            file.write(text)
         except OSError as exc:
             raise self._failed(exc) from exc
 
-    def close(self) -> None:
+    def close(self, done: bool = True) -> None:
+        """``done``: the run succeeded, so a file nothing was written to is made empty."""
+        if self.file is None and not done:
+            return
+        file = self._opened()
         try:
-            self.file.flush() if self.file is sys.stdout else self.file.close()
+            file.flush() if file is sys.stdout else file.close()
         except OSError as exc:
             raise self._failed(exc) from exc
 
 
 @contextmanager
 def _written(path: Path) -> Iterator[_Named]:
-    """``path`` opened for writing; STDOUT is standard output, left open (and flushed). An
-    error in writing or closing it is an OSError naming it ("standard output" for STDOUT)."""
+    """``path`` for writing, checked at once and opened at the first write; STDOUT is
+    standard output, left open (and flushed). An error in writing or closing it is an
+    OSError naming it ("standard output" for STDOUT)."""
     if path == STDOUT:
         named = _Named(sys.stdout, "standard output")
-    else:  # an error in opening it names it already
-        named = _Named(path.open("w", encoding="utf-8"), str(path))
+    else:
+        existed = path.exists()
+        path.open("a", encoding="utf-8").close()  # writable? (an error names it); kept whole
+        if not existed:
+            path.unlink()
+        named = _Named(None, str(path), path)
     try:
         yield named
     except BaseException:
         with suppress(OSError):
-            named.close()
+            named.close(done=False)
         raise
     named.close()
 
@@ -287,7 +305,8 @@ def _report(settings: Settings, config: BackfillConfig, docs: Sequence[Document]
     assert config.report_dir is not None
     corpus = tr.Corpus.from_shingles([d.id for d in docs], keep.shingles)
     truth = tr.ground_truth(corpus, settings.threshold)
-    report = ev.evaluate(docs, keep.verdicts, truth, settings, dead_letters=result.bad_rows)
+    # the bad rows are the dump's "unreadable rows" below, not dead letters too (counted twice)
+    report = ev.evaluate(docs, keep.verdicts, truth, settings, dead_letters=0)
     if plan is not None and plan.pairs is not None:
         index: dict[int, int] = {}  # sketch set id -> the corpus' set index
         for position, set_id in enumerate(keep.set_ids):

@@ -56,6 +56,19 @@ class ReplayConfig:
     band_table: bool = True
     cache_dir: Path | None = None  # ground-truth cache; None: truth.default_cache_dir()
 
+    def __post_init__(self) -> None:
+        """NaN passed click's ranges (every comparison with it is false): ``--timeout nan``
+        replayed the whole dump and reported 500 ids "missing within nan s"."""
+        if not self.rate >= 0:
+            raise ConfigError(f"--rate must be >= 0, not {self.rate}")
+        if not 0 < self.timeout_s < float("inf"):
+            raise ConfigError(f"--timeout must be a number of seconds > 0, not {self.timeout_s}")
+        if self.topic_prefix == "" and self.run_consumer:
+            raise ConfigError("--topic-prefix '' runs the replay's consumer on the settings' "
+                              "own topics and group (a production run would judge the dump "
+                              "into its store): give a prefix, or --no-consumer to replay "
+                              "through a consumer already running")
+
 
 STDOUT = Path("-")  # an output named "-" is standard output (it wrote a file named "-")
 BATCH = 500  # documents per detector call and store commit (check, backfill)
@@ -83,7 +96,9 @@ class BackfillConfig:
     def errors_place(self) -> str:
         """Where the bad rows go, as the command says it."""
         path = self.errors_path
-        return "among the verdicts" if path == STDOUT else f"in {path}"
+        if path == STDOUT:  # "among the verdicts" was said of verdicts written to a file
+            return "among the verdicts" if self.out == STDOUT else "on standard output"
+        return f"in {path}"
 
     @property
     def errors_path(self) -> Path:

@@ -153,7 +153,7 @@ def render_markdown(report: Mapping[str, Any], plot_base: str = "", note: str = 
         ("clusters (>= 2 docs): verdicts / truth", f"{r['clusters']:,} / {r['true_clusters']:,}"),
     ]
     if dump.get("unreadable_rows"):
-        rows.append(("unreadable rows (not sent)", f"{dump['unreadable_rows']:,} of "
+        rows.append(("unreadable rows (not judged)", f"{dump['unreadable_rows']:,} of "
                                                    f"{dump['rows']:,}"))
     if pc.get("named_unknown_ids"):
         rows.append(("matches to ids not in the dump", f"{pc['named_unknown_ids']:,} (a store "

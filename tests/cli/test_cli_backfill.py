@@ -180,10 +180,15 @@ def test_backfill_interrupted_says_how_far_it_got_and_exits_130(
     assert run(*args)[0] == 0
     code, _, err = run(*args, "--retention", "60d")  # the store holds 3 documents now
     assert code == 0, err
+    verdicts = (tmp_path / "v.jsonl").read_text(encoding="utf-8")
     monkeypatch.setattr(backfill, "_decide", interrupted)
     code, _, err = run(*args, "--retention", "60d")
     assert code == 130 and "holds the 3 documents" in err and "with --retention" in err, err
     assert (tmp_path / "s").exists()
+    # stopped before its first verdict (a Spark that did not start, too): the last run's
+    # verdicts are left whole, not emptied
+    assert len(verdicts.splitlines()) == 3
+    assert (tmp_path / "v.jsonl").read_text(encoding="utf-8") == verdicts
 
 
 def test_backfill_interrupted_before_its_first_commit_keeps_no_store(
@@ -289,3 +294,30 @@ def test_a_dump_it_cannot_judge_leaves_no_file_behind(tmp_path: Path, name: str,
                       str(tmp_path / "s"), "--out", str(tmp_path / "v.jsonl"))
     assert got == code and said in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_bad_rows_on_standard_output_are_said_to_be_there(tmp_path: Path) -> None:
+    """With --out FILE --errors -, it said "1 bad rows (among the verdicts)", which were in
+    the file while the bad rows went to standard output."""
+    dump = tmp_path / "ads.jsonl"
+    dump.write_text(json.dumps({"id": "a", "title": ADS[0][0], "description": ADS[0][1]})
+                    + "\n{not json\n", encoding="utf-8")
+    code, out, err = run("backfill", str(dump), "--engine", "local", "--store",
+                         str(tmp_path / "s"), "--out", str(tmp_path / "v.jsonl"), "--errors", "-")
+    assert code == 0 and "1 bad rows (on standard output)" in err, err
+    assert [json.loads(line)["row"] for line in out.splitlines()] == [1]
+
+
+@pytest.mark.parametrize("command", ["check", "backfill"])
+def test_a_dump_of_a_header_and_no_row_keeps_no_store(tmp_path: Path, command: str) -> None:
+    """It kept an empty store pinned to the run's settings: the next run with another
+    --preset into it was refused ("num_perm: store has 128 ...")."""
+    dump = write_tsv(tmp_path / "ads.tsv", [])
+    code, _, err = run(command, str(dump), "--store", str(tmp_path / "s"),
+                       *(["--engine", "local", "--out", str(tmp_path / "v.jsonl")]
+                         if command == "backfill" else []))
+    assert code == 0 and "0 documents" in err and "is not kept" in err, err
+    assert not (tmp_path / "s").exists()
+    assert run(command, str(dump), "--store", str(tmp_path / "s"), "--preset", "reference",
+               *(["--engine", "local", "--out", str(tmp_path / "v.jsonl")]
+                 if command == "backfill" else []))[0] == 0

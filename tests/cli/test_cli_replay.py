@@ -9,7 +9,12 @@ from command_line import run, write_tsv
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--rate", "-1"], "--rate"), (["--timeout", "0"], "--timeout")])
+    (["--rate", "-1"], "--rate"), (["--timeout", "0"], "--timeout"),
+    # NaN passed click's ranges: a whole replay, then "500 ids missing within nan s"
+    (["--rate", "nan"], "--rate must be >= 0, not nan"),
+    (["--timeout", "nan"], "--timeout must be a number of seconds > 0, not nan"),
+    # the production topics and group, with a consumer of the replay's own
+    (["--topic-prefix", ""], "--topic-prefix '' runs the replay's consumer on the settings'")])
 def test_replay_refuses_a_negative_rate_and_no_timeout(tmp_path: Path, args: list[str],
                                                        message: str) -> None:
     tsv = write_tsv(tmp_path / "ads.tsv", [["t", "d", "Milano", "2020", "l"]])

@@ -99,7 +99,7 @@ def test_markdown_counts_what_a_replay_sent_and_never_got_back(
     md = rp.render_markdown(report)
     assert "| documents / verdicts / missing | 0 / 0 / 2 |" in md
     assert "| sent to the input topic | 2 messages in 0.50 s" in md
-    assert "| unreadable rows (not sent) | 5 of 7 |" in md
+    assert "| unreadable rows (not judged) | 5 of 7 |" in md
     assert "| matches to ids not in the dump | 186 (a store that held other ads" in md
 
 
