@@ -107,8 +107,12 @@ def writable_directory(path: Path, option: str) -> None:
 
 
 def store_directory(settings: Settings) -> Path | None:
-    """The SQLite store's directory, where no output may go (its files are being written)."""
-    return Path(settings.store) if settings.store_backend == "sqlite" else None
+    """The SQLite store's directory, where no output may go (its files are being written).
+    None for an empty ``--store`` too, which opening the store refuses in its own words
+    (it was "--out x.jsonl is in the store's directory .")."""
+    if settings.store_backend != "sqlite" or not settings.store.strip():
+        return None
+    return Path(settings.store)
 
 
 def _same_regular_file(a: Path, b: Path) -> bool:

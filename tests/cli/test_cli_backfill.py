@@ -321,3 +321,14 @@ def test_a_dump_of_a_header_and_no_row_keeps_no_store(tmp_path: Path, command: s
     assert run(command, str(dump), "--store", str(tmp_path / "s"), "--preset", "reference",
                *(["--engine", "local", "--out", str(tmp_path / "v.jsonl")]
                  if command == "backfill" else []))[0] == 0
+
+
+@pytest.mark.parametrize("command", ["check", "backfill"])
+def test_an_empty_store_is_refused_in_its_own_words(tmp_path: Path, command: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --out x.jsonl it said "--out x.jsonl is in the store's directory ."."""
+    monkeypatch.chdir(tmp_path)  # where an empty --store would put its files
+    dump = write_tsv(tmp_path / "ads.tsv", [[ADS[0][0], ADS[0][1], "Milano", "2020", "l"]])
+    code, _, err = run(command, str(dump), "--store", "", "--out", "x.jsonl",
+                       *(["--engine", "local"] if command == "backfill" else []))
+    assert code == 2 and "store must name a directory" in err, err
