@@ -132,10 +132,14 @@ def heartbeat_age_s(consumer: Any) -> float:
     """Seconds since this member's last heartbeat went out (kafka-python's own
     ``last-heartbeat-seconds-ago``, 0 before the first or if the metric is gone). Past the
     session timeout the broker is away, or it has given the partitions to other members:
-    no rebalance tells a member that while the broker is away."""
-    found = (consumer.metrics() or {}).get("consumer-coordinator-metrics", {})
-    age = found.get("last-heartbeat-seconds-ago", 0.0)
-    return 0.0 if age == float("inf") else float(age)
+    no rebalance tells a member that while the broker is away. Never raises: it is asked
+    before the lag, which must still be measured if this cannot be read."""
+    try:
+        found = (consumer.metrics() or {}).get("consumer-coordinator-metrics", {})
+        age = float(found.get("last-heartbeat-seconds-ago", 0.0))
+    except Exception:  # kafka-python calls metrics() an unstable interface
+        return 0.0
+    return 0.0 if age == float("inf") else age
 
 
 def ensure_broker(settings: Settings) -> None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import Any
 
 import pytest
 
 from harness.broker import create_topics
-from streamdedup.service.kafka import ensure_topics, missing_topics
+from streamdedup.service.kafka import ensure_topics, heartbeat_age_s, missing_topics
 from streamdedup.settings import build_settings
 
 
@@ -81,3 +82,26 @@ def test_closing_a_producer_that_cannot_finish_is_a_warning_not_a_crash(
     assert away.asked == [2.0]  # its work is settled: not the 10 s it waited before
     assert [r.getMessage() for r in caplog.records] == [
         "closing the producer: KafkaTimeoutError: Timeout waiting for future"]
+
+
+def test_the_heartbeat_age_is_read_from_kafka_pythons_metrics_and_never_raises() -> None:
+    """Before the first heartbeat kafka-python says inf; a consumer without the metric (or
+    one whose metrics fail: an interface it calls unstable) reads as just heard from, so
+    readiness is what it was before this check."""
+
+    class Consumer:
+        def __init__(self, found: Any) -> None:
+            self.found = found
+
+        def metrics(self) -> Any:
+            if isinstance(self.found, Exception):
+                raise self.found
+            return self.found
+
+    def age(found: Any) -> float:
+        return heartbeat_age_s(Consumer(found))
+
+    assert age({"consumer-coordinator-metrics": {"last-heartbeat-seconds-ago": 12.5}}) == 12.5
+    assert age({"consumer-coordinator-metrics": {"last-heartbeat-seconds-ago": float("inf")}}
+               ) == 0.0
+    assert age(None) == age({}) == age(RuntimeError("gone")) == 0.0
