@@ -41,6 +41,7 @@ from streamdedup.service.kafka import (
     heartbeat_age_s,
     missing_topics,
 )
+from streamdedup.service.logs import Throttle
 from streamdedup.service.message import decode_message
 from streamdedup.service.metrics import HealthServer, Metrics, is_loopback
 from streamdedup.service.records import (
@@ -104,7 +105,8 @@ class Service(Stoppable):
         self.processed = 0
         self.duplicates = 0
         self.dead = 0
-        self._stats_at = self._lag_at = self._dead_said_at = float("-inf")
+        self._stats_at = self._lag_at = float("-inf")
+        self._dead_said = Throttle(60.0, kinds=1)  # the mostly-dead warning: once a minute
         self._unheard = False  # no heartbeat for longer than the session timeout
         self._dead_lately: dict[str, int] = {}  # reason -> dead letters since the last line
         self._dead_example: dict[str, str] = {}
@@ -506,8 +508,7 @@ class Service(Stoppable):
         whose times did not parse sent every one to the dead-letter topic with nothing but
         an INFO count."""
         dead = sum(self._dead_lately.values())
-        if dead >= MOSTLY_DEAD_AT_LEAST and dead > judged and now - self._dead_said_at >= 60:
-            self._dead_said_at = now
+        if dead >= MOSTLY_DEAD_AT_LEAST and dead > judged and self._dead_said.due("dead", now):
             reason = max(self._dead_lately, key=self._dead_lately.__getitem__)
             log.warning("%d of the last %d messages were dead letters, %d of them %s (e.g. %s): "
                         "does what is sent match --text-fields and --time-field?", dead,

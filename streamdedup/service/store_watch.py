@@ -14,6 +14,7 @@ from kafka.structs import OffsetAndMetadata
 
 from streamdedup.errors import StoreError, StoreParamsError
 from streamdedup.service.checkpoint import OFFSET_TAG, offset_tag
+from streamdedup.service.logs import Throttle
 from streamdedup.store.base import Store
 
 log = logging.getLogger("streamdedup.service.consumer")  # the consumer's lines, as before
@@ -37,7 +38,7 @@ class StoreWatch:
         self._said_at = float("-inf")
         self._sharing_at = float("-inf")
         self._others: dict[TopicPartition, OffsetAndMetadata] = {}  # last seen, not held
-        self._other_said: dict[str, float] = {}  # another store's tag -> when said
+        self._other_said = Throttle(SHARING_SAID_EVERY_S, kinds=100)  # by the other's tag
 
     def restarted(self) -> bool:
         """The store's server restarted since the last ask (said once); a store that does not
@@ -110,7 +111,6 @@ class StoreWatch:
             rewound.add(tp)
         return rewound
 
-
     def check_sharing(self, consumer: KafkaConsumer, topic: str,
                       held: set[TopicPartition]) -> None:
         """Members of one group that write to different stores (SQLite directories, Redis
@@ -139,10 +139,8 @@ class StoreWatch:
             self._others[tp] = meta
             tag = meta.metadata or ""
             if (before is None or meta.offset == before.offset or tag == ours
-                    or not tag.startswith(OFFSET_TAG)
-                    or now - self._other_said.get(tag, float("-inf")) < SHARING_SAID_EVERY_S):
+                    or not tag.startswith(OFFSET_TAG) or not self._other_said.due(tag, now)):
                 continue
-            self._other_said[tag] = now
             log.warning("%s/%d is judged by a member of group %s that writes to another "
                         "store (%s, this one is %s): the members do not share one index, so "
                         "a near-duplicate on another partition is not found. Give every "
