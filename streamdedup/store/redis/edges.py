@@ -64,20 +64,23 @@ class Edges:
         return set_id in self._crowded or bool(call(self.r.sismember, self.k("crowded"),
                                                     set_id))
 
-    def neighbours(self, set_id: int) -> list[tuple[int, float]] | None:
-        if self._is_crowded(set_id):
-            return None
+    def _listed(self, set_id: int) -> dict[int, float]:
+        """An uncrowded set's edges: stored, and this checkpoint's."""
         found = {int(o): float(s) for o, s in
                  call(self.r.hgetall, self.k("edges", set_id)).items()}
         found.update(self._edges.get(set_id, {}))
-        return sorted(found.items())
+        return found
+
+    def neighbours(self, set_id: int) -> list[tuple[int, float]] | None:
+        return None if self._is_crowded(set_id) else sorted(self._listed(set_id).items())
 
     def drop(self, set_id: int) -> None:
         """A set leaving: its edges, and every other set's edge to it."""
-        others = [o for o, _ in self.neighbours(set_id) or []]
-        if self._is_crowded(set_id):
-            others += sorted({int(o) for o in call(self.r.smembers, self.k("into", set_id))}
-                             | self._into.pop(set_id, set()))
+        if self._is_crowded(set_id):  # asked once: a round trip per set evicted
+            others = sorted({int(o) for o in call(self.r.smembers, self.k("into", set_id))}
+                            | self._into.pop(set_id, set()))
+        else:
+            others = sorted(self._listed(set_id))
         for other in others:
             self._edges.get(other, {}).pop(set_id, None)
             self._into.get(other, set()).discard(set_id)
