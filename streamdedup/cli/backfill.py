@@ -215,7 +215,8 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
                      f"{settings.time_field!r} came last")
     # a dump of a header and no row: the new store was empty but pinned to these settings
     empty = not result.documents and not result.bad_rows
-    parts.append(dropped()[2:] if empty and made_here else store_named(settings))
+    parts.append(dropped().removeprefix("; ") if empty and made_here
+                 else store_named(settings))
     click.echo("; ".join(parts), err=True)
     if result.bad_rows and not result.documents:
         raise click.ClickException(none_judged(dump, result.first_error,
