@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import ipaddress
 import logging
 import math
 import os
@@ -197,6 +198,10 @@ class Settings:
     monitor_port: int = _opt(8088, "port of the monitor's web page", group="monitor")
     monitor_token: str = _opt("", "token the monitor's API asks for (needed when it binds "
                               "beyond loopback)", group="monitor", secret=True)
+    monitor_hosts: tuple[str, ...] = _opt(
+        (), "Host names a monitor without a token answers besides loopback ones (as a proxy "
+        "in front sends them; '*' = any): a page elsewhere could point its own name at "
+        "127.0.0.1 and read the ads through a visitor's browser", group="monitor")
 
     def __post_init__(self) -> None:
         """Refuse what cannot work, with the setting's name: an operator's typo must stop the
@@ -260,6 +265,10 @@ class Settings:
                               f"ports in [1, 65535], not {self.bootstrap_servers!r}")
         if not 1 <= self.monitor_port <= 65535:
             raise ConfigError(f"monitor_port must be in [1, 65535], not {self.monitor_port}")
+        for name in self.monitor_hosts:
+            if not (re.fullmatch(r"\*|[A-Za-z0-9._-]+", name) or _is_ipv6(name)):
+                raise ConfigError(f"monitor_hosts must be host names or addresses (no port), "
+                                  f"or '*', not {name!r}")
         if not 0 <= self.metrics_port <= 65535:
             raise ConfigError(f"metrics_port must be in [0, 65535] (0 = off), not "
                               f"{self.metrics_port}")
@@ -432,6 +441,15 @@ def _is_kafka_name(name: str) -> bool:
     """What Kafka takes as a topic or group instance name: 1-249 of [A-Za-z0-9._-], not '.'
     or '..'."""
     return re.fullmatch(r"[A-Za-z0-9._-]{1,249}", name) is not None and name not in (".", "..")
+
+
+def _is_ipv6(text: str) -> bool:
+    """``::1`` or ``[::1]``: an address a Host header may name (with its brackets)."""
+    try:
+        return isinstance(ipaddress.ip_address(text.removeprefix("[").removesuffix("]")),
+                          ipaddress.IPv6Address)
+    except ValueError:
+        return False
 
 
 def split_commas(raw: str) -> tuple[str, ...]:

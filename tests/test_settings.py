@@ -205,6 +205,9 @@ def test_unknown_preset_and_unknown_override_are_config_errors() -> None:
         ({"session_timeout_ms": 1_800_001}, "session_timeout_ms must be in"),
         ({"num_perm": 1025}, "num_perm must be <= 1024"),
         ({"max_output_bytes": 65535}, "max_output_bytes must be >= 65536"),
+        ({"monitor_hosts": ("jobs.example:8088",)}, "monitor_hosts must be host names"),
+        ({"monitor_hosts": ("10.0.0.1:80",)}, "monitor_hosts must be host names"),
+        ({"monitor_hosts": ("http://jobs.example",)}, "monitor_hosts must be host names"),
     ],
 )
 def test_invalid_combinations_are_config_errors(changes: dict, words: str) -> None:
@@ -224,6 +227,7 @@ def test_invalid_combinations_are_config_errors(changes: dict, words: str) -> No
      "sasl_password": "p"},
     {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_username": "u",
      "sasl_password": "p"},
+    {"monitor_hosts": ("jobs.example", "10.0.0.1", "[::1]", "fe80::1", "*")},
 ])
 def test_values_at_each_edge_are_taken(changes: dict) -> None:
     built = build_settings(env={}, overrides=changes)  # a refusal raises ConfigError
@@ -315,7 +319,7 @@ def test_the_readmes_configuration_table_gives_each_settings_default() -> None:
         if isinstance(value, bool):
             return "on" if value else "off"
         if isinstance(value, tuple):
-            return "`" + ",".join(value) + "`"
+            value = ",".join(value)  # as the environment spells it; () is '' there
         if isinstance(value, str):
             return f"`{value}`" if value else "`''`"
         return f"{value:g}" if isinstance(value, float) else str(value)

@@ -24,7 +24,8 @@ API (documented in the README):
 
 With a token, every request but the page and its scripts (which hold no data) needs
 ``Authorization: Bearer <token>`` or ``?token=<token>`` (the page passes on the one in its
-own URL).
+own URL). Without one, a request must name a loopback host (or one of --monitor-hosts) in its
+Host header: 403 otherwise.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from starlette.routing import Mount, Route  # noqa: E402
 from starlette.staticfiles import StaticFiles  # noqa: E402
 
 from streamdedup.monitor.state import MonitorState  # noqa: E402
+from streamdedup.service.metrics import is_loopback  # noqa: E402
 
 Explainer = Callable[[str, str], dict[str, Any]]  # (id, other id) -> explanation (or raises)
 STATIC = resources.files("streamdedup.monitor") / "static"
@@ -145,11 +147,47 @@ class _Token(BaseHTTPMiddleware):
         return await call_next(request)
 
 
+def host_name(header: str) -> str:
+    """The name in a Host header, without port, brackets or a final dot, in lower case:
+    ``LocalHost.:8088`` -> ``localhost``, ``[::1]:8088`` -> ``::1``."""
+    name = header.strip().lower()
+    if name.startswith("["):
+        return name[1:name.find("]")] if "]" in name else name
+    return name.rsplit(":", 1)[0].rstrip(".") if name.count(":") == 1 else name.rstrip(".")
+
+
+class _Hosts(BaseHTTPMiddleware):
+    """Without a token, only requests to a loopback name, or one of ``hosts``: a page
+    elsewhere could point its own name at 127.0.0.1 (DNS rebinding), and a visitor's browser
+    would then read the ads for it, its Host header still naming that page's name."""
+
+    def __init__(self, app: Any, hosts: tuple[str, ...]) -> None:
+        super().__init__(app)
+        self.hosts = {host_name(h) for h in hosts}
+
+    def answers(self, header: str | None) -> bool:
+        if header is None or "*" in self.hosts:  # no browser leaves Host out
+            return True
+        name = host_name(header)
+        return (name in self.hosts or is_loopback(name) or name.endswith(".localhost"))
+
+    async def dispatch(self, request: Request,
+                       call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        header = request.headers.get("host")
+        if self.answers(header):
+            return await call_next(request)
+        return _error(403, f"the monitor without a token answers loopback names only, not "
+                           f"{shown(header or '')}: add the name to --monitor-hosts (or "
+                           "STREAMDEDUP_MONITOR_HOSTS), or give --monitor-token")
+
+
 def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
                token: str | None = None, tick_s: float = 1.0,
-               closing: threading.Event | None = None) -> Starlette:
+               closing: threading.Event | None = None,
+               hosts: tuple[str, ...] = ()) -> Starlette:
     """``closing``, once set, ends every event stream: the web server waits for its open
-    connections when it stops, and an open page kept Ctrl-C from stopping the monitor."""
+    connections when it stops, and an open page kept Ctrl-C from stopping the monitor.
+    ``hosts``: the Host names a monitor without ``token`` answers besides loopback ones."""
     closing = closing or threading.Event()
 
     def read(fn: Callable[[], Any]) -> Any:
@@ -252,7 +290,7 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
         Route("/api/events", events),
         Mount("/static", _Static(directory=str(STATIC)), name="static"),
     ]
-    middleware = [Middleware(_Token, token=token)] if token else []
+    middleware = [Middleware(_Token, token=token) if token else Middleware(_Hosts, hosts=hosts)]
     return Starlette(routes=routes, middleware=middleware,
                      exception_handlers={ValueError: bad_request, 404: not_found,
                                          405: not_allowed})

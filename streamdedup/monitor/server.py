@@ -125,7 +125,8 @@ class Monitor:
 
     def app(self) -> Any:
         return create_app(self.state, self.lock, self.explain,
-                          self.settings.monitor_token or None, closing=self.closing)
+                          self.settings.monitor_token or None, closing=self.closing,
+                          hosts=self.settings.monitor_hosts)
 
     def server(self) -> Any:
         """The web server (not started); ``serve`` runs it, tests run it in a thread. Its

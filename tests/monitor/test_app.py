@@ -26,7 +26,8 @@ def explainer(doc_id: str, other: str) -> dict[str, Any]:
     return {"a": {"id": doc_id}, "b": {"id": other}, "jaccard": 0.9}
 
 
-def serve(token: str | None = None) -> Iterator[tuple[str, MonitorState]]:
+def serve(token: str | None = None,
+          hosts: tuple[str, ...] = ()) -> Iterator[tuple[str, MonitorState]]:
     state, lock = MonitorState(), threading.Lock()
     state.add_verdict({"id": "a", "duplicate": False, "cluster_id": "a"})
     state.add_verdict({"id": "b", "duplicate": True, "duplicate_of": "a", "cluster_id": "a",
@@ -34,7 +35,7 @@ def serve(token: str | None = None) -> Iterator[tuple[str, MonitorState]]:
     state.add_dead_letter({"reason": "not_utf8"})
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(state, lock, explainer, token,
-                                                      tick_s=0.05),
+                                                      tick_s=0.05, hosts=hosts),
                                            host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -203,6 +204,28 @@ def test_a_token_guards_the_api_only() -> None:
         latin1 = "Bearer s3crét"  # as urllib and browsers send it: still the token
         assert get(base + "/api/summary", {"Authorization": latin1})[0] == 200
         assert get(base + "/api/summary?token=s3cr%C3%A9t")[0] == 200
+
+
+def test_without_a_token_only_loopback_host_names_are_answered() -> None:
+    """DNS rebinding: a page at evil.example points its name at 127.0.0.1, and a visitor's
+    browser asks the monitor for the ads with "Host: evil.example:8088"."""
+    for base, _ in serve():
+        for host in ("localhost:8088", "LOCALHOST.", "127.0.0.1:8088", "127.1.2.3",
+                     "[::1]:8088", "jobs.localhost:8088"):
+            assert get(base + "/api/summary", {"Host": host})[0] == 200, host
+        for host in ("evil.example:8088", "evil.example", "10.0.0.1:8088", "localhost.evil",
+                     "[::2]:8088"):
+            code, body = get(base + "/api/summary", {"Host": host})
+            assert code == 403, host
+            assert "--monitor-hosts" in body["error"]
+        assert get(base + "/", {"Host": "evil.example"})[0] == 403  # the page too
+    for base, _ in serve(hosts=("Jobs.Example",)):  # a proxy in front sends its own name
+        assert get(base + "/api/summary", {"Host": "jobs.example:443"})[0] == 200
+        assert get(base + "/api/summary", {"Host": "evil.example"})[0] == 403
+    for base, _ in serve(hosts=("*",)):
+        assert get(base + "/api/summary", {"Host": "evil.example"})[0] == 200
+    for base, _ in serve(token="s3cret"):  # the token guards instead: a proxy's name is fine
+        assert get(base + "/api/summary?token=s3cret", {"Host": "evil.example"})[0] == 200
 
 
 def test_the_page_opened_without_its_token_says_so(chromium_path: str) -> None:

@@ -51,12 +51,14 @@ def test_the_page_is_up_while_the_broker_cannot_be_reached() -> None:
     the broker does not answer."""
     import json
     import time
+    import urllib.error
     import urllib.request
 
     from streamdedup.replay.process import free_port
 
     settings = build_settings("default", env={}, overrides={
-        "bootstrap_servers": f"127.0.0.1:{free_port()}", "monitor_port": free_port()})
+        "bootstrap_servers": f"127.0.0.1:{free_port()}", "monitor_port": free_port(),
+        "monitor_hosts": ("jobs.example",)})
     m = Monitor(settings)
     server = m.server()
     m.follow()
@@ -81,6 +83,13 @@ def test_the_page_is_up_while_the_broker_cannot_be_reached() -> None:
                 broker = json.load(r)["broker"]
             time.sleep(0.2)
         assert broker["away_since"] and broker["answered"] is None
+        for host, status in (("jobs.example", 200), ("evil.example", 403)):  # --monitor-hosts
+            asked = urllib.request.Request(base + "/api/summary", headers={"Host": host})
+            try:
+                with urllib.request.urlopen(asked, timeout=10) as r:
+                    assert (host, r.status) == (host, status)
+            except urllib.error.HTTPError as exc:
+                assert (host, exc.code) == (host, status)
     finally:
         server.should_exit = True
         thread.join(timeout=10)
