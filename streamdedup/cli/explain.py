@@ -25,6 +25,7 @@ from streamdedup.cli.options import KAFKA_CLIENT, failure, make_settings, settin
 from streamdedup.errors import InputError, StreamdedupError
 from streamdedup.replay.dump import FORMATS
 from streamdedup.settings import Settings
+from streamdedup.terminal import printable
 
 MARK, PLAIN = "\x1b[30;43m", "\x1b[0m"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -231,7 +232,8 @@ def side_by_side(a_id: str, a: str, a_marks: Sequence[tuple[int, int]], b_id: st
     col = (width - 3) // 2
     left = _wrap(a, a_marks, col, color)
     right = _wrap(b, b_marks, col, color)
-    head = [f"{a_id[:col]:<{col}} | {b_id[:col]}", f"{'-' * col}-+-{'-' * col}"]
+    a_id, b_id = printable(a_id)[:col], printable(b_id)[:col]
+    head = [f"{a_id:<{col}} | {b_id}", f"{'-' * col}-+-{'-' * col}"]
     rows = []
     for i in range(max(len(left), len(right))):
         lt, lv = left[i] if i < len(left) else ("", 0)
@@ -240,18 +242,19 @@ def side_by_side(a_id: str, a: str, a_marks: Sequence[tuple[int, int]], b_id: st
     return head + rows
 
 
-def _cells(ch: str) -> int:
-    """Terminal columns a character takes: 2 for wide (CJK) ones, 0 for combining marks
-    (counted as one each, a CJK text's lines were twice the column and the two columns
-    drifted apart)."""
-    if unicodedata.combining(ch):
-        return 0
-    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+def _cells(piece: str) -> int:
+    """Terminal columns a character (or its written-out form) takes: 2 for wide (CJK)
+    ones, 0 for combining marks (counted as one each, a CJK text's lines were twice the
+    column and the two columns drifted apart)."""
+    return sum(0 if unicodedata.combining(ch) else
+               2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in piece)
 
 
 def _wrap(text: str, marks: Sequence[tuple[int, int]], col: int, color: bool
           ) -> list[tuple[str, int]]:
-    """Lines of at most ``col`` terminal columns, each with its width."""
+    """Lines of at most ``col`` terminal columns, each with its width. Each character is
+    shown as ``printable`` shows it; the marks still count the text's own characters."""
+    shown = [printable(ch) for ch in text]
     shared = [False] * len(text)
     for x, y in marks:
         for i in range(x, min(y, len(text))):
@@ -260,26 +263,26 @@ def _wrap(text: str, marks: Sequence[tuple[int, int]], col: int, color: bool
     start = 0
     while start < len(text):
         end, used = start, 0
-        while end < len(text) and used + _cells(text[end]) <= col:
-            used += _cells(text[end])
+        while end < len(text) and used + _cells(shown[end]) <= col:
+            used += _cells(shown[end])
             end += 1
         end = max(end, start + 1)  # a character wider than the column still goes
         if end < len(text) and " " in text[start:end]:
             end = text.rindex(" ", start, end) + 1
-        lines.append(_paint(text, shared, start, end, color))
+        lines.append(_paint(shown, shared, start, end, color))
         start = end
     return lines
 
 
-def _paint(text: str, shared: list[bool], start: int, end: int, color: bool
+def _paint(shown: list[str], shared: list[bool], start: int, end: int, color: bool
            ) -> tuple[str, int]:
     out, inside = [], False
     for i in range(start, end):
         if shared[i] != inside:
             inside = shared[i]
             out.append((MARK if inside else PLAIN) if color else ("[" if inside else "]"))
-        out.append(text[i])
+        out.append(shown[i])
     if inside:
         out.append(PLAIN if color else "]")
     line = "".join(out).rstrip()
-    return line, sum(map(_cells, _ANSI.sub("", line)))
+    return line, _cells(_ANSI.sub("", line))

@@ -12,6 +12,7 @@ from typing import Any
 from streamdedup.monitor.observer import Observer, decode
 from streamdedup.monitor.state import MonitorState
 from streamdedup.settings import Settings
+from streamdedup.terminal import printable
 
 
 def cluster_size(verdict: Mapping[str, Any], state: MonitorState) -> str:
@@ -28,9 +29,9 @@ def cluster_size(verdict: Mapping[str, Any], state: MonitorState) -> str:
 
 def line(verdict: Mapping[str, Any], state: MonitorState, width: int = 60,
          size: str | None = None) -> str:
-    """``id  DUPLICATE of X  J=0.923  cluster C (7)  title`` or ``id  new  cluster C (1)``;
-    ``size``: the cluster's as ``cluster_size`` took it when the verdict was read (default:
-    now)."""
+    """``id  DUPLICATE of X  J=0.923  cluster C (7)  title`` or ``id  new  cluster C (1)``, one
+    line whatever the ad holds (``terminal.printable``); ``size``: the cluster's as
+    ``cluster_size`` took it when the verdict was read (default: now)."""
     doc_id = str(verdict.get("id"))
     label = str(verdict.get("cluster_id") or doc_id)
     if size is None:
@@ -51,7 +52,9 @@ def line(verdict: Mapping[str, Any], state: MonitorState, width: int = 60,
             what += " (exact)" if copy == first else f" (an exact copy of {copy})"
     else:
         what = "new"
-    return f"{doc_id}  {what}  cluster {label} ({size})" + (f"  {title}" if title else "")
+    # ids and titles are the ads': printable keeps a terminal's controls out of them
+    return printable(f"{doc_id}  {what}  cluster {label} ({size})" +
+                     (f"  {title}" if title else ""))
 
 
 # A verdict whose ad is not read yet waits for it at most this long (then goes out untitled):

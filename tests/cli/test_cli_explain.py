@@ -87,6 +87,19 @@ def test_the_columns_stay_aligned_with_wide_characters() -> None:
     assert all(cells(row) <= 100 for row in rows)
 
 
+def test_controls_in_the_texts_and_ids_are_written_out_and_the_columns_stay_aligned() -> None:
+    """Normalized texts keep what normalization keeps: with --no-strip-punctuation an ESC
+    reached the terminal, and each control took a column it did not fill."""
+    from streamdedup.cli.explain import side_by_side
+
+    left = "paga \x1b[2J mensile \u202e0005 euro " * 4
+    rows = side_by_side("a\n1", left, [(0, 4)], "b", "paga mensile " * 10, [], 80, False)
+    assert rows[0].startswith("a 1 ")
+    assert not any(ch in row for row in rows for ch in "\x1b\u202e\n")
+    assert "\\x1b[2J" in "".join(rows) and "\\u202e0005" in "".join(rows)
+    assert {len(row.split(" |")[0]) for row in rows[2:]} == {38}
+
+
 def test_an_id_sent_again_with_another_text_is_explained_as_it_was_judged(
         tmp_path: Path) -> None:
     """A=t1, A=t2, E=t2, A=t1: E is a duplicate of A (its text t2 then). explain took A's

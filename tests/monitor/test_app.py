@@ -26,15 +26,15 @@ def explainer(doc_id: str, other: str) -> dict[str, Any]:
     return {"a": {"id": doc_id}, "b": {"id": other}, "jaccard": 0.9}
 
 
-def serve(token: str | None = None,
-          hosts: tuple[str, ...] = ()) -> Iterator[tuple[str, MonitorState]]:
+def serve(token: str | None = None, hosts: tuple[str, ...] = (),
+          explain: Any = explainer) -> Iterator[tuple[str, MonitorState]]:
     state, lock = MonitorState(), threading.Lock()
     state.add_verdict({"id": "a", "duplicate": False, "cluster_id": "a"})
     state.add_verdict({"id": "b", "duplicate": True, "duplicate_of": "a", "cluster_id": "a",
                        "matches": [{"id": "a", "jaccard": 0.9}]})
     state.add_dead_letter({"reason": "not_utf8"})
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(state, lock, explainer, token,
+    server = uvicorn.Server(uvicorn.Config(create_app(state, lock, explain, token,
                                                       tick_s=0.05, hosts=hosts),
                                            host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -326,6 +326,42 @@ def test_the_page_lists_the_latest_duplicates_on_open_once_each(chromium_path: s
                 page.wait_for_timeout(1000)
                 ids = page.locator("#latest tbody tr td:first-child").all_text_contents()
                 assert ids == ["late", *(f"d{i}" for i in range(59, 10, -1))]
+            finally:
+                browser.close()
+    finally:
+        next(gen, None)
+
+
+def test_the_page_writes_out_bidirectional_controls_of_the_ads(chromium_path: str) -> None:
+    """U+202E (right-to-left override) in an ad showed "EUR 5000" as "0005 EUR" beside its
+    match, and an id holding one was listed reversed."""
+    from playwright.sync_api import sync_playwright
+
+    def bidi(doc_id: str, other: str) -> dict[str, Any]:
+        side = {"id": "b\u202e1", "raw": "paga EUR \u202e0005", "text": "paga eur \u202e0005",
+                "shared": [[0, 4]], "shingles": 3}
+        return {"a": side, "b": {**side, "id": other}, "jaccard": 0.9, "minhash_estimate": 0.9,
+                "bands_shared": 1, "bands": 2, "reason": "shared"}
+
+    gen = serve(explain=bidi)
+    base, state = next(gen)
+    state.add_verdict({"id": "b\u202e1", "duplicate": True, "duplicate_of": "a",
+                       "cluster_id": "a", "seq": 9})
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium_path, args=["--no-sandbox"])
+            try:
+                page = browser.new_page()
+                page.goto(base + "/")
+                first = "#latest tbody tr td:first-child"
+                page.wait_for_selector(first, timeout=10_000)
+                assert page.locator(first).first.text_content() == "b\\u202e1"
+                page.evaluate("window.sdExplain('b\u202e1', 'a')")
+                page.wait_for_selector("#explain:not([hidden]) #a-text mark", timeout=10_000)
+                assert page.text_content("#a-raw") == "paga EUR \\u202e0005"
+                assert page.text_content("#a-text") == "paga eur \\u202e0005"
+                assert page.text_content("#a-text mark") == "paga"  # spans still in place
+                assert (page.text_content("#a-id") or "").startswith("b\\u202e1 (")
             finally:
                 browser.close()
     finally:

@@ -8,7 +8,8 @@ from typing import Any
 
 from kafka import TopicPartition
 
-from streamdedup.monitor.tail import follow
+from streamdedup.monitor.state import MonitorState
+from streamdedup.monitor.tail import follow, line
 from streamdedup.settings import build_settings
 
 SETTINGS = build_settings("default", env={})
@@ -184,3 +185,14 @@ def test_a_verdict_waits_for_its_ad_thirty_seconds_at_most(monkeypatch: Any) -> 
     assert lines == ["c1  new  cluster c1 (1)"]
     # read at 1010; still held at 1020, 1030, 1040 (30 s, not over); out after the poll at 1050
     assert observer.out_at_poll == [0, 0, 0, 0, 0]
+
+
+def test_a_line_holds_no_control_of_the_ads_and_stays_one_line() -> None:
+    """A title holding ESC ] 0 ; ... BEL renamed the terminal's window, a newline made two
+    lines of one verdict, U+202E turned what followed around."""
+    state = MonitorState()
+    state.add_text("b\x1b[2J", {"title": "Cuoco\nurgente \x1b]0;pwned\x07 \u202eEUR"})
+    body = {"id": "b\x1b[2J", "duplicate": True, "duplicate_of": "a\u202e", "cluster_id": "a",
+            "matches": [{"id": "a\u202e", "jaccard": 0.9}]}
+    assert line(body, state) == ("b\\x1b[2J  DUPLICATE of a\\u202e  J=0.900  cluster a (1)  "
+                                 "Cuoco urgente \\x1b]0;pwned\\x07 \\u202eEUR")

@@ -7,10 +7,14 @@
   const $ = (id) => document.getElementById(id);
   const pct = (x) => (100 * x).toFixed(1) + " %";
   const when = (t) => t ? new Date(t * 1000).toLocaleTimeString() : "";
+  // An ad's bidirectional controls written out as \u202e, as tail and explain write them:
+  // U+202E (right-to-left override) showed "EUR 5000" as "0005 EUR".
+  const BIDI = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+  const visible = (t) => String(t).replace(BIDI, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
 
   // a cluster whose first document came before --from: at least one more than was read
   const shownSize = (c) => c.partial ? "≥" + (c.size + 1) : c.size;
-  function cell(row, text) { const td = document.createElement("td"); td.textContent = text == null ? "" : String(text); row.appendChild(td); return td; }
+  function cell(row, text) { const td = document.createElement("td"); td.textContent = text == null ? "" : visible(text); row.appendChild(td); return td; }
   function fill(table, rows, make) {
     const body = table.querySelector("tbody");
     body.replaceChildren(...rows.map((r) => { const tr = document.createElement("tr"); make(tr, r); return tr; }));
@@ -103,7 +107,7 @@
   function marked(el, text, spans) {
     // Spans count code points (Python's), not UTF-16 units: slice an array of code points.
     const cps = Array.from(text);
-    const slice = (x, y) => cps.slice(x, y).join("");
+    const slice = (x, y) => visible(cps.slice(x, y).join(""));
     const parts = []; let at = 0;
     for (const [x, y] of spans) {
       if (x > at) parts.push(document.createTextNode(slice(at, x)));
@@ -132,8 +136,8 @@
       " · bands shared " + e.bands_shared + " of " + e.bands + " · " + e.reason +
       (e.warning ? " · " + e.warning : "") + (e.note ? " · " + e.note : "");
     for (const side of ["a", "b"]) {
-      $(side + "-id").textContent = e[side].id + " (" + e[side].shingles + " shingles)";
-      $(side + "-raw").textContent = e[side].raw;
+      $(side + "-id").textContent = visible(e[side].id) + " (" + e[side].shingles + " shingles)";
+      $(side + "-raw").textContent = visible(e[side].raw);
       marked($(side + "-text"), e[side].text, e[side].shared);
     }
     $("explain").scrollIntoView({ behavior: "smooth" });
@@ -148,7 +152,7 @@
     if (r.status === 404 && typed !== id) r = await json("api/verdict?id=" + encodeURIComponent(id));
     const v = r.body;
     if (!r.ok) { $("found").textContent = v.error; $("explain").hidden = true; return; }
-    $("found").textContent = v.id + ": " + (v.duplicate ? "duplicate of " + v.duplicate_of : "not a duplicate") + ", cluster " + v.cluster_id;
+    $("found").textContent = visible(v.id + ": " + (v.duplicate ? "duplicate of " + v.duplicate_of : "not a duplicate") + ", cluster " + v.cluster_id);
     if (v.duplicate) explain(v.id, v.duplicate_of);
     else $("explain").hidden = true;  // the last pair is not this id's
   });

@@ -1,0 +1,36 @@
+"""What an ad may put on a terminal: ``tail`` prints ids and titles, ``explain`` texts.
+
+Ads are scraped, so untrusted: a title holding ``ESC ] 0 ; … BEL`` renamed the terminal's
+window, ``ESC [ 2 J`` cleared the screen, a newline broke "one line per verdict" in two, and
+U+202E (right-to-left override) showed "0005 EUR" for "EUR 5000". A lone surrogate (JSON
+may carry ``\\ud800``) stopped ``tail`` with a UnicodeEncodeError.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+# Characters that reorder what follows them: the embeddings, overrides, isolates and marks
+# of the Unicode bidirectional algorithm (UAX #9). Letters of right-to-left scripts stay.
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+                          "\u2066\u2067\u2068\u2069")
+# Ends of lines in Python's str.splitlines(), and the tab: a space in a one-line view.
+_BREAKS = frozenset("\t\n\v\f\r\x1c\x1d\x1e\x85\u2028\u2029")
+
+
+def printable(text: str) -> str:
+    """``text`` with line breaks as spaces and every other control character, lone
+    surrogate and bidirectional control written out as Python writes it (``\\x1b``,
+    ``\\u202e``), so that it is seen and does nothing. Other text, spaces and right-to-left
+    letters included, is unchanged."""
+    if text.isprintable():  # the usual title: one pass in C
+        return text
+    return "".join(_one(ch) for ch in text)
+
+
+def _one(ch: str) -> str:
+    if ch in _BREAKS:
+        return " "
+    if ch in BIDI_CONTROLS or unicodedata.category(ch) in ("Cc", "Cs"):
+        return ch.encode("unicode_escape", "backslashreplace").decode("ascii")
+    return ch

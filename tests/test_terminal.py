@@ -1,0 +1,34 @@
+"""What an ad may put on a terminal: controls written out, line breaks as spaces."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamdedup.terminal import BIDI_CONTROLS, printable
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("Cuoco a Milano", "Cuoco a Milano"),
+    ("a\x1b]0;pwned\x07b", "a\\x1b]0;pwned\\x07b"),  # renamed the terminal's window
+    ("\x1b[2Jclear", "\\x1b[2Jclear"),
+    ("two\nlines\r\nthree\u2028four\tfive", "two lines  three four five"),
+    ("EUR \u202e0005", "EUR \\u202e0005"),  # was seen as "EUR 5000"
+    ("lone \ud800 half", "lone \\ud800 half"),  # stopped tail: UnicodeEncodeError
+    ("\x00\x7f\x9b", "\\x00\\x7f\\x9b"),  # C1's CSI too
+])
+def test_controls_are_written_out_and_breaks_are_spaces(text: str, shown: str) -> None:
+    assert printable(text) == shown
+    assert printable(text).encode("utf-8")  # no lone surrogate left
+
+
+@pytest.mark.parametrize("text", [
+    "caffè\u00a0bar", "עבודה במילאנו", "وظيفة", "x\u200dy", "招聘厨师", "e\u0301",
+])
+def test_other_text_is_left_alone(text: str) -> None:
+    """No-break spaces, right-to-left letters, joiners, CJK and combining marks."""
+    assert printable(text) == text
+
+
+def test_every_bidirectional_control_is_written_out() -> None:
+    for ch in sorted(BIDI_CONTROLS):
+        assert printable(ch) == f"\\u{ord(ch):04x}"
