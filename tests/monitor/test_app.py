@@ -3,6 +3,7 @@ route, its errors, the token, the event stream, and the static page."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -62,6 +63,19 @@ def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
             return r.status, json.loads(body) if "json" in kind else body.decode()
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
+
+
+@contextlib.contextmanager
+def browsed(chromium_path: str, **options: Any) -> Iterator[Any]:
+    """A page of a real Chromium (the machine's, not Playwright's download)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path, args=["--no-sandbox"])
+        try:
+            yield browser.new_page(**options)
+        finally:
+            browser.close()
 
 
 def test_the_json_api(site: tuple[str, MonitorState]) -> None:
@@ -231,13 +245,8 @@ def test_without_a_token_only_loopback_host_names_are_answered() -> None:
 def test_the_page_opened_without_its_token_says_so(chromium_path: str) -> None:
     """It said "reconnecting…" for ever (the page and its script need no token, the API does),
     and the browser's console had a 404 for /favicon.ico at every load."""
-    from playwright.sync_api import sync_playwright
-
     for base, _ in serve(token="s3cret"):
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium_path, args=["--no-sandbox"])
-            try:
-                page = browser.new_page()
+        with browsed(chromium_path) as page:
                 errors: list[str] = []
                 page.on("console", lambda m, sink=errors: sink.append(m.text)
                         if m.type == "error" else None)
@@ -252,15 +261,11 @@ def test_the_page_opened_without_its_token_says_so(chromium_path: str) -> None:
                                        "'2'", timeout=10_000)
                 assert page.text_content("#reasons") == "not_utf8: 1"
                 assert not [e for e in errors if "favicon" in e], errors
-            finally:
-                browser.close()
 
 
 def test_the_page_says_live_only_when_the_broker_answered_and_nothing_is_left_to_read(
         site: tuple[str, MonitorState], chromium_path: str) -> None:
     """The status line in a real Chromium, for each of the observer's words on the broker."""
-    from playwright.sync_api import sync_playwright
-
     base, state = site
     cases = [
         ({}, "connecting…"),
@@ -276,29 +281,22 @@ def test_the_page_says_live_only_when_the_broker_answered_and_nothing_is_left_to
          "broker not answering since"),
         ({"waiting_for": [], "reachable": True, "behind": 40, "catching_up": False}, "live"),
     ]  # the last: a live stream leaves a few records unread at any instant
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path, args=["--no-sandbox"])
-        try:
-            page = browser.new_page(locale="en-US")
-            page.goto(base + "/")
-            for broker, said in cases:
-                state.broker = broker
-                page.wait_for_function(
-                    "said => document.getElementById('status').textContent.startsWith(said)",
-                    arg=said, timeout=10_000)
-                warn = page.eval_on_selector("#status", "e => e.classList.contains('warn')")
-                assert warn == (broker.get("reachable") is False), said
-            assert page.text_content("#status") == "live"
-        finally:
-            browser.close()
+    with browsed(chromium_path, locale="en-US") as page:
+        page.goto(base + "/")
+        for broker, said in cases:
+            state.broker = broker
+            page.wait_for_function(
+                "said => document.getElementById('status').textContent.startsWith(said)",
+                arg=said, timeout=10_000)
+            warn = page.eval_on_selector("#status", "e => e.classList.contains('warn')")
+            assert warn == (broker.get("reachable") is False), said
+        assert page.text_content("#status") == "live"
 
 
 def test_the_page_lists_the_latest_duplicates_on_open_once_each(chromium_path: str) -> None:
     """The table was built from the event stream only, whose first tick holds the newest 200
     verdicts: 60 duplicates followed by 250 new ads showed none of them. A page that opens
     its stream again got the 200 again and listed each duplicate twice."""
-    from playwright.sync_api import sync_playwright
-
     gen = serve()
     base, state = next(gen)
     for i in range(60):
@@ -308,26 +306,21 @@ def test_the_page_lists_the_latest_duplicates_on_open_once_each(chromium_path: s
         state.add_verdict({"id": f"n{i}", "duplicate": False, "cluster_id": f"n{i}",
                            "seq": 100 + i})
     try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium_path, args=["--no-sandbox"])
-            try:
-                page = browser.new_page()
-                page.goto(base + "/")
-                rows = "document.querySelectorAll('#latest tbody tr')"
-                page.wait_for_function(f"{rows}.length == 50", timeout=10_000)
-                ids = page.locator("#latest tbody tr td:first-child").all_text_contents()
-                assert ids == [f"d{i}" for i in range(59, 9, -1)]  # newest first
-                state.add_verdict({"id": "late", "duplicate": True, "duplicate_of": "a",
-                                   "cluster_id": "a", "seq": 999})
-                page.wait_for_function(f"{rows}[0].textContent.startsWith('late')",
-                                       timeout=10_000)
-                # the stream opened again (as after a restarted monitor): the same 50
-                page.evaluate("window.dispatchEvent(new Event('sd-reconnect'))")
-                page.wait_for_timeout(1000)
-                ids = page.locator("#latest tbody tr td:first-child").all_text_contents()
-                assert ids == ["late", *(f"d{i}" for i in range(59, 10, -1))]
-            finally:
-                browser.close()
+        with browsed(chromium_path) as page:
+            page.goto(base + "/")
+            rows = "document.querySelectorAll('#latest tbody tr')"
+            page.wait_for_function(f"{rows}.length == 50", timeout=10_000)
+            ids = page.locator("#latest tbody tr td:first-child").all_text_contents()
+            assert ids == [f"d{i}" for i in range(59, 9, -1)]  # newest first
+            state.add_verdict({"id": "late", "duplicate": True, "duplicate_of": "a",
+                               "cluster_id": "a", "seq": 999})
+            page.wait_for_function(f"{rows}[0].textContent.startsWith('late')",
+                                   timeout=10_000)
+            # the stream opened again (as after a restarted monitor): the same 50
+            page.evaluate("window.dispatchEvent(new Event('sd-reconnect'))")
+            page.wait_for_timeout(1000)
+            ids = page.locator("#latest tbody tr td:first-child").all_text_contents()
+            assert ids == ["late", *(f"d{i}" for i in range(59, 10, -1))]
     finally:
         next(gen, None)
 
@@ -335,8 +328,6 @@ def test_the_page_lists_the_latest_duplicates_on_open_once_each(chromium_path: s
 def test_the_page_writes_out_bidirectional_controls_of_the_ads(chromium_path: str) -> None:
     """U+202E (right-to-left override) in an ad showed "EUR 5000" as "0005 EUR" beside its
     match, and an id holding one was listed reversed."""
-    from playwright.sync_api import sync_playwright
-
     def bidi(doc_id: str, other: str) -> dict[str, Any]:
         side = {"id": "b\u202e1", "raw": "paga EUR \u202e0005", "text": "paga eur \u202e0005",
                 "shared": [[0, 4]], "shingles": 3}
@@ -348,21 +339,16 @@ def test_the_page_writes_out_bidirectional_controls_of_the_ads(chromium_path: st
     state.add_verdict({"id": "b\u202e1", "duplicate": True, "duplicate_of": "a",
                        "cluster_id": "a", "seq": 9})
     try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium_path, args=["--no-sandbox"])
-            try:
-                page = browser.new_page()
-                page.goto(base + "/")
-                first = "#latest tbody tr td:first-child"
-                page.wait_for_selector(first, timeout=10_000)
-                assert page.locator(first).first.text_content() == "b\\u202e1"
-                page.evaluate("window.sdExplain('b\u202e1', 'a')")
-                page.wait_for_selector("#explain:not([hidden]) #a-text mark", timeout=10_000)
-                assert page.text_content("#a-raw") == "paga EUR \\u202e0005"
-                assert page.text_content("#a-text") == "paga eur \\u202e0005"
-                assert page.text_content("#a-text mark") == "paga"  # spans still in place
-                assert (page.text_content("#a-id") or "").startswith("b\\u202e1 (")
-            finally:
-                browser.close()
+        with browsed(chromium_path) as page:
+            page.goto(base + "/")
+            first = "#latest tbody tr td:first-child"
+            page.wait_for_selector(first, timeout=10_000)
+            assert page.locator(first).first.text_content() == "b\\u202e1"
+            page.evaluate("window.sdExplain('b\u202e1', 'a')")
+            page.wait_for_selector("#explain:not([hidden]) #a-text mark", timeout=10_000)
+            assert page.text_content("#a-raw") == "paga EUR \\u202e0005"
+            assert page.text_content("#a-text") == "paga eur \\u202e0005"
+            assert page.text_content("#a-text mark") == "paga"  # spans still in place
+            assert (page.text_content("#a-id") or "").startswith("b\\u202e1 (")
     finally:
         next(gen, None)
