@@ -11,6 +11,8 @@ API (documented in the README):
     GET /api/clusters?limit=20       the biggest and the fastest-growing clusters
     GET /api/verdicts?since=N        verdicts after index N (each carries its index)
     GET /api/duplicates?limit=50     the latest duplicates
+    GET /api/cluster/<id>?limit=100  a cluster's members among the kept verdicts, newest
+                                     first, with titles and links (also ?id=ID)
     GET /api/verdict/<id>            one document's verdict (also /api/verdict?id=ID)
     GET /api/explain/<id>?other=ID   the document beside its match (default: duplicate_of;
                                      also /api/explain?id=ID: the page's form, since a
@@ -217,6 +219,14 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
         limit = _int(request, "limit", 50, 1, 200)
         return JSONResponse(read(lambda: list(state.latest_duplicates)[:limit]))
 
+    async def cluster(request: Request) -> Response:
+        label = _doc_id(request)
+        limit = _int(request, "limit", 100, 1, 1000)
+        found = read(lambda: state.members(label, limit))
+        if found is None:
+            return _error(404, f"no cluster {shown(label)} since the monitor started")
+        return JSONResponse(found)
+
     async def verdict(request: Request) -> Response:
         doc_id = _doc_id(request)
         found = read(lambda: state.verdict(doc_id))
@@ -283,6 +293,8 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
         Route("/api/clusters", clusters),
         Route("/api/verdicts", verdicts),
         Route("/api/duplicates", duplicates),
+        Route("/api/cluster", cluster),
+        Route("/api/cluster/{doc_id:any_id}", cluster),
         Route("/api/verdict", verdict),
         Route("/api/verdict/{doc_id:any_id}", verdict),
         Route("/api/explain", explain),

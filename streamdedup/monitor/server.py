@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from typing import Any
+from typing import Any, cast
 
 from kafka.errors import KafkaError
 
@@ -21,7 +21,7 @@ from streamdedup.errors import ConfigError
 from streamdedup.extras import require
 from streamdedup.monitor.app import NotFound, create_app
 from streamdedup.monitor.observer import BEGINNING, Observer, decode
-from streamdedup.monitor.state import MonitorState
+from streamdedup.monitor.state import MonitorState, link_of
 from streamdedup.service.metrics import cannot_serve, is_loopback
 from streamdedup.settings import Settings
 
@@ -113,6 +113,8 @@ class Monitor:
         assert a is not None and b is not None
         found = explain(self.sketcher, doc_id, a[1], other, b[1])
         out = found.to_dict()
+        for side, shown in (("a", a), ("b", b)):  # each ad's own address, of the text shown
+            out[side] = {**cast(dict[str, Any], out[side]), "link": link_of(shown[1])}
         if several:
             out["note"] = (f"{' and '.join(map(repr, several))} came with several texts: "
                            f"{doc_id!r}'s last is shown, and {other!r}'s as it was then")

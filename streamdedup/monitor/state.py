@@ -24,6 +24,8 @@ from typing import Any, TypeVar
 from streamdedup.service.message import announcement_id
 
 TITLE_FIELD = "title"
+# Where an ad says its own address: Kijiji's dump has "link", a Scrapy item often "url".
+LINK_FIELDS = ("link", "url")
 
 
 def verdict_problem(v: Mapping[str, Any]) -> str | None:
@@ -57,6 +59,16 @@ def verdict_problem(v: Mapping[str, Any]) -> str | None:
 
 TEXT_VERSIONS = 4  # texts kept per id (a scraper's id may come again, its ad edited)
 V = TypeVar("V")
+
+
+def link_of(fields: Mapping[str, str]) -> str | None:
+    """An ad's own address (its first of LINK_FIELDS), http or https only: the page puts it
+    in a link, and ``javascript:`` there would run the ad's code on a click."""
+    for name in LINK_FIELDS:
+        value = (fields.get(name) or "").strip()
+        if value.lower().startswith(("http://", "https://")):
+            return value
+    return None
 
 
 def as_of(versions: Sequence[tuple[float, V]], at: float | None) -> tuple[float, V]:
@@ -270,6 +282,34 @@ class MonitorState:
     def title(self, doc_id: str) -> str | None:
         found = self.text(doc_id)
         return None if found is None else found[1].get(TITLE_FIELD)
+
+    def link(self, doc_id: str) -> str | None:
+        found = self.text(doc_id)
+        return None if found is None else link_of(found[1])
+
+    def members(self, label: str, limit: int = 100) -> dict[str, Any] | None:
+        """The cluster ``label`` is in now, and its members among the verdicts kept, newest
+        first, each id once, at most ``limit``: ``{cluster_id, size, partial, kept, members:
+        [{id, index, duplicate_of, jaccard, title, link}]}``; ``kept``, the members among the
+        kept verdicts, is below ``size`` once older verdicts were let go. None for a label no
+        verdict named."""
+        where = self._where(label)
+        cluster = self.clusters.get(where)
+        if cluster is None:
+            return None
+        found: dict[str, dict[str, Any]] = {}
+        for i, v in reversed(self.log):  # the whole log: 100,000 verdicts take ~30 ms
+            doc_id = str(v.get("id"))
+            if doc_id in found or self._where(str(v.get("cluster_id") or doc_id)) != where:
+                continue
+            first = v.get("duplicate_of")
+            pair = next((m["jaccard"] for m in v.get("matches") or () if m["id"] == first),
+                        None)
+            found[doc_id] = {"id": doc_id, "index": i, "duplicate_of": first,
+                             "jaccard": pair, "title": self.title(doc_id),
+                             "link": self.link(doc_id)}
+        return {"cluster_id": where, "size": cluster.size, "partial": cluster.partial,
+                "kept": len(found), "members": list(found.values())[:limit]}
 
     def since(self, index: int, limit: int = 500) -> list[dict[str, Any]]:
         """Verdicts after ``index`` (each with its ``index``), oldest first, at most limit:

@@ -94,6 +94,10 @@ def test_the_json_api(site: tuple[str, MonitorState]) -> None:
                                                "jaccard": 0.9}
     assert get(base + "/api/explain/b?other=a")[0] == 200
     assert len(get(base + "/api/series")[1]) >= 1
+    status, cluster = get(base + "/api/cluster/a")
+    assert status == 200 and (cluster["size"], cluster["kept"]) == (2, 2)
+    assert [m["id"] for m in cluster["members"]] == ["b", "a"]
+    assert get(base + "/api/cluster?id=a&limit=1")[1]["members"][0]["id"] == "b"
 
 
 def test_bad_requests_get_clear_errors(site: tuple[str, MonitorState]) -> None:
@@ -105,6 +109,10 @@ def test_bad_requests_get_clear_errors(site: tuple[str, MonitorState]) -> None:
     assert get(base + "/api/clusters?limit=0")[0] == 400
     assert get(base + "/api/verdict/zzz") == (404, {"error": "no verdict for 'zzz' since the "
                                                              "monitor started"})
+    assert get(base + "/api/cluster/zzz") == (404, {"error": "no cluster 'zzz' since the "
+                                                             "monitor started"})
+    assert get(base + "/api/cluster?id=a&limit=1001")[0] == 400
+    assert get(base + "/api/cluster")[0] == 400  # no id
     assert get(base + "/api/explain/a") == (404, {"error": "'a' is no duplicate: give "
                                                            "?other=ID"})
     code, body = get(base + "/api/explain/nope")  # it said 'nope' has no duplicate_of
@@ -350,5 +358,43 @@ def test_the_page_writes_out_bidirectional_controls_of_the_ads(chromium_path: st
             assert page.text_content("#a-text") == "paga eur \\u202e0005"
             assert page.text_content("#a-text mark") == "paga"  # spans still in place
             assert (page.text_content("#a-id") or "").startswith("b\\u202e1 (")
+    finally:
+        next(gen, None)
+
+
+def test_a_clusters_ads_are_listed_on_a_click_each_with_its_link(chromium_path: str) -> None:
+    """The page named a cluster by its first ad's title and size, and nothing more: neither
+    its ads nor where they are on the site. A link that is not http(s) is no link."""
+    def linked(doc_id: str, other: str) -> dict[str, Any]:
+        side = {"raw": "paga", "text": "paga", "shared": [[0, 4]], "shingles": 1}
+        return {"a": {**side, "id": doc_id, "link": "https://www.kijiji.it/c"},
+                "b": {**side, "id": other, "link": None}, "jaccard": 1.0,
+                "minhash_estimate": 1.0, "bands_shared": 2, "bands": 2, "reason": "shared"}
+
+    gen = serve(explain=linked)
+    base, state = next(gen)
+    state.add_text("a", {"title": "Cuoco", "link": "javascript:alert(1)"})
+    state.add_text("c", {"title": "Cuoco bis", "link": "https://www.kijiji.it/c"})
+    state.add_verdict({"id": "c", "duplicate": True, "duplicate_of": "a", "cluster_id": "a",
+                       "matches": [{"id": "a", "jaccard": 0.875}], "seq": 5})
+    try:
+        with browsed(chromium_path) as page:
+            page.goto(base + "/")
+            page.wait_for_selector("#biggest tbody tr", timeout=10_000)
+            page.click("#biggest tbody tr")
+            page.wait_for_selector("#cluster:not([hidden]) #members tbody tr", timeout=10_000)
+            rows = page.locator("#members tbody tr")
+            assert rows.count() == 3
+            assert rows.nth(0).locator("td").all_text_contents() == [
+                "c", "Cuoco bis", "a", "0.875", "open the ad"]
+            assert rows.nth(0).locator("a").get_attribute("href") == "https://www.kijiji.it/c"
+            assert rows.nth(0).locator("a").get_attribute("rel") == "noopener noreferrer"
+            assert rows.nth(2).locator("td").first.text_content() == "a"
+            assert rows.nth(2).locator("a").count() == 0  # javascript: is no link
+            assert page.text_content("#cluster-note") == "3 ads"
+            rows.nth(0).locator("td").first.click()  # a duplicate: beside its match
+            page.wait_for_selector("#explain:not([hidden]) #a-id a", timeout=10_000)
+            assert page.locator("#a-id a").get_attribute("href") == "https://www.kijiji.it/c"
+            assert page.locator("#b-id a").count() == 0
     finally:
         next(gen, None)

@@ -45,6 +45,15 @@ def test_explain_says_when_its_settings_are_not_the_detectors() -> None:
     assert "start the monitor with the detector's --preset" in str(other["warning"])
 
 
+def test_explain_gives_each_ads_link_of_the_text_shown() -> None:
+    m = monitor("default")
+    m.state.add_text("a", {**A, "link": "https://www.kijiji.it/a"}, at=1.0)
+    m.state.add_text("b", {**B, "link": "javascript:alert(1)"}, at=2.0)
+    m.state.add_text("a", {**A, "link": "https://www.kijiji.it/a-later"}, at=3.0)
+    out = m.explain("b", "a")  # a as it was when b came
+    assert (out["a"]["link"], out["b"]["link"]) == (None, "https://www.kijiji.it/a")
+
+
 def test_the_page_is_up_while_the_broker_cannot_be_reached() -> None:
     """The monitor reached the broker before serving: with none there, no page for 30 s,
     then a KafkaTimeoutError. Now the page is up at once and says "connecting…", then that

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from streamdedup.monitor.state import MonitorState
+from streamdedup.monitor.state import MonitorState, link_of
 from streamdedup.monitor.tail import line
 
 
@@ -246,3 +246,49 @@ def test_an_id_keeps_its_last_four_texts_each_read_as_of_a_time() -> None:
     st.add_text("a", {"title": "version 2"}, at=300.0)  # an older text back: a new version
     assert st.text("a") == (300.0, {"title": "version 2"}) and len(st.texts["a"]) == 4
     assert st.text("nobody") is None
+
+
+def test_a_clusters_members_follow_merges_newest_first_each_id_once() -> None:
+    st = MonitorState()
+    st.add_text("a", {"title": "Cuoco", "link": "https://www.kijiji.it/annunci/1"})
+    st.add_text("c", {"title": "Cameriere", "url": "HTTP://example.org/c"})
+    st.add_verdict(v("a"))
+    st.add_verdict(v("b", "a", jaccard=0.91))
+    st.add_verdict(v("c"))
+    st.add_verdict(v("d", "c", jaccard=0.85))
+    st.add_verdict(v("e", "a", cluster="a", merged=("c",)))  # bridges the two clusters
+    st.add_verdict(v("z"))  # another cluster
+    st.add_verdict({**v("b", "a", jaccard=0.95), "seq": 7})  # b again, another text
+    found = st.members("c")  # a label merged away names the cluster it went into
+    assert found is not None
+    assert (found["cluster_id"], found["size"], found["kept"]) == ("a", 6, 5)  # b twice
+    assert [m["id"] for m in found["members"]] == ["b", "e", "d", "c", "a"]
+    assert found["members"][0] == {"id": "b", "index": 7, "duplicate_of": "a", "jaccard": 0.95,
+                                   "title": None, "link": None}
+    by_id = {m["id"]: m for m in found["members"]}
+    assert by_id["a"]["link"] == "https://www.kijiji.it/annunci/1"
+    assert (by_id["c"]["title"], by_id["c"]["link"]) == ("Cameriere", "HTTP://example.org/c")
+    assert by_id["a"]["duplicate_of"] is None and by_id["a"]["jaccard"] is None
+    assert [m["id"] for m in st.members("a", limit=2)["members"]] == ["b", "e"]  # type: ignore[index]
+    assert st.members("nobody") is None
+
+
+def test_members_older_than_the_kept_verdicts_are_counted_not_listed() -> None:
+    st = MonitorState(keep=3)
+    for i in range(6):
+        st.add_verdict(v(f"d{i}", "a" if i else None, cluster="a"))
+    found = st.members("a")
+    assert found is not None and (found["size"], found["kept"]) == (6, 3)
+
+
+@pytest.mark.parametrize(("fields", "link"), [
+    ({"link": "https://www.kijiji.it/x"}, "https://www.kijiji.it/x"),
+    ({"link": " http://a.example/ "}, "http://a.example/"),
+    ({"link": "javascript:alert(1)", "url": "https://b.example"}, "https://b.example"),
+    ({"link": "javascript:alert(1)"}, None),  # would run on a click
+    ({"url": "data:text/html,<script>"}, None),
+    ({"link": "//evil.example"}, None),
+    ({"title": "no link"}, None),
+])
+def test_an_ads_link_is_http_or_https_only(fields: dict[str, str], link: str | None) -> None:
+    assert link_of(fields) == link

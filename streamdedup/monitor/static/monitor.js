@@ -15,6 +15,14 @@
   // a cluster whose first document came before --from: at least one more than was read
   const shownSize = (c) => c.partial ? "≥" + (c.size + 1) : c.size;
   function cell(row, text) { const td = document.createElement("td"); td.textContent = text == null ? "" : visible(text); row.appendChild(td); return td; }
+  // An ad's own address as a link, http(s) only (the monitor sends no other; checked again
+  // here, since a javascript: address would run on a click), opened apart from the page.
+  function anchor(href) {
+    if (!href || !/^https?:\/\//i.test(href)) return null;
+    const a = document.createElement("a");
+    a.href = href; a.textContent = "open the ad"; a.target = "_blank"; a.rel = "noopener noreferrer";
+    return a;
+  }
   function fill(table, rows, make) {
     const body = table.querySelector("tbody");
     body.replaceChildren(...rows.map((r) => { const tr = document.createElement("tr"); make(tr, r); return tr; }));
@@ -100,8 +108,31 @@
     const r = await json("api/clusters?limit=10");
     if (!r.ok) return;  // the next round retries
     const c = r.body;
-    fill($("biggest"), c.biggest, (tr, x) => { cell(tr, shownSize(x)); cell(tr, x.title || x.cluster_id); cell(tr, when(x.last_seen)); });
-    fill($("growing"), c.fastest_growing, (tr, x) => { cell(tr, x.added_last_300s); cell(tr, shownSize(x)); cell(tr, x.title || x.cluster_id); });
+    const opens = (tr, x) => { tr.className = "dup"; tr.addEventListener("click", () => showCluster(x.cluster_id)); };
+    fill($("biggest"), c.biggest, (tr, x) => { cell(tr, shownSize(x)); cell(tr, x.title || x.cluster_id); cell(tr, when(x.last_seen)); opens(tr, x); });
+    fill($("growing"), c.fastest_growing, (tr, x) => { cell(tr, x.added_last_300s); cell(tr, shownSize(x)); cell(tr, x.title || x.cluster_id); opens(tr, x); });
+  }
+
+  // A cluster's ads among the verdicts the monitor keeps, newest first; a duplicate's row
+  // opens it beside its match.
+  async function showCluster(label) {
+    const r = await json("api/cluster?id=" + encodeURIComponent(label) + "&limit=200");
+    $("cluster").hidden = false;
+    if (!r.ok) { $("cluster-name").textContent = visible(label); $("cluster-note").textContent = r.body.error; fill($("members"), [], () => {}); return; }
+    const c = r.body;
+    $("cluster-name").textContent = visible(c.cluster_id);
+    $("cluster-note").textContent = shownSize(c) + " ads" +
+      (c.kept < c.size ? ", " + c.kept + " of them among the verdicts kept" : "") +
+      (c.members.length < c.kept ? "; the newest " + c.members.length + " listed" : "");
+    fill($("members"), c.members, (tr, m) => {
+      cell(tr, m.id); cell(tr, m.title); cell(tr, m.duplicate_of);
+      cell(tr, m.jaccard == null ? "" : m.jaccard.toFixed(3));
+      const link = anchor(m.link); const td = cell(tr, ""); if (link) td.appendChild(link);
+      if (m.duplicate_of == null) return;
+      tr.className = "dup";
+      tr.addEventListener("click", (ev) => { if (ev.target.tagName !== "A") explain(m.id, String(m.duplicate_of)); });
+    });
+    $("cluster").scrollIntoView({ behavior: "smooth" });
   }
 
   function marked(el, text, spans) {
@@ -136,7 +167,8 @@
       " · bands shared " + e.bands_shared + " of " + e.bands + " · " + e.reason +
       (e.warning ? " · " + e.warning : "") + (e.note ? " · " + e.note : "");
     for (const side of ["a", "b"]) {
-      $(side + "-id").textContent = visible(e[side].id) + " (" + e[side].shingles + " shingles)";
+      $(side + "-id").textContent = visible(e[side].id) + " (" + e[side].shingles + " shingles) ";
+      const link = anchor(e[side].link); if (link) $(side + "-id").appendChild(link);
       $(side + "-raw").textContent = visible(e[side].raw);
       marked($(side + "-text"), e[side].text, e[side].shared);
     }
@@ -144,6 +176,7 @@
   }
 
   $("close").addEventListener("click", () => { $("explain").hidden = true; });
+  $("cluster-close").addEventListener("click", () => { $("cluster").hidden = true; });
   $("search").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     // An id as typed first (ids may end in spaces), then without the spaces a paste adds.
