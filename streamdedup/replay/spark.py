@@ -120,7 +120,8 @@ def session(master: str, say: Callable[[str], None],
     say(f"starting Spark ({master})")
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        spark = builder.getOrCreate()
+        with jvm_stderr():
+            spark = builder.getOrCreate()
     except Exception as exc:  # a master Spark refuses: py4j's or pyspark's error, a traceback
         raise BackfillError(f"Spark did not start (--master {given}, --driver-memory "
                           f"{driver_memory}): {_java_reason(exc)}") from None
@@ -141,6 +142,35 @@ def session(master: str, say: Callable[[str], None],
                 for sig, handler in before.items():
                     signal.signal(sig, handler)
             shutil.rmtree(work, ignore_errors=True)
+
+
+@contextmanager
+def jvm_stderr() -> Iterator[None]:
+    """The standard error of a JVM started inside (and of the Python workers it starts, which
+    inherit it) goes through a pipe, passed on to ours line by line until a Ctrl-C: then it
+    is dropped. A Ctrl-C while workers sketched printed 2 to 4 ``BrokenPipeError`` tracebacks
+    of pyspark's daemon as the cancelled tasks' sockets closed. fd 2 is the pipe only while
+    the JVM starts; our own lines never go through it after."""
+    sys.stderr.flush()
+    read, write = os.pipe()
+    ours, saved = os.dup(2), os.dup(2)
+
+    def pass_on() -> None:
+        with os.fdopen(read, "rb") as pipe, os.fdopen(ours, "wb", buffering=0) as out:
+            for line in pipe:  # until every holder of the pipe (the JVM, its workers) ends
+                if not INTERRUPTED.is_set():
+                    with suppress(OSError):
+                        out.write(line)
+
+    threading.Thread(target=pass_on, name="jvm-stderr", daemon=True).start()
+    os.dup2(write, 2)
+    os.close(write)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def sweep_staging() -> list[Path]:

@@ -86,35 +86,54 @@ def test_a_master_spark_refuses_is_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.dump
-@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(("sig", "group", "at"), [
+    ("SIGINT", False, "spark: candidate pairs"), ("SIGTERM", False, "spark: candidate pairs"),
+    ("SIGINT", True, "spark: sketching in"),  # a terminal's Ctrl-C, while workers sketch
+])
 def test_ctrl_c_in_a_spark_phase_is_one_line_without_py4j_tracebacks(
-        kijiji_path: Path, tmp_path: Path, sig: str) -> None:
+        kijiji_path: Path, tmp_path: Path, sig: str, group: bool, at: str) -> None:
     """pyspark's own SIGINT handler cancelled the jobs inside the py4j call it interrupted:
     ~60 lines of tracebacks ("reentrant call", Py4JNetworkError) and the JVM's errors, before
     the command's line and exit 130. SIGTERM killed the driver at once, leaving its staging
-    directory (a copy of the texts) in the temporary directory."""
+    directory (a copy of the texts) in the temporary directory. A terminal's Ctrl-C, sent
+    to the whole process group while tasks ran, had pyspark's daemon print BrokenPipeError
+    tracebacks and the JVM its stack traces."""
+    import json
     import os
     import signal
     import subprocess
     import sys
+    import time
 
     temp = tmp_path / "tmp"
     temp.mkdir()
+    dump, master = kijiji_path, "local[1]"
+    if group:  # workers busy for seconds: 20,000 generated ads, four tasks at a time
+        from harness.generator import Generator, learn
+
+        dump, master = tmp_path / "ads.jsonl", "local[4]"
+        with dump.open("w", encoding="utf-8") as fh:
+            for ad in Generator(learn(kijiji_path), 5).ads(20_000):
+                fh.write(json.dumps(ad) + "\n")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamdedup", "backfill", str(kijiji_path), "--engine",
-         "spark", "--master", "local[1]", "--out", str(tmp_path / "v.jsonl"),
+        [sys.executable, "-m", "streamdedup", "backfill", str(dump), "--engine",
+         "spark", "--master", master, "--out", str(tmp_path / "v.jsonl"),
          "--store", str(tmp_path / "s")],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-        env={**os.environ, "TMPDIR": str(temp)},
+        env={**os.environ, "TMPDIR": str(temp)}, start_new_session=group,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stderr is not None
     said = []
     try:
         for line in proc.stderr:
             said.append(line)
-            if line.startswith("spark: candidate pairs"):  # a job runs: py4j is waiting
+            if line.startswith(at):  # a job runs: py4j is waiting
                 assert list(temp.glob("streamdedup-backfill-*")), line  # staged here
-                proc.send_signal(getattr(signal, sig))
+                if group:
+                    time.sleep(1.5)  # the tasks under way
+                    os.killpg(proc.pid, getattr(signal, sig))
+                else:
+                    proc.send_signal(getattr(signal, sig))
                 break
         said += proc.stderr.readlines()
         code = proc.wait(timeout=120)
@@ -123,8 +142,41 @@ def test_ctrl_c_in_a_spark_phase_is_one_line_without_py4j_tracebacks(
     text = "".join(said)
     assert code == 130 and text.splitlines()[-1].startswith("interrupted"), text[-3000:]
     assert "py4j" not in text.lower() and "reentrant" not in text, text[-3000:]
+    assert "Traceback" not in text and "\tat " not in text, text[-3000:]
     assert not [x for x in said if " ERROR " in x], text[-3000:]  # the JVM's, as it stopped
     assert not list(temp.glob("streamdedup-backfill-*"))
+
+
+def test_the_jvms_standard_error_is_passed_on_until_a_ctrl_c(
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """A stand-in for the JVM, started inside ``jvm_stderr``, writes a line, then another
+    after the Ctrl-C; our own lines after the start do not go through the pipe."""
+    import subprocess
+    import sys
+    import time
+
+    from streamdedup.replay import spark
+
+    spark.INTERRUPTED.clear()
+    go = "import sys, time; print('before', file=sys.stderr, flush=True); time.sleep(1.0); " \
+         "print('after', file=sys.stderr, flush=True)"
+    with spark.jvm_stderr():
+        child = subprocess.Popen([sys.executable, "-c", go])
+    print("ours", file=sys.stderr, flush=True)
+    try:
+        deadline = time.monotonic() + 30
+        seen = ""
+        while "before" not in seen:
+            assert time.monotonic() < deadline, seen
+            seen += capfd.readouterr().err
+            time.sleep(0.05)
+        spark.INTERRUPTED.set()
+        assert child.wait(timeout=30) == 0
+        time.sleep(0.3)  # the pipe's reader, to its end
+        seen += capfd.readouterr().err
+    finally:
+        spark.INTERRUPTED.clear()
+    assert "before" in seen and "ours" in seen and "after" not in seen, seen
 
 
 def test_a_jvm_that_went_away_is_not_called_a_failed_job() -> None:
