@@ -7,14 +7,21 @@ Usage: python scripts/replay.py --dump PATH [--preset NAME] [--bootstrap-servers
 The same as `streamdedup replay`, except that without --bootstrap-servers (or
 STREAMDEDUP_BOOTSTRAP_SERVERS) it starts a local broker from the development harness
 (harness/broker.py, the jars `scripts/setup` fetched) for this replay and stops it afterwards.
-With --monitor (``scripts/demo --monitor``) the dashboard of the replay's topics keeps running
-after the replay, on http://127.0.0.1:8088/, until Ctrl-C; the broker stays up meanwhile.
+With --monitor (``scripts/demo --monitor``) the dashboard of the replay's topics starts before
+the replay (http://127.0.0.1:8088/; --monitor-port and the other settings flags given are its
+too, so it explains with the replay's preset) and keeps running after it until Ctrl-C; the
+broker stays up meanwhile. A monitor that cannot start (its port taken) stops the script
+before the replay, with the monitor's own error and exit status.
 """
 
+import contextlib
 import os
+import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import fields
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +29,7 @@ sys.path.insert(0, str(ROOT))  # the harness is not installed: it lives in the c
 
 from harness.broker import LocalBroker  # noqa: E402
 from streamdedup.cli import main  # noqa: E402
-from streamdedup.settings import build_settings, env_name  # noqa: E402
+from streamdedup.settings import Settings, build_settings, env_name  # noqa: E402
 
 
 def run(argv: list[str]) -> int:
@@ -33,20 +40,74 @@ def run(argv: list[str]) -> int:
     return 0
 
 
-def replay_then_monitor(bootstrap: str, args: list[str], monitor: bool) -> int:
-    """The replay; then, with ``monitor``, the dashboard of its topics until Ctrl-C."""
-    code = run(["replay", "--bootstrap-servers", bootstrap, *args])
-    if not monitor:
-        return code
+# The replay's topics, prefixed: the monitor is given them apart.
+_TOPICS = ("--input-topic", "--output-topic", "--dlq-topic", "--bootstrap-servers")
+
+
+def settings_flags(args: list[str]) -> list[str]:
+    """The flags of ``args`` that are settings (``--preset`` too), with their values, as
+    ``--flag value`` or ``--flag=value``: the monitor explains with the replay's settings
+    (``--preset=reference`` was left behind, and the page measured pairs with the default)
+    and serves on its --monitor-host and --monitor-port (they went to the replay, unused)."""
+    switches = {f"--{p}{f.name.replace('_', '-')}" for f in fields(Settings)
+                if isinstance(f.default, bool) for p in ("", "no-")}
+    valued = {"--preset"} | {"--" + f.name.replace("_", "-") for f in fields(Settings)
+                             if not isinstance(f.default, bool)}
+    out, i = [], 0
+    while i < len(args):
+        flag = args[i].split("=", 1)[0]
+        takes = 1 if flag in switches or "=" in args[i] else 2
+        if flag in (switches | valued) - set(_TOPICS):
+            out += args[i:i + takes]
+        i += takes if flag in switches | valued else 1
+    return out
+
+
+def start_monitor(bootstrap: str, args: list[str]) -> subprocess.Popen[str] | int:
+    """The monitor of the replay's topics, started before the replay so that its page shows
+    the replay as it runs; its exit status if it stops at once (a port in use)."""
     prefix = args[args.index("--topic-prefix") + 1]
     base = build_settings(env=os.environ)
-    preset = args[args.index("--preset"):args.index("--preset") + 2] if "--preset" in args else []
-    print(f"replay: finished (exit {code}); the monitor of its topics follows (Ctrl-C ends it)",
-          file=sys.stderr)
-    run(["monitor", "--bootstrap-servers", bootstrap, *preset,
-         "--input-topic", prefix + base.input_topic, "--output-topic", prefix + base.output_topic,
-         "--dlq-topic", prefix + base.dlq_topic])
-    return code
+    monitor = subprocess.Popen(
+        [sys.executable, "-m", "streamdedup", "monitor", "--bootstrap-servers", bootstrap,
+         *settings_flags(args), "--input-topic", prefix + base.input_topic,
+         "--output-topic", prefix + base.output_topic, "--dlq-topic", prefix + base.dlq_topic],
+        stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    serving = threading.Event()
+
+    def pass_on() -> None:  # its lines, to ours: "monitor on http://...", its warnings
+        assert monitor.stderr is not None
+        for line in monitor.stderr:
+            sys.stderr.write(line)
+            if line.startswith("monitor on "):
+                serving.set()
+
+    threading.Thread(target=pass_on, daemon=True).start()
+    while not serving.wait(0.1):
+        if monitor.poll() is not None:  # its error was passed on
+            time.sleep(0.2)  # its last line, through the thread
+            return monitor.returncode or 1
+    return monitor
+
+
+def replay_then_monitor(bootstrap: str, args: list[str], monitor: bool) -> int:
+    """The replay; with ``monitor``, the dashboard of its topics from before it starts until
+    Ctrl-C after it ended."""
+    watching = start_monitor(bootstrap, args) if monitor else None
+    if isinstance(watching, int):
+        return watching
+    try:
+        code = run(["replay", "--bootstrap-servers", bootstrap, *args])
+        if watching is not None and watching.poll() is None:
+            print(f"replay: finished (exit {code}); the monitor goes on (Ctrl-C ends it)",
+                  file=sys.stderr)
+            with contextlib.suppress(KeyboardInterrupt):  # the monitor's end, not the replay's
+                watching.wait()
+        return code
+    finally:
+        if watching is not None and watching.poll() is None:
+            watching.terminate()  # a stop (exit 0), as Ctrl-C is to it
+            watching.wait(timeout=30)
 
 
 if __name__ == "__main__":
@@ -59,7 +120,12 @@ if __name__ == "__main__":
                   for i, a in enumerate(args) if a.split("=")[0] == "--bootstrap-servers"), None)
     env = os.environ.get(env_name("bootstrap_servers"))
     if "--help" in args or "-h" in args:
-        sys.exit(run(["replay", *args]))
+        code = run(["replay", *args])
+        print("\nscripts/replay.py adds: without --bootstrap-servers a local broker of its own; "
+              "--monitor: the monitor of the replay's topics, from before the replay until "
+              "Ctrl-C (its --monitor-host, --monitor-port and settings flags are taken from "
+              "these).")
+        sys.exit(code)
     if given or env:
         args = [a for i, a in enumerate(args) if a.split("=")[0] != "--bootstrap-servers"
                 and (i == 0 or args[i - 1] != "--bootstrap-servers")]
