@@ -40,6 +40,7 @@ class Monitor:
             raise ConfigError(f"the monitor bound to {host} is reachable from "
                               "other hosts: give --monitor-token (or STREAMDEDUP_MONITOR_TOKEN)")
         self.settings = settings
+        self.start = start
         self.texts = texts
         self.state = MonitorState()
         self.lock = threading.Lock()
@@ -105,10 +106,14 @@ class Monitor:
             raise NotFound(f"no text for {', '.join(map(repr, missing))}: the monitor was "
                            "started with --no-texts, so it does not read the input topic "
                            f"{self.settings.input_topic!r} (start it without that flag)")
+        if missing and self.start == BEGINNING:  # "start it with --from beginning", it said
+            raise NotFound(f"no text for {', '.join(map(repr, missing))}: no ad with that id "
+                           f"was read from {self.settings.input_topic!r}, from its beginning "
+                           f"(the monitor keeps the last {self.state.keep:,} ads' texts)")
         if missing:
             raise NotFound(f"no text for {', '.join(map(repr, missing))}: the monitor has not "
-                           f"read it from {self.settings.input_topic!r} (start it with "
-                           "--from beginning, or an earlier time)")
+                           f"read it from {self.settings.input_topic!r} since {self.start} "
+                           "(start it with --from beginning, or an earlier time)")
         a, b = texts[doc_id], texts[other]
         assert a is not None and b is not None
         found = explain(self.sketcher, doc_id, a[1], other, b[1])

@@ -29,6 +29,14 @@ def test_a_duplicate_shows_its_shared_words_and_numbers() -> None:
     assert e.jaccard == jaccard(*sets)
 
 
+def test_an_exact_copy_once_normalized_is_said_so() -> None:
+    """It said "25 bands shared" of a pair the exact-set shortcut found without a band."""
+    e = explain(Sketcher(WORDS), "a", d("Alpha, beta gamma!"), "b", d("alpha beta  gamma"))
+    assert e.duplicate and e.jaccard == 1.0
+    assert e.reason == ("an exact copy once normalized: the same 3 shingles, found by the "
+                        "detector's exact-set shortcut before any band")
+
+
 def test_each_reason_for_not_being_a_duplicate() -> None:
     sk = Sketcher(WORDS)
     far = explain(sk, "a", d("w1 w2"), "b", d(" ".join(f"w{i}" for i in range(1, 12))))

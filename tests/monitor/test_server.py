@@ -4,6 +4,7 @@ tested with the real broker in test_monitor.py)."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 
 import pytest
@@ -43,6 +44,21 @@ def test_explain_says_when_its_settings_are_not_the_detectors() -> None:
     other = filled("reference", measured).explain("b", "a")
     assert other["jaccard"] != measured
     assert "start the monitor with the detector's --preset" in str(other["warning"])
+
+
+def test_an_id_no_ad_had_is_said_so_and_not_sent_to_an_earlier_start() -> None:
+    """"start it with --from beginning" was said by a monitor that had read from there."""
+    from streamdedup.monitor.app import NotFound
+
+    m = filled("default", 0.9)
+    m.start, m.texts = "beginning", True
+    with pytest.raises(NotFound, match="no ad with that id was read from 'jobs', from its "
+                                       "beginning"):
+        m.explain("b", "nope")
+    m.start = "2026-12-01T08:00:00Z"
+    with pytest.raises(NotFound, match=re.escape("since 2026-12-01T08:00:00Z (start it with "
+                                                 "--from beginning")):
+        m.explain("b", "nope")
 
 
 def test_explain_gives_each_ads_link_of_the_text_shown() -> None:
