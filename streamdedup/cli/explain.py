@@ -1,5 +1,6 @@
 """`streamdedup explain ID [OTHER_ID]`: two announcements side by side in the terminal, the
-passages they share highlighted, and why the detector did or did not call them duplicates.
+passages one has and the other has not highlighted, and why the detector did or did not call
+them duplicates.
 
 The store keeps shingle hashes or a normalized text, never the ad as sent, so the texts come
 from a dump (``--dump``) or from the input topic (read from the beginning, without a group).
@@ -47,7 +48,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 def explain_command(doc_id: str, other_id: str | None, dump: Path | None, fmt: str | None,
                     use_store: bool, color: bool | None, as_json: bool, preset: str | None,
                     **options: Any) -> None:
-    """Two announcements side by side: shared passages highlighted, exact Jaccard, MinHash
+    """Two announcements side by side: what differs highlighted, exact Jaccard, MinHash
     estimate, bands shared, and why they were or were not a candidate pair. Without
     OTHER_ID: DOC_ID's duplicate_of, read from --output-topic (from the store with
     --use-store)."""
@@ -96,8 +97,8 @@ def explain_command(doc_id: str, other_id: str | None, dump: Path | None, fmt: s
         return
     use_color = sys.stdout.isatty() if color is None else color
     width = max(40, shutil.get_terminal_size((120, 20)).columns)
-    for line in side_by_side(result.a.id, result.a.text, result.a.shared, result.b.id,
-                             result.b.text, result.b.shared, width, use_color):
+    for line in side_by_side(result.a.id, result.a.text, result.a.differs, result.b.id,
+                             result.b.text, result.b.differs, width, use_color):
         click.echo(line)
     click.echo("")
     click.echo(f"exact Jaccard {result.jaccard:.3f} (threshold {result.threshold}); MinHash "
@@ -227,8 +228,8 @@ def _scan(settings: Settings, topic: str, ids: set[str]
 
 def side_by_side(a_id: str, a: str, a_marks: Sequence[tuple[int, int]], b_id: str, b: str,
                  b_marks: Sequence[tuple[int, int]], width: int, color: bool) -> list[str]:
-    """Two texts in two columns, wrapped at spaces; shared spans in reverse colours (or, with
-    no colour, in [brackets])."""
+    """Two texts in two columns, wrapped at spaces; the marked spans (what differs) in
+    reverse colours (or, with no colour, in [brackets])."""
     col = (width - 3) // 2
     left = _wrap(a, a_marks, col, color)
     right = _wrap(b, b_marks, col, color)
@@ -255,10 +256,10 @@ def _wrap(text: str, marks: Sequence[tuple[int, int]], col: int, color: bool
     """Lines of at most ``col`` terminal columns, each with its width. Each character is
     shown as ``printable`` shows it; the marks still count the text's own characters."""
     shown = [printable(ch) for ch in text]
-    shared = [False] * len(text)
+    marked = [False] * len(text)
     for x, y in marks:
         for i in range(x, min(y, len(text))):
-            shared[i] = True
+            marked[i] = True
     lines: list[tuple[str, int]] = []
     start = 0
     while start < len(text):
@@ -269,17 +270,17 @@ def _wrap(text: str, marks: Sequence[tuple[int, int]], col: int, color: bool
         end = max(end, start + 1)  # a character wider than the column still goes
         if end < len(text) and " " in text[start:end]:
             end = text.rindex(" ", start, end) + 1
-        lines.append(_paint(shown, shared, start, end, color))
+        lines.append(_paint(shown, marked, start, end, color))
         start = end
     return lines
 
 
-def _paint(shown: list[str], shared: list[bool], start: int, end: int, color: bool
+def _paint(shown: list[str], marked: list[bool], start: int, end: int, color: bool
            ) -> tuple[str, int]:
     out, inside = [], False
     for i in range(start, end):
-        if shared[i] != inside:
-            inside = shared[i]
+        if marked[i] != inside:
+            inside = marked[i]
             out.append((MARK if inside else PLAIN) if color else ("[" if inside else "]"))
         out.append(shown[i])
     if inside:

@@ -179,7 +179,7 @@ class _Hosts(BaseHTTPMiddleware):
         if self.answers(header):
             return await call_next(request)
         return _error(403, f"the monitor without a token answers loopback names only, not "
-                           f"{shown(header or '')}: add the name to --monitor-hosts (or "
+                           f"{shown(host_name(header or ''))}: add it to --monitor-hosts (or "
                            "STREAMDEDUP_MONITOR_HOSTS), or give --monitor-token")
 
 
@@ -217,7 +217,7 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
 
     async def duplicates(request: Request) -> Response:
         limit = _int(request, "limit", 50, 1, 200)
-        return JSONResponse(read(lambda: list(state.latest_duplicates)[:limit]))
+        return JSONResponse(read(lambda: state.latest(limit)))
 
     async def cluster(request: Request) -> Response:
         label = _doc_id(request)

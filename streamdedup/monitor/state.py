@@ -289,10 +289,10 @@ class MonitorState:
 
     def members(self, label: str, limit: int = 100) -> dict[str, Any] | None:
         """The cluster ``label`` is in now, and its members among the verdicts kept, newest
-        first, each id once, at most ``limit``: ``{cluster_id, size, partial, kept, members:
-        [{id, index, duplicate_of, jaccard, title, link}]}``; ``kept``, the members among the
-        kept verdicts, is below ``size`` once older verdicts were let go. None for a label no
-        verdict named."""
+        first, each id once, at most ``limit``: ``{cluster_id, title, size, partial, kept,
+        members: [{id, index, duplicate_of, jaccard, title, link}]}``; ``kept``, the members
+        among the kept verdicts, is below ``size`` once older verdicts were let go. None for
+        a label no verdict named."""
         where = self._where(label)
         cluster = self.clusters.get(where)
         if cluster is None:
@@ -308,8 +308,9 @@ class MonitorState:
             found[doc_id] = {"id": doc_id, "index": i, "duplicate_of": first,
                              "jaccard": pair, "title": self.title(doc_id),
                              "link": self.link(doc_id)}
-        return {"cluster_id": where, "size": cluster.size, "partial": cluster.partial,
-                "kept": len(found), "members": list(found.values())[:limit]}
+        return {"cluster_id": where, "title": self.title(where), "size": cluster.size,
+                "partial": cluster.partial, "kept": len(found),
+                "members": list(found.values())[:limit]}
 
     def since(self, index: int, limit: int = 500) -> list[dict[str, Any]]:
         """Verdicts after ``index`` (each with its ``index``), oldest first, at most limit:
@@ -321,10 +322,16 @@ class MonitorState:
         out = []
         for i, v in self.log:
             if i > index:
-                out.append({**v, "index": i})
+                out.append({**v, "index": i, "title": self.title(str(v.get("id")))})
                 if len(out) >= limit:
                     break
         return out
+
+    def latest(self, limit: int = 50) -> list[dict[str, Any]]:
+        """The latest duplicates, newest first, each with its index and its ad's title (read
+        now: a verdict is often read before its ad)."""
+        return [{**v, "title": self.title(str(v.get("id")))}
+                for v in list(self.latest_duplicates)[:limit]]
 
     def verdict(self, doc_id: str) -> dict[str, Any] | None:
         return self.by_id.get(doc_id)

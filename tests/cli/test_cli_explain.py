@@ -21,6 +21,24 @@ def test_two_ads_of_a_dump_side_by_side(tmp_path: Path) -> None:
     assert found["jaccard"] == 1.0 and found["duplicate"] is True
 
 
+def test_what_differs_is_marked_and_the_json_has_both_kinds_of_span(tmp_path: Path) -> None:
+    """A 0.91 pair marked by what it shares was marked nearly whole; its changed word is
+    what a reader looks for."""
+    dump = tmp_path / "ads.jsonl"
+    dump.write_text(json.dumps({"id": "a", "title": "", "description": "cuoco esperto milano "
+                                "sera"}) + "\n" + json.dumps(
+        {"id": "b", "title": "", "description": "cuoco esperto roma sera"}) + "\n")
+    words = ("--shingle-kind", "word", "--shingle-size", "1", "--stopwords", "",
+             "--stem-language", "", "--threshold", "0.5")
+    code, out, err = run("explain", "a", "b", "--dump", str(dump), "--no-color", *words)
+    assert code == 0, err
+    first = out.splitlines()[2]
+    assert "cuoco esperto [milano] sera" in first and "cuoco esperto [roma] sera" in first
+    code, out, err = run("explain", "a", "b", "--dump", str(dump), "--json", *words)
+    side = json.loads(out)["a"]
+    assert (side["shared"], side["differs"]) == ([[0, 13], [21, 25]], [[14, 20]])
+
+
 def test_a_document_is_not_explained_against_itself(tmp_path: Path) -> None:
     """It would read as 'a duplicate' of itself, which no verdict ever says."""
     code, _, err = run("explain", "0", "0", "--dump", str(_dump(tmp_path)))

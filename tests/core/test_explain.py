@@ -24,6 +24,7 @@ def test_a_duplicate_shows_its_shared_words_and_numbers() -> None:
     assert e.a.shared == ((0, 16),) and e.b.shared == ((0, 16),)  # "alpha beta gamma"
     assert 0 < e.bands_shared <= e.bands and 0.0 <= e.estimate <= 1.0
     assert e.reason.startswith("a duplicate")
+    assert e.a.differs == ((17, 22),) and e.b.differs == ((17, 22),)  # "delta", "omega"
     sets = [sk.shingle_fields(d(t)).shingles for t in ("alpha beta gamma delta",
                                                        "alpha beta gamma omega")]
     assert e.jaccard == jaccard(*sets)
@@ -82,3 +83,16 @@ def test_the_raw_text_is_shown_beside_the_normalized_one_and_the_edges_count() -
         edge = explain(sk, "a", d(pair[0]), "b", d(pair[1]))
         assert edge.size_range == (1, 4) and edge.jaccard == 0.5, pair
         assert edge.candidate and edge.duplicate, edge.reason
+
+
+def test_what_differs_is_the_rest_without_its_outer_white_space() -> None:
+    from streamdedup.core.explain import Side
+
+    def differs(text: str, *shared: tuple[int, int]) -> tuple[tuple[int, int], ...]:
+        return Side("i", "", text, tuple(shared), 0).differs
+
+    assert differs("  x alpha  ", (4, 9)) == ((2, 3),)
+    assert differs("a b c d", (2, 3)) == ((0, 1), (4, 7))
+    assert differs("abc") == ((0, 3),) and differs("abc", (0, 3)) == ()
+    assert differs("ab   cd", (0, 2), (5, 7)) == ()  # white space alone is no difference
+    assert differs("") == ()

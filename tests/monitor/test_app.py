@@ -79,7 +79,7 @@ def browsed(chromium_path: str, **options: Any) -> Iterator[Any]:
 
 
 def test_the_json_api(site: tuple[str, MonitorState]) -> None:
-    base, _ = site
+    base, state = site
     status, summary = get(base + "/api/summary")
     assert status == 200
     assert {k: summary[k] for k in ("verdicts", "duplicates", "duplicate_rate", "dead_letters",
@@ -98,6 +98,9 @@ def test_the_json_api(site: tuple[str, MonitorState]) -> None:
     assert status == 200 and (cluster["size"], cluster["kept"]) == (2, 2)
     assert [m["id"] for m in cluster["members"]] == ["b", "a"]
     assert get(base + "/api/cluster?id=a&limit=1")[1]["members"][0]["id"] == "b"
+    state.add_text("b", {"title": "Cuoco"})  # titles as they are when asked
+    assert get(base + "/api/duplicates")[1][0]["title"] == "Cuoco"
+    assert [v["title"] for v in get(base + "/api/verdicts")[1]["verdicts"]] == [None, "Cuoco"]
 
 
 def test_bad_requests_get_clear_errors(site: tuple[str, MonitorState]) -> None:
@@ -338,7 +341,7 @@ def test_the_page_writes_out_bidirectional_controls_of_the_ads(chromium_path: st
     match, and an id holding one was listed reversed."""
     def bidi(doc_id: str, other: str) -> dict[str, Any]:
         side = {"id": "b\u202e1", "raw": "paga EUR \u202e0005", "text": "paga eur \u202e0005",
-                "shared": [[0, 4]], "shingles": 3}
+                "shared": [[0, 4]], "differs": [[5, 14]], "shingles": 3}
         return {"a": side, "b": {**side, "id": other}, "jaccard": 0.9, "minhash_estimate": 0.9,
                 "bands_shared": 1, "bands": 2, "reason": "shared"}
 
@@ -356,7 +359,7 @@ def test_the_page_writes_out_bidirectional_controls_of_the_ads(chromium_path: st
             page.wait_for_selector("#explain:not([hidden]) #a-text mark", timeout=10_000)
             assert page.text_content("#a-raw") == "paga EUR \\u202e0005"
             assert page.text_content("#a-text") == "paga eur \\u202e0005"
-            assert page.text_content("#a-text mark") == "paga"  # spans still in place
+            assert page.text_content("#a-text mark") == "eur \\u202e0005"  # spans in place
             assert (page.text_content("#a-id") or "").startswith("b\\u202e1 (")
     finally:
         next(gen, None)
@@ -366,7 +369,8 @@ def test_a_clusters_ads_are_listed_on_a_click_each_with_its_link(chromium_path: 
     """The page named a cluster by its first ad's title and size, and nothing more: neither
     its ads nor where they are on the site. A link that is not http(s) is no link."""
     def linked(doc_id: str, other: str) -> dict[str, Any]:
-        side = {"raw": "paga", "text": "paga", "shared": [[0, 4]], "shingles": 1}
+        side = {"raw": "paga", "text": "paga", "shared": [[0, 4]], "differs": [],
+                "shingles": 1}
         return {"a": {**side, "id": doc_id, "link": "https://www.kijiji.it/c"},
                 "b": {**side, "id": other, "link": None}, "jaccard": 1.0,
                 "minhash_estimate": 1.0, "bands_shared": 2, "bands": 2, "reason": "shared"}
@@ -396,5 +400,23 @@ def test_a_clusters_ads_are_listed_on_a_click_each_with_its_link(chromium_path: 
             page.wait_for_selector("#explain:not([hidden]) #a-id a", timeout=10_000)
             assert page.locator("#a-id a").get_attribute("href") == "https://www.kijiji.it/c"
             assert page.locator("#b-id a").count() == 0
+            assert page.text_content("#cluster-name") == "a · Cuoco"
+            latest = page.locator("#latest tbody tr").first.locator("td")
+            assert latest.all_text_contents()[:3] == ["c", "Cuoco bis", "a"]
+            # a verdict read before its ad: untitled, then titled at the next refresh
+            state.add_verdict({"id": "late", "duplicate": True, "duplicate_of": "a",
+                               "cluster_id": "a", "seq": 6})
+            page.wait_for_function("document.querySelector('#latest tbody tr td')"
+                                   ".textContent == 'late'", timeout=10_000)
+            state.add_text("late", {"title": "Cuoco tardi"})
+            page.wait_for_function("document.querySelectorAll('#latest tbody tr td')[1]"
+                                   ".textContent == 'Cuoco tardi'", timeout=15_000)
+            page.click("#cluster-close")
+            page.fill("#query", "a")  # no duplicate: its cluster, listed on a click
+            page.click("#search button")
+            page.wait_for_selector("#found-cluster:not([hidden])", timeout=10_000)
+            page.click("#found-cluster")
+            page.wait_for_selector("#cluster:not([hidden])", timeout=10_000)
+            assert page.text_content("#cluster-name") == "a · Cuoco"
     finally:
         next(gen, None)

@@ -73,7 +73,7 @@
     latest.length = Math.min(latest.length, 50);
     fill($("latest"), latest, (tr, v) => {
       tr.className = "dup"; tr.dataset.id = v.id;
-      cell(tr, v.id); cell(tr, v.duplicate_of);
+      cell(tr, v.id); cell(tr, v.title); cell(tr, v.duplicate_of);
       // this pair's Jaccard: duplicate_of is the earliest match, matches[0] the best
       const pair = (v.matches || []).find((m) => m.id === v.duplicate_of);
       cell(tr, pair ? pair.jaccard.toFixed(3) : "");
@@ -89,6 +89,10 @@
     latest = [];
     const r = await json("api/duplicates?limit=50");
     if (r.ok) showLatest([...latest, ...r.body]);
+  }
+  async function retitle() {  // a verdict read before its ad came untitled: titles, now
+    const r = await json("api/duplicates?limit=50");
+    if (r.ok) showLatest([...r.body, ...latest]);
   }
 
   function showSeries(points) {
@@ -120,7 +124,7 @@
     $("cluster").hidden = false;
     if (!r.ok) { $("cluster-name").textContent = visible(label); $("cluster-note").textContent = r.body.error; fill($("members"), [], () => {}); return; }
     const c = r.body;
-    $("cluster-name").textContent = visible(c.cluster_id);
+    $("cluster-name").textContent = visible(c.cluster_id + (c.title ? " · " + c.title : ""));
     $("cluster-note").textContent = shownSize(c) + " ads" +
       (c.kept < c.size ? ", " + c.kept + " of them among the verdicts kept" : "") +
       (c.members.length < c.kept ? "; the newest " + c.members.length + " listed" : "");
@@ -170,7 +174,7 @@
       $(side + "-id").textContent = visible(e[side].id) + " (" + e[side].shingles + " shingles) ";
       const link = anchor(e[side].link); if (link) $(side + "-id").appendChild(link);
       $(side + "-raw").textContent = visible(e[side].raw);
-      marked($(side + "-text"), e[side].text, e[side].shared);
+      marked($(side + "-text"), e[side].text, e[side].differs);
     }
     $("explain").scrollIntoView({ behavior: "smooth" });
   }
@@ -184,8 +188,10 @@
     let r = await json("api/verdict?id=" + encodeURIComponent(typed));
     if (r.status === 404 && typed !== id) r = await json("api/verdict?id=" + encodeURIComponent(id));
     const v = r.body;
+    $("found-cluster").hidden = !r.ok;
     if (!r.ok) { $("found").textContent = v.error; $("explain").hidden = true; return; }
     $("found").textContent = visible(v.id + ": " + (v.duplicate ? "duplicate of " + v.duplicate_of : "not a duplicate") + ", cluster " + v.cluster_id);
+    $("found-cluster").onclick = () => showCluster(String(v.cluster_id != null ? v.cluster_id : v.id));
     if (v.duplicate) explain(v.id, v.duplicate_of);
     else $("explain").hidden = true;  // the last pair is not this id's
   });
@@ -209,7 +215,7 @@
       }
     };
   }
-  connect(); clusters(); setInterval(clusters, 5000);
+  connect(); clusters(); setInterval(() => { clusters(); retitle(); }, 5000);
   // A test's way to open the stream again, as after a lost connection (the old one closed).
   window.addEventListener("sd-reconnect", () => { current.close(); connect(); });
   window.sdExplain = explain;
