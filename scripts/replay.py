@@ -44,6 +44,31 @@ def run(argv: list[str]) -> int:
 _TOPICS = ("--input-topic", "--output-topic", "--dlq-topic", "--bootstrap-servers")
 
 
+def flag_value(args: list[str], flag: str) -> str | None:
+    """The value of a flag taking one, as ``--flag value`` or ``--flag=value``; the last
+    given, as click takes it."""
+    found = None
+    for i, arg in enumerate(args):
+        if arg.startswith(flag + "="):
+            found = arg.split("=", 1)[1]
+        elif arg == flag and i + 1 < len(args):
+            found = args[i + 1]
+    return found
+
+
+def without(args: list[str], flag: str) -> list[str]:
+    """``args`` less a flag taking one value, in either spelling."""
+    out, i = [], 0
+    while i < len(args):
+        if args[i] == flag:
+            i += 2
+            continue
+        if not args[i].startswith(flag + "="):
+            out.append(args[i])
+        i += 1
+    return out
+
+
 def settings_flags(args: list[str]) -> list[str]:
     """The flags of ``args`` that are settings (``--preset`` too), with their values, as
     ``--flag value`` or ``--flag=value``: the monitor explains with the replay's settings
@@ -66,12 +91,15 @@ def settings_flags(args: list[str]) -> list[str]:
 def start_monitor(bootstrap: str, args: list[str]) -> subprocess.Popen[str] | int:
     """The monitor of the replay's topics, started before the replay so that its page shows
     the replay as it runs; its exit status if it stops at once (a port in use)."""
-    prefix = args[args.index("--topic-prefix") + 1]
+    prefix = flag_value(args, "--topic-prefix") or ""
     base = build_settings(env=os.environ)
+    topics = []  # the replay's: its prefix and each topic flag given, or the environment's
+    for flag in _TOPICS[:3]:
+        name = flag_value(args, flag) or getattr(base, flag[2:].replace("-", "_"))
+        topics += [flag, prefix + name]
     monitor = subprocess.Popen(
         [sys.executable, "-m", "streamdedup", "monitor", "--bootstrap-servers", bootstrap,
-         *settings_flags(args), "--input-topic", prefix + base.input_topic,
-         "--output-topic", prefix + base.output_topic, "--dlq-topic", prefix + base.dlq_topic],
+         *settings_flags(args), *topics],
         stderr=subprocess.PIPE, text=True, cwd=ROOT)
     serving = threading.Event()
 
@@ -79,7 +107,7 @@ def start_monitor(bootstrap: str, args: list[str]) -> subprocess.Popen[str] | in
         assert monitor.stderr is not None
         for line in monitor.stderr:
             sys.stderr.write(line)
-            if line.startswith("monitor on "):
+            if "monitor on http" in line:  # a plain line, or a JSON one (--log-json)
                 serving.set()
 
     threading.Thread(target=pass_on, daemon=True).start()
@@ -114,10 +142,9 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     monitor = "--monitor" in args
     args = [a for a in args if a != "--monitor"]
-    if monitor and "--topic-prefix" not in args:
+    if monitor and flag_value(args, "--topic-prefix") is None:
         args += ["--topic-prefix", f"demo-{int(time.time())}."]
-    given = next((a.split("=", 1)[1] if "=" in a else args[i + 1]
-                  for i, a in enumerate(args) if a.split("=")[0] == "--bootstrap-servers"), None)
+    given = flag_value(args, "--bootstrap-servers")
     env = os.environ.get(env_name("bootstrap_servers"))
     if "--help" in args or "-h" in args:
         code = run(["replay", *args])
@@ -127,9 +154,8 @@ if __name__ == "__main__":
               "these).")
         sys.exit(code)
     if given or env:
-        args = [a for i, a in enumerate(args) if a.split("=")[0] != "--bootstrap-servers"
-                and (i == 0 or args[i - 1] != "--bootstrap-servers")]
-        sys.exit(replay_then_monitor(given or env or "", args, monitor))
+        sys.exit(replay_then_monitor(given or env or "", without(args, "--bootstrap-servers"),
+                                     monitor))
     try:
         with tempfile.TemporaryDirectory(prefix="streamdedup-replay-broker-") as state:
             print("replay: starting a local Kafka broker", file=sys.stderr)

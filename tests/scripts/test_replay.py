@@ -3,6 +3,7 @@ and the monitor it keeps beside the replay."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -10,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -40,9 +42,16 @@ def test_the_settings_flags_given_go_to_the_monitor_in_either_spelling() -> None
     given = ["--dump", "d.tsv", "--preset=reference", "--monitor-port", "8090",
              "--no-strip-html", "--report-dir", "r", "--threshold", "0.7", "--input-topic",
              "x", "--topic-prefix", "p.", "--bootstrap-servers=b:1", "--rate", "5"]
-    assert script().settings_flags(given) == [
+    replay = script()
+    assert replay.settings_flags(given) == [
         "--preset=reference", "--monitor-port", "8090", "--no-strip-html", "--threshold",
         "0.7"]
+    assert replay.flag_value(given, "--topic-prefix") == "p."
+    assert replay.flag_value(given, "--bootstrap-servers") == "b:1"  # the = spelling
+    assert replay.flag_value([*given, "--topic-prefix=q."], "--topic-prefix") == "q."  # last
+    assert replay.flag_value(given, "--group-id") is None
+    assert replay.without(given, "--bootstrap-servers") == given[:-3] + given[-2:]
+    assert replay.without(given, "--input-topic") == given[:10] + given[12:]
 
 
 def _replay(tmp_path: Path, bootstrap: str, *more: str) -> subprocess.Popen[str]:
@@ -54,7 +63,13 @@ def _replay(tmp_path: Path, bootstrap: str, *more: str) -> subprocess.Popen[str]
          "--report-dir", str(tmp_path / "r"), "--bootstrap-servers", bootstrap, "--monitor",
          "--no-progress", "--no-band-table", *more],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        start_new_session=True)  # its monitor with it: killpg ends both
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 @pytest.mark.broker
@@ -75,17 +90,23 @@ def test_a_monitor_that_cannot_serve_stops_it_before_the_replay(
 @pytest.mark.broker
 def test_the_monitor_shows_the_replay_with_its_settings_until_ctrl_c(
         tmp_path: Path, kafka_bootstrap: str) -> None:
+    """Its settings flags in either spelling, its own topics and JSON lines: with
+    ``--log-json`` it waited for the monitor's plain line for ever, and with ``--input-topic``
+    the monitor read another topic than the replay wrote."""
     port = free_port()
     proc = _replay(tmp_path, kafka_bootstrap, "--monitor-port", str(port), "--preset",
-                   "reference")
+                   "reference", "--log-json", "--input-topic=ads", "--topic-prefix=t1.")
     assert proc.stdout is not None
     said = []
+    watchdog = threading.Timer(120, _kill, [proc])  # a bound on waiting: it waited for ever
+    watchdog.start()
     try:
         for line in proc.stdout:
             said.append(line)
             if "the monitor goes on" in line:
                 break
-        assert any(line.startswith(f"monitor on http://127.0.0.1:{port}/") for line in said)
+        assert any(f"monitor on http://127.0.0.1:{port}/ (topics t1.jobs.duplicates, "
+                   "t1.jobs.dlq, t1.ads" in line for line in said), said
         base = f"http://127.0.0.1:{port}/api/"
         deadline = time.monotonic() + 60
         while True:  # the monitor reads the topics a little after the replay's end
@@ -101,7 +122,8 @@ def test_the_monitor_shows_the_replay_with_its_settings_until_ctrl_c(
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=60)
     finally:
-        proc.kill()
+        watchdog.cancel()
+        _kill(proc)
     assert proc.returncode == 0, "".join(said) + out  # the replay's
     assert "Traceback" not in "".join(said) + out
 
