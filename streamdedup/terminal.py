@@ -1,4 +1,5 @@
-"""What an ad may put on a terminal: ``tail`` prints ids and titles, ``explain`` texts.
+"""What an ad may put on a terminal: ``tail`` prints ids and titles, ``explain`` texts (and
+``explain --json`` them inside JSON strings).
 
 Ads are scraped, so untrusted: a title holding ``ESC ] 0 ; … BEL`` renamed the terminal's
 window, ``ESC [ 2 J`` cleared the screen, a newline broke "one line per verdict" in two, and
@@ -34,3 +35,15 @@ def _one(ch: str) -> str:
     if ch in BIDI_CONTROLS or unicodedata.category(ch) in ("Cc", "Cs"):
         return ch.encode("unicode_escape", "backslashreplace").decode("ascii")
     return ch
+
+
+def printable_json(text: str) -> str:
+    """JSON text (``json.dumps(..., ensure_ascii=False)``: accents stay readable) with what
+    JSON itself leaves raw escaped as ``\\uXXXX``, valid in any JSON string: DEL and the C1
+    controls (``\\x9b`` is a terminal's CSI), lone surrogates, the bidirectional controls
+    and U+2028/U+2029."""
+    if text.isprintable():
+        return text
+    return "".join(f"\\u{ord(ch):04x}" if ch in BIDI_CONTROLS or ch in "\u2028\u2029"
+                   or (unicodedata.category(ch) in ("Cc", "Cs") and ch not in "\n\t")
+                   else ch for ch in text)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from streamdedup.terminal import BIDI_CONTROLS, printable
+from streamdedup.terminal import BIDI_CONTROLS, printable, printable_json
 
 
 @pytest.mark.parametrize(("text", "shown"), [
@@ -32,3 +34,15 @@ def test_other_text_is_left_alone(text: str) -> None:
 def test_every_bidirectional_control_is_written_out() -> None:
     for ch in sorted(BIDI_CONTROLS):
         assert printable(ch) == f"\\u{ord(ch):04x}"
+
+
+def test_json_keeps_accents_and_escapes_what_json_leaves_raw() -> None:
+    """``explain --json`` (``ensure_ascii=False``, for readable accents) let U+202E and the
+    C1 controls (``\\x9b``, a terminal's CSI) through raw."""
+    value = {"raw": "caffè \u202eEUR\x9b[2J \x7f\u2028 \ud800", "n": [1, 2]}
+    out = printable_json(json.dumps(value, ensure_ascii=False, indent=2))
+    assert json.loads(out) == value  # the same JSON
+    assert "caffè" in out and "\\u202e" in out and "\\u009b" in out and "\\u007f" in out
+    assert "\\u2028" in out and "\\ud800" in out
+    assert not any(ch in out for ch in "\u202e\x9b\x7f\u2028\ud800")
+    assert out.count("\n") == json.dumps(value, indent=2).count("\n")  # its lines kept

@@ -26,7 +26,7 @@ from streamdedup.cli.options import KAFKA_CLIENT, failure, make_settings, settin
 from streamdedup.errors import InputError, StreamdedupError
 from streamdedup.replay.dump import FORMATS
 from streamdedup.settings import Settings
-from streamdedup.terminal import printable
+from streamdedup.terminal import printable, printable_json
 
 MARK, PLAIN = "\x1b[30;43m", "\x1b[0m"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -92,8 +92,9 @@ def explain_command(doc_id: str, other_id: str | None, dump: Path | None, fmt: s
                f"{result.jaccard:.3f}: give explain the detector's --preset and shingle "
                "settings" if said is not None else "")
     if as_json:
-        click.echo(json.dumps({**result.to_dict(), **({"warning": warning} if warning else {})},
-                              ensure_ascii=False, indent=2))
+        click.echo(printable_json(json.dumps(
+            {**result.to_dict(), **({"warning": warning} if warning else {})},
+            ensure_ascii=False, indent=2)))
         return
     use_color = sys.stdout.isatty() if color is None else color
     width = max(40, shutil.get_terminal_size((120, 20)).columns)

@@ -290,11 +290,16 @@ class MonitorState:
     def members(self, label: str, limit: int = 100) -> dict[str, Any] | None:
         """The cluster ``label`` is in now, and its members among the verdicts kept, newest
         first, each id once, at most ``limit``: ``{cluster_id, title, size, partial, kept,
-        members: [{id, index, duplicate_of, jaccard, title, link}]}``; ``kept``, the members
-        among the kept verdicts, is below ``size`` once older verdicts were let go. None for
-        a label no verdict named."""
+        members: [{id, index, duplicate_of, jaccard, title, link}]}``; ``kept``, the ids
+        among the kept verdicts, is below ``size`` (which counts verdicts) once older verdicts
+        were let go or an id came again with another text. ``label`` is a cluster's id, one
+        merged into it, or a member's own id. None for a label no verdict named."""
         where = self._where(label)
         cluster = self.clusters.get(where)
+        if cluster is None and label in self.by_id:  # a member's id: the cluster it is in
+            own = self.by_id[label]
+            where = self._where(str(own.get("cluster_id") or label))
+            cluster = self.clusters.get(where)
         if cluster is None:
             return None
         found: dict[str, dict[str, Any]] = {}

@@ -21,6 +21,17 @@ def test_two_ads_of_a_dump_side_by_side(tmp_path: Path) -> None:
     assert found["jaccard"] == 1.0 and found["duplicate"] is True
 
 
+def test_json_writes_out_the_controls_json_leaves_raw(tmp_path: Path) -> None:
+    dump = tmp_path / "ads.jsonl"
+    raw = "cuoco \u202eesperto\x9b[2J milano"
+    dump.write_text(json.dumps({"id": "a", "description": raw}) + "\n"
+                    + json.dumps({"id": "b", "description": "cuoco esperto"}) + "\n")
+    code, out, err = run("explain", "a", "b", "--dump", str(dump), "--json")
+    assert code == 0, err
+    assert "\u202e" not in out and "\x9b" not in out and "\\u202e" in out
+    assert raw in json.loads(out)["a"]["raw"]
+
+
 def test_what_differs_is_marked_and_the_json_has_both_kinds_of_span(tmp_path: Path) -> None:
     """A 0.91 pair marked by what it shares was marked nearly whole; its changed word is
     what a reader looks for."""

@@ -395,7 +395,7 @@ def test_a_clusters_ads_are_listed_on_a_click_each_with_its_link(chromium_path: 
             assert rows.nth(0).locator("a").get_attribute("rel") == "noopener noreferrer"
             assert rows.nth(2).locator("td").first.text_content() == "a"
             assert rows.nth(2).locator("a").count() == 0  # javascript: is no link
-            assert page.text_content("#cluster-note") == "3 ads"
+            assert page.text_content("#cluster-note") == "3 verdicts"
             rows.nth(0).locator("td").first.click()  # a duplicate: beside its match
             page.wait_for_selector("#explain:not([hidden]) #a-id a", timeout=10_000)
             assert page.locator("#a-id a").get_attribute("href") == "https://www.kijiji.it/c"

@@ -271,6 +271,7 @@ def test_a_clusters_members_follow_merges_newest_first_each_id_once() -> None:
     assert by_id["a"]["duplicate_of"] is None and by_id["a"]["jaccard"] is None
     assert [m["id"] for m in st.members("a", limit=2)["members"]] == ["b", "e"]  # type: ignore[index]
     assert st.members("nobody") is None
+    assert st.members("d")["cluster_id"] == "a"  # type: ignore[index]  # a member's own id
 
 
 def test_members_older_than_the_kept_verdicts_are_counted_not_listed() -> None:

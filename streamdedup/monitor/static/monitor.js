@@ -125,8 +125,9 @@
     if (!r.ok) { $("cluster-name").textContent = visible(label); $("cluster-note").textContent = r.body.error; fill($("members"), [], () => {}); return; }
     const c = r.body;
     $("cluster-name").textContent = visible(c.cluster_id + (c.title ? " · " + c.title : ""));
-    $("cluster-note").textContent = shownSize(c) + " ads" +
-      (c.kept < c.size ? ", " + c.kept + " of them among the verdicts kept" : "") +
+    // size counts verdicts: an ad sent again with another text counts once more
+    $("cluster-note").textContent = shownSize(c) + " verdicts" +
+      (c.kept < c.size ? ", " + c.kept + " ads among the verdicts kept" : "") +
       (c.members.length < c.kept ? "; the newest " + c.members.length + " listed" : "");
     fill($("members"), c.members, (tr, m) => {
       cell(tr, m.id); cell(tr, m.title); cell(tr, m.duplicate_of);
