@@ -151,9 +151,12 @@ def jvm_stderr() -> Iterator[None]:
     is dropped. A Ctrl-C while workers sketched printed 2 to 4 ``BrokenPipeError`` tracebacks
     of pyspark's daemon as the cancelled tasks' sockets closed. fd 2 is the pipe only while
     the JVM starts; our own lines never go through it after."""
+    if sys.stderr is None:  # no standard error at all (2>&-): nothing to pass on
+        yield
+        return
     sys.stderr.flush()
-    read, write = os.pipe()
     ours, saved = os.dup(2), os.dup(2)
+    read, write = os.pipe()
 
     def pass_on() -> None:
         with os.fdopen(read, "rb") as pipe, os.fdopen(ours, "wb", buffering=0) as out:
@@ -168,7 +171,7 @@ def jvm_stderr() -> Iterator[None]:
     try:
         yield
     finally:
-        sys.stderr.flush()
+        sys.stderr.flush()  # what went into the pipe meanwhile is passed on
         os.dup2(saved, 2)
         os.close(saved)
 

@@ -238,11 +238,12 @@ def test_without_a_token_only_loopback_host_names_are_answered() -> None:
         for host in ("localhost:8088", "LOCALHOST.", "127.0.0.1:8088", "127.1.2.3",
                      "[::1]:8088", "jobs.localhost:8088"):
             assert get(base + "/api/summary", {"Host": host})[0] == 200, host
-        for host in ("evil.example:8088", "evil.example", "10.0.0.1:8088", "localhost.evil",
-                     "[::2]:8088"):
+        for host, name in (("evil.example:8088", "evil.example"), ("evil.example", "evil.example"),
+                           ("10.0.0.1:8088", "10.0.0.1"), ("localhost.evil", "localhost.evil"),
+                           ("[::2]:8088", "::2")):
             code, body = get(base + "/api/summary", {"Host": host})
             assert code == 403, host
-            assert "--monitor-hosts" in body["error"]
+            assert f"not '{name}': add it to --monitor-hosts" in body["error"], body  # no port
         assert get(base + "/", {"Host": "evil.example"})[0] == 403  # the page too
     for base, _ in serve(hosts=("Jobs.Example",)):  # a proxy in front sends its own name
         assert get(base + "/api/summary", {"Host": "jobs.example:443"})[0] == 200

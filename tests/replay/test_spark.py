@@ -179,6 +179,19 @@ def test_the_jvms_standard_error_is_passed_on_until_a_ctrl_c(
     assert "before" in seen and "ours" in seen and "after" not in seen, seen
 
 
+def test_without_a_standard_error_the_jvm_is_started_as_it_was() -> None:
+    """A driver run with ``2>&-`` has none to pass on (``os.dup(2)`` would fail)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from streamdedup.replay.spark import jvm_stderr\n"
+            "with jvm_stderr():\n    print('inside')\nprint('after')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          pass_fds=(), preexec_fn=lambda: os.close(2), timeout=60)
+    assert (done.returncode, done.stdout) == (0, "inside\nafter\n")
+
+
 def test_a_jvm_that_went_away_is_not_called_a_failed_job() -> None:
     from streamdedup.replay.spark import failed
 
