@@ -290,10 +290,12 @@ class MonitorState:
     def members(self, label: str, limit: int = 100) -> dict[str, Any] | None:
         """The cluster ``label`` is in now, and its members among the verdicts kept, newest
         first, each id once, at most ``limit``: ``{cluster_id, title, size, partial, kept,
-        members: [{id, index, duplicate_of, jaccard, title, link}]}``; ``kept``, the ids
-        among the kept verdicts, is below ``size`` (which counts verdicts) once older verdicts
-        were let go or an id came again with another text. ``label`` is a cluster's id, one
-        merged into it, or a member's own id. None for a label no verdict named."""
+        links, members: [{id, index, duplicate_of, jaccard, title, link}]}``; ``kept``, the
+        ids among the kept verdicts, is below ``size`` (which counts verdicts) once older
+        verdicts were let go or an id came again with another text; ``links``, their distinct
+        links: Kijiji's dump scraped one ad 150 times, under 150 ids. ``label`` is a
+        cluster's id, one merged into it, or a member's own id. None for a label no verdict
+        named."""
         where = self._where(label)
         cluster = self.clusters.get(where)
         if cluster is None and label in self.by_id:  # a member's id: the cluster it is in
@@ -315,6 +317,7 @@ class MonitorState:
                              "link": self.link(doc_id)}
         return {"cluster_id": where, "title": self.title(where), "size": cluster.size,
                 "partial": cluster.partial, "kept": len(found),
+                "links": len({m["link"] for m in found.values() if m["link"]}),
                 "members": list(found.values())[:limit]}
 
     def since(self, index: int, limit: int = 500) -> list[dict[str, Any]]:

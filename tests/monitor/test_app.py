@@ -380,6 +380,7 @@ def test_a_clusters_ads_are_listed_on_a_click_each_with_its_link(chromium_path: 
     base, state = next(gen)
     state.add_text("a", {"title": "Cuoco", "link": "javascript:alert(1)"})
     state.add_text("c", {"title": "Cuoco bis", "link": "https://www.kijiji.it/c"})
+    state.add_text("b", {"title": "Cuoco ter", "link": "https://www.kijiji.it/c"})  # again
     state.add_verdict({"id": "c", "duplicate": True, "duplicate_of": "a", "cluster_id": "a",
                        "matches": [{"id": "a", "jaccard": 0.875}], "seq": 5})
     try:
@@ -396,7 +397,8 @@ def test_a_clusters_ads_are_listed_on_a_click_each_with_its_link(chromium_path: 
             assert rows.nth(0).locator("a").get_attribute("rel") == "noopener noreferrer"
             assert rows.nth(2).locator("td").first.text_content() == "a"
             assert rows.nth(2).locator("a").count() == 0  # javascript: is no link
-            assert page.text_content("#cluster-note") == "3 verdicts"
+            assert page.text_content("#cluster-note") == (
+                "3 verdicts; 1 distinct ad link among them (an ad scraped again is another id)")
             rows.nth(0).locator("td").first.click()  # a duplicate: beside its match
             page.wait_for_selector("#explain:not([hidden]) #a-id a", timeout=10_000)
             assert page.locator("#a-id a").get_attribute("href") == "https://www.kijiji.it/c"

@@ -262,6 +262,7 @@ def test_a_clusters_members_follow_merges_newest_first_each_id_once() -> None:
     found = st.members("c")  # a label merged away names the cluster it went into
     assert found is not None
     assert (found["cluster_id"], found["size"], found["kept"]) == ("a", 6, 5)  # b twice
+    assert found["links"] == 2  # a's and c's
     assert [m["id"] for m in found["members"]] == ["b", "e", "d", "c", "a"]
     assert found["members"][0] == {"id": "b", "index": 7, "duplicate_of": "a", "jaccard": 0.95,
                                    "title": None, "link": None}

@@ -128,6 +128,7 @@
     // size counts verdicts: an ad sent again with another text counts once more
     $("cluster-note").textContent = shownSize(c) + " verdicts" +
       (c.kept < c.size ? ", " + c.kept + " ads among the verdicts kept" : "") +
+      (c.links && c.links < c.kept ? "; " + c.links + " distinct ad link" + (c.links === 1 ? "" : "s") + " among them (an ad scraped again is another id)" : "") +
       (c.members.length < c.kept ? "; the newest " + c.members.length + " listed" : "");
     fill($("members"), c.members, (tr, m) => {
       cell(tr, m.id); cell(tr, m.title); cell(tr, m.duplicate_of);
