@@ -24,17 +24,20 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
+import click
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the harness is not installed: it lives in the checkout
 
 from harness.broker import LocalBroker  # noqa: E402
 from streamdedup.cli import main  # noqa: E402
+from streamdedup.cli.replay import replay_command  # noqa: E402
 from streamdedup.settings import Settings, build_settings, env_name  # noqa: E402
 
 
-def run(argv: list[str]) -> int:
+def run(argv: list[str], command: click.Command = main) -> int:
     try:
-        main(args=argv, prog_name="scripts/replay.py")
+        command.main(args=argv, prog_name="scripts/replay.py")
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     return 0
@@ -146,12 +149,15 @@ if __name__ == "__main__":
         args += ["--topic-prefix", f"demo-{int(time.time())}."]
     given = flag_value(args, "--bootstrap-servers")
     env = os.environ.get(env_name("bootstrap_servers"))
-    if "--help" in args or "-h" in args:
-        code = run(["replay", *args])
-        print("\nscripts/replay.py adds: without --bootstrap-servers a local broker of its own; "
-              "--monitor: the monitor of the replay's topics, from before the replay until "
-              "Ctrl-C (its --monitor-host, --monitor-port and settings flags are taken from "
-              "these).")
+    if "--help" in args or "-h" in args:  # its usage as typed: no "replay" after the script
+        code = run(args, replay_command)
+        try:
+            print("\nscripts/replay.py adds: without --bootstrap-servers a local broker of its "
+                  "own; --monitor: the monitor of the replay's topics, from before the replay "
+                  "until Ctrl-C (its --monitor-host, --monitor-port and settings flags are "
+                  "taken from these).", flush=True)
+        except BrokenPipeError:  # `| head`: the rest is not wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(code)
     if given or env:
         sys.exit(replay_then_monitor(given or env or "", without(args, "--bootstrap-servers"),

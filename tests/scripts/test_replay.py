@@ -148,3 +148,12 @@ def test_ctrl_c_while_its_broker_starts_is_one_line_and_exit_130(tmp_path: Path)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, out
     assert "Traceback" not in out and "interrupted" in out, out
+
+
+def test_its_help_is_the_replays_as_typed_and_says_what_it_adds() -> None:
+    """Its usage said "scripts/replay.py replay [OPTIONS]" and nothing of --monitor."""
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "replay.py"), "--help"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Usage: scripts/replay.py [OPTIONS]\n"), done.stdout[:200]
+    assert "--monitor: the monitor of the replay's topics" in done.stdout
