@@ -423,3 +423,40 @@ def test_a_clusters_ads_are_listed_on_a_click_each_with_its_link(chromium_path: 
             assert page.text_content("#cluster-name") == "a · Cuoco"
     finally:
         next(gen, None)
+
+
+def test_an_old_clusters_time_has_its_date_and_no_growth_is_said(chromium_path: str) -> None:
+    """A replay's clusters are days old: "last seen" said an hour with no day, and the
+    fastest-growing table stood empty under its headers."""
+    gen = serve()
+    base, state = next(gen)
+    old = time.time() - 3 * 86_400
+    state.add_verdict({"id": "o1", "duplicate": False, "cluster_id": "o1", "seq": 1}, old)
+    state.add_verdict({"id": "o2", "duplicate": True, "duplicate_of": "o1", "cluster_id": "o1",
+                       "matches": [{"id": "o1", "jaccard": 0.9}], "seq": 2}, old)
+    state.add_verdict({"id": "o3", "duplicate": True, "duplicate_of": "o1", "cluster_id": "o1",
+                       "matches": [{"id": "o1", "jaccard": 0.9}], "seq": 3}, old)
+    try:
+        with browsed(chromium_path, locale="en-US") as page:
+            page.goto(base + "/")
+            page.wait_for_selector("#biggest tbody tr", timeout=10_000)
+            first = page.locator("#biggest tbody tr").first.locator("td")
+            assert first.nth(0).text_content() == "3"
+            shown = first.nth(2).text_content() or ""
+            day = time.strftime("%-m/%-d/%Y", time.localtime(old))
+            assert shown.startswith(day + ","), shown  # its date, then its hour
+            # a's cluster in serve() grew just now: the note stays hidden until nothing grew
+            assert page.locator("#still").is_hidden()
+            assert page.locator("#growing tbody tr").count() == 1
+    finally:
+        next(gen, None)
+    gen = serve()
+    base, state = next(gen)
+    state.clusters.clear()  # nothing grew: serve()'s own two verdicts forgotten
+    try:
+        with browsed(chromium_path, locale="en-US") as page:
+            page.goto(base + "/")
+            page.wait_for_selector("#still:not([hidden])", timeout=10_000)
+            assert page.text_content("#still") == "no cluster grew in the last 5 minutes"
+    finally:
+        next(gen, None)

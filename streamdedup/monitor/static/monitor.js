@@ -6,7 +6,12 @@
   const q = (path) => token ? path + (path.includes("?") ? "&" : "?") + "token=" + encodeURIComponent(token) : path;
   const $ = (id) => document.getElementById(id);
   const pct = (x) => (100 * x).toFixed(1) + " %";
-  const when = (t) => t ? new Date(t * 1000).toLocaleTimeString() : "";
+  // a time of today as its hour, an older one with its date (a replay's clusters are days old)
+  const when = (t) => {
+    if (!t) return "";
+    const d = new Date(t * 1000);
+    return d.toDateString() === new Date().toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
+  };
   // An ad's bidirectional controls written out as \u202e, as tail and explain write them:
   // U+202E (right-to-left override) showed "EUR 5000" as "0005 EUR".
   const BIDI = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
@@ -115,6 +120,7 @@
     const opens = (tr, x) => { tr.className = "dup"; tr.addEventListener("click", () => showCluster(x.cluster_id)); };
     fill($("biggest"), c.biggest, (tr, x) => { cell(tr, shownSize(x)); cell(tr, x.title || x.cluster_id); cell(tr, when(x.last_seen)); opens(tr, x); });
     fill($("growing"), c.fastest_growing, (tr, x) => { cell(tr, x.added_last_300s); cell(tr, shownSize(x)); cell(tr, x.title || x.cluster_id); opens(tr, x); });
+    $("still").hidden = c.fastest_growing.length > 0;  // an empty table said nothing
   }
 
   // A cluster's ads among the verdicts the monitor keeps, newest first; a duplicate's row
