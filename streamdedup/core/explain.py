@@ -19,6 +19,7 @@ from streamdedup.core.minhash import estimate_jaccard
 from streamdedup.core.shingles import windows
 from streamdedup.core.sketch import Sketcher
 from streamdedup.core.text import compose_text
+from streamdedup.core.verdict import match_jaccard
 
 
 @dataclass(frozen=True)
@@ -115,14 +116,8 @@ def measured_apart(verdict: Mapping[str, object], other_id: str, jaccard: float
     """The Jaccard the detector's verdict gives ``other_id`` when it is not ``jaccard``: the
     explanation then used other settings (another preset read 155 of 200 duplicates as "not a
     duplicate"). None when they agree or the verdict does not list it."""
-    matches = verdict.get("matches")
-    for match in matches if isinstance(matches, list) else ():
-        if not isinstance(match, Mapping):  # a verdict read from a topic may be anything
-            continue
-        said = match.get("jaccard")
-        if match.get("id") == other_id and isinstance(said, int | float):
-            return float(said) if abs(said - jaccard) > 1e-4 else None
-    return None
+    said = match_jaccard(verdict, other_id)
+    return said if said is not None and abs(said - jaccard) > 1e-4 else None
 
 
 def _shared_spans(text: str, other: np.ndarray, kind: str, size: int

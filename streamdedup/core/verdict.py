@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from math import isfinite
@@ -139,3 +140,17 @@ def _written(v: Verdict) -> str | None:
             f'"matches":[{",".join(matches)}],"cluster_id":{encode_basestring(v.cluster_id)},'
             f'"candidates":{v.candidates},"exact":{_BOOL[v.exact]},"shingles":{v.shingles},'
             f'"skipped":{v.skipped},"merged":[{",".join(merged)}]}}')
+
+
+def match_jaccard(verdict: Mapping[str, object], other_id: object) -> float | None:
+    """The Jaccard a verdict's ``matches`` give ``other_id`` (its ``duplicate_of`` is the
+    earliest match, ``matches[0]`` the best); None when they do not list it. Here, not in
+    ``explain.py``: ``tail`` and the monitor's state read it without numpy."""
+    matches = verdict.get("matches")
+    for match in matches if isinstance(matches, list) else ():
+        if not isinstance(match, Mapping):  # a verdict read from a topic may be anything
+            continue
+        said = match.get("jaccard")
+        if match.get("id") == other_id and isinstance(said, int | float):
+            return float(said)
+    return None

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from streamdedup.core.verdict import match_jaccard
 from streamdedup.service.message import announcement_id
 
 TITLE_FIELD = "title"
@@ -283,10 +284,6 @@ class MonitorState:
         found = self.text(doc_id)
         return None if found is None else found[1].get(TITLE_FIELD)
 
-    def link(self, doc_id: str) -> str | None:
-        found = self.text(doc_id)
-        return None if found is None else link_of(found[1])
-
     def members(self, label: str, limit: int = 100) -> dict[str, Any] | None:
         """The cluster ``label`` is in now, and its members among the verdicts kept, newest
         first, each id once, at most ``limit``: ``{cluster_id, title, size, partial, kept,
@@ -309,12 +306,11 @@ class MonitorState:
             doc_id = str(v.get("id"))
             if doc_id in found or self._where(str(v.get("cluster_id") or doc_id)) != where:
                 continue
-            first = v.get("duplicate_of")
-            pair = next((m["jaccard"] for m in v.get("matches") or () if m["id"] == first),
-                        None)
-            found[doc_id] = {"id": doc_id, "index": i, "duplicate_of": first,
-                             "jaccard": pair, "title": self.title(doc_id),
-                             "link": self.link(doc_id)}
+            text = self.text(doc_id)  # its last: title and link of one version
+            fields = text[1] if text else {}
+            found[doc_id] = {"id": doc_id, "index": i, "duplicate_of": v.get("duplicate_of"),
+                             "jaccard": match_jaccard(v, v.get("duplicate_of")),
+                             "title": fields.get(TITLE_FIELD), "link": link_of(fields)}
         return {"cluster_id": where, "title": self.title(where), "size": cluster.size,
                 "partial": cluster.partial, "kept": len(found),
                 "links": len({m["link"] for m in found.values() if m["link"]}),

@@ -9,6 +9,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from streamdedup.core.verdict import match_jaccard
 from streamdedup.monitor.observer import Observer, decode
 from streamdedup.monitor.state import MonitorState
 from streamdedup.settings import Settings
@@ -44,9 +45,8 @@ def line(verdict: Mapping[str, Any], state: MonitorState, width: int = 60,
         # 0.909 beside an X at 0.847); not shown when the cap left X out of matches
         first = verdict.get("duplicate_of")
         matches = [m for m in verdict.get("matches") or [] if isinstance(m, Mapping)]
-        pair = next((m.get("jaccard") for m in matches if m.get("id") == first), None)
-        what = f"DUPLICATE of {first}" + (
-            f"  J={pair:.3f}" if isinstance(pair, (int, float)) else "")
+        pair = match_jaccard(verdict, first)
+        what = f"DUPLICATE of {first}" + (f"  J={pair:.3f}" if pair is not None else "")
         if verdict.get("exact"):  # the set equals an earlier one's: the best match, J = 1
             copy = matches[0].get("id") if matches else first
             what += " (exact)" if copy == first else f" (an exact copy of {copy})"

@@ -51,3 +51,12 @@ def test_a_verdict_read_back_keeps_fields_it_does_not_know_and_fills_old_ones() 
     assert (verdict.exact, verdict.shingles, verdict.skipped, verdict.merged, verdict.seq) == (
         False, 0, 0, (), None)
     assert json.loads(verdict.to_json())["partition"] == 3
+
+
+def test_a_matchs_jaccard_is_read_whatever_the_verdict_holds() -> None:
+    from streamdedup.core.verdict import match_jaccard
+
+    v = {"matches": [{"id": "b", "jaccard": 1}, "junk", {"id": "a", "jaccard": "x"},
+                     {"id": "a", "jaccard": 0.85}]}
+    assert match_jaccard(v, "a") == 0.85 and match_jaccard(v, "b") == 1.0
+    assert match_jaccard(v, "c") is None and match_jaccard({"matches": 5}, "a") is None
