@@ -29,10 +29,16 @@ def printable(text: str) -> str:
     return "".join(_one(ch) for ch in text)
 
 
+def _acts(ch: str) -> bool:
+    """A control character, a lone surrogate, a line or paragraph separator, or a
+    bidirectional control: what a terminal acts on instead of showing."""
+    return ch in BIDI_CONTROLS or unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp")
+
+
 def _one(ch: str) -> str:
     if ch in _BREAKS:
         return " "
-    if ch in BIDI_CONTROLS or unicodedata.category(ch) in ("Cc", "Cs"):
+    if _acts(ch):
         return ch.encode("unicode_escape", "backslashreplace").decode("ascii")
     return ch
 
@@ -41,9 +47,6 @@ def printable_json(text: str) -> str:
     """JSON text (``json.dumps(..., ensure_ascii=False)``: accents stay readable) with what
     JSON itself leaves raw escaped as ``\\uXXXX``, valid in any JSON string: DEL and the C1
     controls (``\\x9b`` is a terminal's CSI), lone surrogates, the bidirectional controls
-    and U+2028/U+2029."""
-    if text.isprintable():
-        return text
-    return "".join(f"\\u{ord(ch):04x}" if ch in BIDI_CONTROLS or ch in "\u2028\u2029"
-                   or (unicodedata.category(ch) in ("Cc", "Cs") and ch not in "\n\t")
-                   else ch for ch in text)
+    and U+2028/U+2029. Its own line breaks and indents stay."""
+    return "".join(f"\\u{ord(ch):04x}" if _acts(ch) and ch not in "\n\t" else ch
+                   for ch in text)

@@ -90,14 +90,15 @@
     const added = vs.filter((v) => v.duplicate);
     if (added.length) showLatest([...added, ...latest]);
   }
-  async function loadLatest() {  // what this connection's ticks brought meanwhile is kept
-    latest = [];
-    const r = await json("api/duplicates?limit=50");
-    if (r.ok) showLatest([...latest, ...r.body]);
-  }
-  async function retitle() {  // a verdict read before its ad came untitled: titles, now
+  // The latest 50 as the monitor has them now, titled (a verdict read before its ad came
+  // untitled), with what the ticks brought that they do not hold.
+  async function retitle() {
     const r = await json("api/duplicates?limit=50");
     if (r.ok) showLatest([...r.body, ...latest]);
+  }
+  async function loadLatest() {  // what this connection's ticks bring meanwhile is kept
+    latest = [];
+    await retitle();
   }
 
   function showSeries(points) {
