@@ -1,6 +1,6 @@
-"""``streamdedup tail``: one readable line per verdict as it arrives. ``line`` formats one
-(pure); ``follow`` is the loop: records from ``observer.py``, titles and clusters kept in
-``state.py``, a verdict delivered again said once."""
+"""``streamdedup tail``: one readable line per verdict as it arrives. ``fields`` reads one
+(pure), ``Columns`` lines them up; ``follow`` is the loop: records from ``observer.py``,
+titles and clusters kept in ``state.py``, a verdict delivered again said once."""
 
 from __future__ import annotations
 
@@ -28,11 +28,12 @@ def cluster_size(verdict: Mapping[str, Any], state: MonitorState) -> str:
     return f"≥{cluster.size + 1}" if cluster.partial else str(cluster.size)
 
 
-def line(verdict: Mapping[str, Any], state: MonitorState, width: int = 60,
-         size: str | None = None) -> str:
-    """``id  DUPLICATE of X  J=0.923  cluster C (7)  title`` or ``id  new  cluster C (1)``, one
-    line whatever the ad holds (``terminal.printable``); ``size``: the cluster's as
-    ``cluster_size`` took it when the verdict was read (default: now)."""
+def fields(verdict: Mapping[str, Any], state: MonitorState, width: int = 60,
+           size: str | None = None) -> tuple[str, str, str, str]:
+    """A verdict's columns: ``id``, ``DUPLICATE of X  J=0.923`` or ``new``, ``cluster C
+    (7)``, the title (``""`` when not read), each one line whatever the ad holds
+    (``terminal.printable``); ``size``: the cluster's as ``cluster_size`` took it when the
+    verdict was read (default: now)."""
     doc_id = str(verdict.get("id"))
     label = str(verdict.get("cluster_id") or doc_id)
     if size is None:
@@ -53,8 +54,35 @@ def line(verdict: Mapping[str, Any], state: MonitorState, width: int = 60,
     else:
         what = "new"
     # ids and titles are the ads': printable keeps a terminal's controls out of them
-    return printable(f"{doc_id}  {what}  cluster {label} ({size})" +
-                     (f"  {title}" if title else ""))
+    return (printable(doc_id), printable(what), printable(f"cluster {label} ({size})"),
+            printable(title))
+
+
+def line(verdict: Mapping[str, Any], state: MonitorState, width: int = 60,
+         size: str | None = None) -> str:
+    """``id  DUPLICATE of X  J=0.923  cluster C (7)  title`` or ``id  new  cluster C (1)``:
+    ``fields`` joined, unpadded."""
+    return "  ".join(f for f in fields(verdict, state, width, size) if f)
+
+
+class Columns:
+    """Pads each column but the last to the widest value said so far, at most ``cap``
+    characters: a stream's ids ran from 1 to 4 digits on the Kijiji dump and the titles
+    started anywhere. Widths only grow, so a column moves at most a few times early on;
+    one odd 200-character id pads nothing past ``cap``."""
+
+    def __init__(self, cap: int = 32) -> None:
+        self.cap = cap
+        self.widths: list[int] = []
+
+    def join(self, values: tuple[str, ...]) -> str:
+        cells = list(values)
+        for i, value in enumerate(cells[:-1]):
+            if i == len(self.widths):
+                self.widths.append(0)
+            self.widths[i] = max(self.widths[i], min(len(value), self.cap))
+            cells[i] = value.ljust(self.widths[i])
+        return "  ".join(cells).rstrip()
 
 
 # A verdict whose ad is not read yet waits for it at most this long (then goes out untitled):
@@ -74,6 +102,7 @@ def follow(settings: Settings, observer: Observer, count: int, stop: list[int],
     ads, and 1,234 of 2,000 lines came out without their titles. On SIGTERM or Ctrl-C what
     was read is said, titled or not."""
     state = MonitorState(keep=50_000)
+    columns = Columns()
     printed = 0
     said: set[str] = set()
     # verdict, its time, since, its cluster's size when read
@@ -91,7 +120,7 @@ def follow(settings: Settings, observer: Observer, count: int, stop: list[int],
         while held and (not count or printed < count) and (
                 everything or ad_read(*held[0])):
             body, _at, _since, size = held.popleft()
-            say(line(body, state, size=size))
+            say(columns.join(fields(body, state, size=size)))
             printed += 1
 
     try:

@@ -9,7 +9,7 @@ from typing import Any
 from kafka import TopicPartition
 
 from streamdedup.monitor.state import MonitorState
-from streamdedup.monitor.tail import follow, line
+from streamdedup.monitor.tail import Columns, follow, line
 from streamdedup.settings import build_settings
 
 SETTINGS = build_settings("default", env={})
@@ -196,3 +196,28 @@ def test_a_line_holds_no_control_of_the_ads_and_stays_one_line() -> None:
             "matches": [{"id": "a\u202e", "jaccard": 0.9}]}
     assert line(body, state) == ("b\\x1b[2J  DUPLICATE of a\\u202e  J=0.900  cluster a (1)  "
                                  "Cuoco urgente \\x1b]0;pwned\\x07 \\u202eEUR")
+
+
+def test_columns_line_up_as_ids_and_verdicts_widen() -> None:
+    """The Kijiji dump's ids run from 1 to 4 digits: each line's cluster and title started
+    where its id and verdict happened to end. Columns now pad to the widest said so far."""
+    dup = {"id": "1234", "duplicate": True, "duplicate_of": "7", "cluster_id": "7",
+           "seq": 2, "matches": [{"id": "7", "jaccard": 0.9}]}
+    rounds = [([record(IN, {"id": "7", "title": "Cuoco"}, 1),
+                record(IN, {"id": "1234", "title": "Cuoco!"}, 2),
+                record(IN, {"id": "88", "title": "Sarto"}, 3),
+                record(OUT, verdict("a7") | {"id": "7", "cluster_id": "7"}, 10),
+                record(OUT, dup, 20),
+                record(OUT, verdict("a88") | {"id": "88", "cluster_id": "88"}, 30)], 0)]
+    lines: list[str] = []
+    follow(SETTINGS, Scripted(rounds), 3, [], lines.append, lambda _: None)
+    assert lines == ["7  new  cluster 7 (1)  Cuoco",
+                     "1234  DUPLICATE of 7  J=0.900  cluster 7 (2)  Cuoco!",
+                     "88    " + "new".ljust(len("DUPLICATE of 7  J=0.900")) +
+                     "  cluster 88 (1)  Sarto"]
+
+
+def test_a_column_is_padded_to_its_cap_at_most_and_a_line_ends_without_spaces() -> None:
+    columns = Columns(cap=8)
+    assert columns.join(("x" * 40, "new", "")) == "x" * 40 + "  new"
+    assert columns.join(("y", "new", "")) == "y" + " " * 7 + "  new"
