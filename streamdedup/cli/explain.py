@@ -56,7 +56,7 @@ def explain_command(doc_id: str, other_id: str | None, dump: Path | None, fmt: s
 
     from kafka.errors import KafkaError
 
-    from streamdedup.core.explain import explain, measured_apart
+    from streamdedup.core.explain import disagreement, explain
     from streamdedup.core.sketch import Sketcher
 
     settings = make_settings(preset, options, opens_store=use_store)
@@ -87,10 +87,9 @@ def explain_command(doc_id: str, other_id: str | None, dump: Path | None, fmt: s
     except KafkaError as exc:  # the topics were to be read, and the broker did not answer
         raise click.ClickException(f"cannot read from {settings.bootstrap_servers}: {exc}"
                                    ) from None
-    said = measured_apart(verdict, other_id, result.jaccard)
-    warning = (f"the detector measured Jaccard {said:.3f} for this pair, these settings "
-               f"{result.jaccard:.3f}: give explain the detector's --preset and shingle "
-               "settings" if said is not None else "")
+    apart = disagreement(verdict, other_id, result)
+    warning = (f"{apart}: give explain the detector's --preset and shingle settings"
+               if apart else "")
     if as_json:
         click.echo(printable_json(json.dumps(
             {**result.to_dict(), **({"warning": warning} if warning else {})},

@@ -111,13 +111,25 @@ def explain(sketcher: Sketcher, a_id: str, a: Mapping[str, str], b_id: str,
                        shared_bands, (lo, hi), candidate, duplicate, reason)
 
 
-def measured_apart(verdict: Mapping[str, object], other_id: str, jaccard: float
-                   ) -> float | None:
-    """The Jaccard the detector's verdict gives ``other_id`` when it is not ``jaccard``: the
-    explanation then used other settings (another preset read 155 of 200 duplicates as "not a
-    duplicate"). None when they agree or the verdict does not list it."""
+def disagreement(verdict: Mapping[str, object], other_id: str, result: Explanation
+                 ) -> str | None:
+    """How the detector's verdict disagrees with ``result`` on the pair, or None: the
+    explanation then used other settings (another preset read 155 of 200 duplicates as
+    "not a duplicate"). The verdict's ``matches`` give the pair's Jaccard; when
+    ``--max-matches`` left ``other_id`` out (``duplicate_of`` is the earliest match, the
+    list the best ones) only its "duplicate" is left to compare."""
     said = match_jaccard(verdict, other_id)
-    return said if said is not None and abs(said - jaccard) > 1e-4 else None
+    if said is not None:
+        if abs(said - result.jaccard) > 1e-4:
+            return (f"the detector measured Jaccard {said:.3f} for this pair, these "
+                    f"settings {result.jaccard:.3f}")
+        return None
+    if verdict.get("duplicate_of") == other_id and not result.duplicate:
+        return (f"the detector called this pair a duplicate (its Jaccard at least the "
+                f"detector's threshold; --max-matches left it out of the verdict's "
+                f"matches), these settings measure {result.jaccard:.3f} against "
+                f"{result.threshold}")
+    return None
 
 
 def _shared_spans(text: str, other: np.ndarray, kind: str, size: int

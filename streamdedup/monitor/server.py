@@ -15,7 +15,7 @@ from typing import Any, cast
 
 from kafka.errors import KafkaError
 
-from streamdedup.core.explain import explain, measured_apart
+from streamdedup.core.explain import disagreement, explain
 from streamdedup.core.sketch import Sketcher
 from streamdedup.errors import ConfigError
 from streamdedup.extras import require
@@ -123,11 +123,10 @@ class Monitor:
         if several:
             out["note"] = (f"{' and '.join(map(repr, several))} came with several texts: "
                            f"{doc_id!r}'s last is shown, and {other!r}'s as it was then")
-        said = measured_apart(verdict, other, found.jaccard)
-        if said is not None:  # the monitor explains with its own settings
-            out["warning"] = (f"the detector measured Jaccard {said:.3f} for this pair, "
-                              f"these settings {found.jaccard:.3f}: start the monitor with "
-                              "the detector's --preset and shingle settings")
+        apart = disagreement(verdict, other, found)
+        if apart:  # the monitor explains with its own settings
+            out["warning"] = (f"{apart}: start the monitor with the detector's --preset "
+                              "and shingle settings")
         return out
 
     def app(self) -> Any:

@@ -98,6 +98,26 @@ def test_explain_from_the_store_says_when_its_settings_are_not_the_detectors(
     assert code == 0 and "warning: the detector measured Jaccard" in err, err
 
 
+def test_a_duplicate_of_the_cap_left_out_of_matches_is_still_checked(tmp_path: Path) -> None:
+    """With ``--max-matches 1`` c's verdict lists b (its best) and names a (its earliest):
+    explain took a from it and compared nothing, so other settings went unremarked."""
+    base = ("Cerchiamo sviluppatore Java con esperienza in Spring e Hibernate per progetto "
+            "bancario a Milano, contratto indeterminato, sede centrale, buona conoscenza "
+            "della lingua inglese.")
+    dump = tmp_path / "ads.jsonl"
+    dump.write_text("".join(json.dumps({"id": i, "description": base + extra}) + "\n" for i, extra
+                            in (("a", ""), ("b", " Inviare il CV."), ("c", " Inviare il CV."))))
+    store = str(tmp_path / "s")
+    code, out, err = run("check", str(dump), "--store", store, "--max-matches", "1")
+    last = json.loads(out.splitlines()[2])
+    assert code == 0 and last["duplicate_of"] == "a" and last["matches"][0]["id"] == "b", out
+    same = ["explain", "c", "--use-store", "--store", store, "--dump", str(dump), "--json"]
+    code, out, err = run(*same)
+    assert code == 0 and "warning" not in json.loads(out), err
+    code, out, err = run(*same, "--threshold", "0.99")
+    assert code == 0 and "called this pair a duplicate" in json.loads(out)["warning"], err
+
+
 def test_the_columns_stay_aligned_with_wide_characters() -> None:
     """Widths were counted in code points: on a 100-column terminal a CJK text's lines were
     199 columns wide, the separator at column 98 instead of 48."""

@@ -3,7 +3,7 @@ by hand (word 1-grams, so a shingle is a word and spans can be checked by eye)."
 
 from __future__ import annotations
 
-from streamdedup.core.explain import explain, measured_apart
+from streamdedup.core.explain import disagreement, explain
 from streamdedup.core.jaccard import jaccard
 from streamdedup.core.sketch import Sketcher
 from streamdedup.settings import Settings
@@ -66,10 +66,24 @@ def test_char_shingles_mark_the_covered_characters() -> None:
 def test_a_verdicts_own_jaccard_is_compared_whatever_its_matches_hold() -> None:
     """A verdict read from a topic may hold anything: a match that is no object was an
     AttributeError in `explain`."""
+    sk = Sketcher(WORDS)
+    half = explain(sk, "a", d("w1 w2"), "b", d("w1 w2 w3 w4"))  # J = 0.5
     verdict = {"matches": ["b", None, {"id": "b", "jaccard": 0.9}]}
-    assert measured_apart(verdict, "b", 0.5) == 0.9
-    assert measured_apart(verdict, "b", 0.9) is None
-    assert measured_apart({"matches": 5}, "b", 0.5) is None
+    assert "measured Jaccard 0.900 for this pair, these settings 0.500" in str(
+        disagreement(verdict, "b", half))
+    assert disagreement({"matches": [{"id": "b", "jaccard": 0.5}]}, "b", half) is None
+    assert disagreement({"matches": 5}, "b", half) is None
+
+
+def test_a_duplicate_of_left_out_of_its_matches_is_still_compared() -> None:
+    """``--max-matches`` lists the best matches and ``duplicate_of`` is the earliest: with
+    it left out, explain said nothing of a pair these settings call no duplicate."""
+    sk = Sketcher(WORDS)
+    capped = {"duplicate": True, "duplicate_of": "b", "matches": [{"id": "c", "jaccard": 1}]}
+    apart = explain(sk, "a", d("w1 w2"), "b", d("w1 w3 w4 w5"))  # J = 0.2 < 0.5
+    assert "called this pair a duplicate" in str(disagreement(capped, "b", apart))
+    assert disagreement(capped, "b", explain(sk, "a", d("w1 w2"), "b", d("w1 w2"))) is None
+    assert disagreement(capped, "x", apart) is None  # not the pair the verdict names
 
 
 def test_the_raw_text_is_shown_beside_the_normalized_one_and_the_edges_count() -> None:
