@@ -88,9 +88,12 @@ class ReadAhead:
 def _produce(inherited: Connection, out: Connection, path: Path, fmt: str | None,
              settings: Settings, batch: int) -> None:
     inherited.close()  # or a full pipe would wait forever for a parent long dead
-    # Ctrl-C reaches the whole process group: the parent stops and closes this child (whose
-    # KeyboardInterrupt traceback came out beside the parent's one line).
+    # Ctrl-C reaches the whole process group, and so does a supervisor's SIGTERM (`timeout`,
+    # systemd's control group): the parent stops and closes this child, whose traceback
+    # (KeyboardInterrupt, from the parent's SIGTERM handler the fork copied) came out beside
+    # the parent's one line.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     heap.hold()  # a batch's arrays reuse the last one's pages (``streamdedup/heap.py``)
     # The parent reads the same dump and says its warnings (a missing column); twice was noise.
     logging.getLogger(dump.__name__).setLevel(logging.ERROR)

@@ -95,7 +95,10 @@ class SketchWorker:
 
 def _start(settings: Settings, parent: int) -> None:
     global _sketcher
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the consumer's to handle
+    # Ctrl-C and a supervisor's SIGTERM to the group are the consumer's to handle: it ends
+    # its batch (which may be waiting on this worker), then closes the pool
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     heap.hold()  # a chunk's arrays reuse the last one's pages (``streamdedup/heap.py``)
     _sketcher = Sketcher(settings)
     threading.Thread(target=_watch, args=(parent,), daemon=True).start()

@@ -138,12 +138,13 @@ def test_a_check_killed_leaves_no_reader_behind(tmp_path: Path) -> None:
     assert not left, "the reader outlived its killed parent"
 
 
-@pytest.mark.parametrize("how", ["ctrl_c", "sigterm"])
+@pytest.mark.parametrize("how", ["ctrl_c", "sigterm", "sigterm_group"])
 def test_ctrl_c_stops_check_with_one_line_and_a_sound_store(tmp_path: Path, how: str) -> None:
     """Ctrl-C reaches the whole process group: the reader printed a KeyboardInterrupt
     traceback (or a stray "Process streamdedup-read-ahead:") beside check's own line, and
     check said click's bare "Aborted!" with exit 1 instead of how far it got, with 130.
-    SIGTERM (a supervisor's, to check alone) ended it at once without a word."""
+    SIGTERM (a supervisor's, to check alone) ended it at once without a word; to the group
+    (`timeout`, systemd) the reader printed a traceback from the handler it was forked with."""
     import subprocess
     import sys
     import time
@@ -159,6 +160,8 @@ def test_ctrl_c_stops_check_with_one_line_and_a_sound_store(tmp_path: Path, how:
     assert proc.poll() is None, "check ended before it could be interrupted"
     if how == "ctrl_c":
         os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends it: to the group
+    elif how == "sigterm_group":
+        os.killpg(proc.pid, signal.SIGTERM)
     else:
         proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)

@@ -101,6 +101,22 @@ def test_a_worker_that_dies_is_replaced_by_sketching_in_process(
     assert used[:4] == [True] * 4
 
 
+def test_a_supervisors_sigterm_to_the_group_leaves_the_worker_to_the_consumer() -> None:
+    """systemd and `timeout` send SIGTERM to every process of the consumer's group: the
+    worker died at once, so the batch the consumer was finishing lost it ("the sketch
+    worker failed") on the way to its final commit."""
+    worker = SketchWorker(SETTINGS)
+    try:
+        fields = [{"title": "a", "description": "cerchiamo cuoco"}]
+        assert worker.result(worker.submit([fields])[0]) is not None  # started
+        for pid in list(worker._pool._processes):  # type: ignore[union-attr]
+            os.kill(pid, signal.SIGTERM)
+        time.sleep(0.5)
+        assert worker.result(worker.submit([fields])[0]) is not None and worker.alive
+    finally:
+        worker.close()
+
+
 def test_a_worker_left_behind_by_a_killed_consumer_exits(tmp_path: Path) -> None:
     script = (
         "import os, sys, time\n"
