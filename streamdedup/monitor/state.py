@@ -250,7 +250,9 @@ class MonitorState:
             "duplicate_rate": round(self.duplicates / self.verdicts, 6) if self.verdicts else 0.0,
             "dead_letters": self.dead_letters,
             "dead_letters_by_reason": dict(self.dead_by_reason),
-            "clusters": sum(1 for c in self.clusters.values() if c.size > 1),
+            # as /api/clusters counts them: one read duplicate of an ad read before --from
+            # is a cluster of two or more (it said 0 while "biggest" listed it)
+            "clusters": sum(1 for c in self.clusters.values() if c.size + c.partial > 1),
             "bad_records": sum(self.bad_records.values()),
             "since": self.started,
             "index": self.index,

@@ -110,6 +110,7 @@ def test_a_cluster_whose_first_document_was_not_read_is_said_as_at_least() -> No
     st.add_verdict(v("c", "a"), at=1000.0)
     assert line(v("c", "a"), st) == "c  DUPLICATE of a  J=1.000  cluster a (≥2)"
     assert st.top_clusters(5)["biggest"][0]["partial"] is True
+    assert st.summary()["clusters"] == 1  # as /api/clusters lists it
     st.add_verdict(v("a"), at=1000.0)
     assert line(v("a"), st) == "a  new  cluster a (2)" and not st.clusters["a"].partial
     st.add_verdict(v("y", "x"), at=1001.0)
