@@ -206,6 +206,8 @@ class Settings:
     def __post_init__(self) -> None:
         """Refuse what cannot work, with the setting's name: an operator's typo must stop the
         process at once with one line, not retry forever or fail deep inside a library."""
+        if not self.retention.strip():  # ' ' read as off, though its truth turned times on:
+            object.__setattr__(self, "retention", "")  # 300 of 300 rows were bad_time
         if self.shingle_kind not in SHINGLE_KINDS:
             raise ConfigError(f"shingle_kind must be 'char' or 'word', not {self.shingle_kind!r}")
         if self.minhash not in MINHASH_SCHEMES:

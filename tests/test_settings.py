@@ -400,3 +400,11 @@ def test_counts_beyond_what_kafka_and_sqlite_hold_are_refused(name: str, value: 
     with pytest.raises(ConfigError, match=f"{name} must be <= "):
         Settings(**{name: value})
     Settings(**{name: value - 1 if name == "seed" else 2**31 - 1})  # the largest taken
+
+
+def test_a_blank_retention_is_off_everywhere() -> None:
+    """``--retention ' '`` was read as off by the window but was true where times are read:
+    all 300 rows of a dump became bad_time dead letters."""
+    settings = build_settings(None, env={"STREAMDEDUP_RETENTION": "  "})
+    assert settings.retention == "" and settings.retention_ms is None
+    assert settings.read_time_field == ""

@@ -99,7 +99,7 @@ def explain_command(doc_id: str, other_id: str | None, dump: Path | None, fmt: s
     width = max(40, shutil.get_terminal_size((120, 20)).columns)
     for line in side_by_side(result.a.id, result.a.text, result.a.differs, result.b.id,
                              result.b.text, result.b.differs, width, use_color):
-        click.echo(line)
+        click.echo(line, color=use_color)  # click strips colours off a pipe unless told
     click.echo("")
     click.echo(f"exact Jaccard {result.jaccard:.3f} (threshold {result.threshold}); MinHash "
                f"estimate {result.estimate:.3f}; {result.bands_shared} of {result.bands} bands "
@@ -122,7 +122,11 @@ def _verdict(settings: Settings, doc_id: str, use_store: bool) -> dict[str, Any]
         text = read_verdict(settings, doc_id)  # read-only, beside the consumers
         verdict = Verdict.from_json(text).to_dict() if text else None
     else:
-        found = _scan(settings, settings.output_topic, {doc_id})
+        try:
+            found = _scan(settings, settings.output_topic, {doc_id})
+        except StreamdedupError as exc:  # no broker: a user of a store or a dump alone
+            raise StreamdedupError(f"{exc}; or name OTHER_ID, or take it from the store with "
+                                   "--use-store") from None
         verdict = found[doc_id][-1][1] if doc_id in found else None  # its last
     if verdict is None:
         raise InputError(f"no verdict for {doc_id!r} in "

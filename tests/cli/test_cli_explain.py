@@ -4,6 +4,8 @@ tests/monitor/test_monitor.py): the side-by-side reading, and bad requests in on
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from command_line import ADS, run, write_tsv
@@ -47,6 +49,11 @@ def test_what_differs_is_marked_and_the_json_has_both_kinds_of_span(tmp_path: Pa
     assert "cuoco esperto [milano] sera" in first and "cuoco esperto [roma] sera" in first
     code, out, err = run("explain", "a", "b", "--dump", str(dump), "--json", *words)
     side = json.loads(out)["a"]
+    # --color into a pipe (`| less -R`): click took the colours off, and no brackets came
+    piped = subprocess.run([sys.executable, "-m", "streamdedup", "explain", "a", "b", "--dump",
+                            str(dump), "--color", *words], capture_output=True, text=True,
+                           timeout=120)
+    assert "\x1b[30;43mmilano\x1b[0m" in piped.stdout, piped.stdout + piped.stderr
     assert (side["shared"], side["differs"]) == ([[0, 13], [21, 25]], [[14, 20]])
 
 
@@ -174,3 +181,12 @@ def test_flags_that_would_do_nothing_are_refused(tmp_path: Path) -> None:
     assert code == 2 and "--format is the format of --dump FILE" in err, err
     code, _, err = run("explain", "0", "1", "--use-store", "--dump", str(_dump(tmp_path)))
     assert code == 2 and "give OTHER_ID or --use-store, not both" in err, err
+
+
+def test_without_other_id_or_a_broker_it_names_the_ways_without_a_broker(tmp_path: Path) -> None:
+    """`explain 51 --dump d.tsv` read 51's verdict from the topic and said only that no
+    broker answers, though the user had a dump and a store."""
+    code, _, err = run("explain", "0", "--dump", str(_dump(tmp_path)),
+                       "--bootstrap-servers", "127.0.0.1:9")
+    assert code == 1 and "no Kafka broker answers" in err, err
+    assert "or name OTHER_ID, or take it from the store with --use-store" in err, err
