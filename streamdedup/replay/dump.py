@@ -5,7 +5,8 @@ becomes an error record and the rest of the file is still read. A row larger tha
 ``max_bytes`` (the consumer's ``--max-message-bytes``) is an ``oversized`` error; a JSONL line
 over it is never held in memory whole (a 40 MB line used to cost 1.37 GB on its way through
 ``check``), a TSV field is read up to 4 Mi characters (``FIELD_BOUND``; past that the read
-stops with an error, since where the field ends cannot be told).
+stops with an error, since where the field ends cannot be told, unless its line is a whole
+row by itself: see ``_tsv_rows``, which also reads a quote left open).
 A TSV without an ``id`` column uses the 0-based row index (in file order, header excluded)
 as the id. Parquet (the ``parquet`` extra, pyarrow) is read in batches of 1,024 rows (so a
 batch is held whole, whatever ``max_bytes`` says); its text columns must be strings, as in
@@ -177,34 +178,98 @@ def _read_tsv(path: Path, text_fields: tuple[str, ...], fields: tuple[str, ...],
 FIELD_BOUND = 4 << 20  # 4x the default message limit; up to ~16 MB of str a field
 
 
+class _Lines:
+    """A TSV's lines for ``csv.reader``, each row's kept until the next one starts, and
+    lines given back to be read again: what lets a row that swallowed the lines after it
+    (a quote left open) be read again from its second line."""
+
+    def __init__(self, fh: Iterator[str]) -> None:
+        self._fh = fh
+        self._back: list[str] = []  # given back, the next one last
+        self.number = 0  # of the last line handed out, from 1 (the header's is 1)
+        self.row: list[str] = []  # the lines of the row being read
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        line = self._back.pop() if self._back else next(self._fh)
+        self.number += 1
+        self.row.append(line)
+        return line
+
+    def again(self, lines: list[str]) -> None:
+        self._back.extend(reversed(lines))
+        self.number -= len(lines)
+
+
+def _alone(line: str, columns: int) -> list[str] | None:
+    """The line's values when it is a whole row read with its quotes as characters (tabs
+    alone separate them, so no field bound applies), else None."""
+    values = line.rstrip("\r\n").split("\t")
+    return values if len(values) == columns else None
+
+
+# Rows read with their quotes as characters, said one by one up to this many.
+_SAID_REREAD = 5
+
+
 def _tsv_rows(path: Path, header: list[str], fields: tuple[str, ...], max_bytes: int,
               time_field: str) -> Iterator[Row]:
+    """The rows after the header. A quote that opens a field and is never closed (a scraper
+    that writes tabs between fields but does not quote them) made one row of every line up
+    to the next quote character: one stray quote lost 290 of a 300-row file inside one
+    malformed row, with exit 0. The reader is strict (a quote that closes a field must be
+    followed by a tab or the end of the line; the end of the file must not come inside a
+    quoted field), and a row it cannot read, or reads with another number of fields than
+    the header, whose first line is a whole row by itself is read as that line, its quotes
+    as characters; the lines after it are read again."""
     bound = min(sys.maxsize, max(max_bytes, FIELD_BOUND))
     csv.field_size_limit(bound)
+    reread = 0
     with path.open(encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
-        reader = csv.reader(fh, delimiter="\t")
+        lines = _Lines(fh)
+        reader = csv.reader(lines, delimiter="\t", strict=True)
         next(reader)  # the header, read above
         index = 0
         while True:
-            first = reader.line_num + 1
+            first = lines.number + 1
+            lines.row = []
+            error: csv.Error | None = None
             try:
                 values = next(reader)
             except StopIteration:
                 return
             except csv.Error as exc:
-                if "field larger than field limit" in str(exc):
-                    raise InputError(
-                        f"{path}: row {index} (line {first}) has a field over {bound:,} "
-                        "characters, and where it ends cannot be told: the rows after it "
-                        "are not read (fix or cut that row)") from None
+                error, values = exc, []
+            alone = (_alone(lines.row[0], len(header))
+                     if lines.row and (error or len(values) != len(header)) else None)
+            if alone is not None:
+                reread += 1
+                if reread <= _SAID_REREAD:
+                    log.warning(
+                        "%s: row %d (line %d) has quotes a TSV's quoted fields do not have; "
+                        "the line is a whole row with them as characters, so it is read as "
+                        "one%s%s", path, index, first,
+                        f" and lines {first + 1}-{lines.number}, which a quote had taken "
+                        "in, are read again" if len(lines.row) > 1 else "",
+                        "" if reread < _SAID_REREAD else " (more such rows are not said)")
+                lines.again(lines.row[1:])
+                values = alone
+            elif error is not None and "field larger than field limit" in str(error):
+                raise InputError(
+                    f"{path}: row {index} (line {first}) has a field over {bound:,} "
+                    "characters, and where it ends cannot be told: the rows after it "
+                    "are not read (fix or cut that row)")
+            elif error is not None:
                 yield index, MessageError("malformed_row",
-                                          f"{exc}{_lines(first, reader.line_num)}")
+                                          f"{error}{_lines(first, lines.number)}")
                 index += 1
                 continue
             if len(values) != len(header):
                 yield index, MessageError("malformed_row", f"{len(values)} fields where the "
                                           f"header has {len(header)}"
-                                          f"{_lines(first, reader.line_num)}")
+                                          f"{_lines(first, lines.number)}")
                 index += 1
                 continue
             size = sum(len(v) for v in values)  # characters: 1 to 4 UTF-8 bytes each

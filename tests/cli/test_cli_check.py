@@ -58,7 +58,8 @@ def test_a_check_whose_read_stops_before_any_row_does_not_keep_its_store(
     from streamdedup.replay.dump import FIELD_BOUND
 
     tsv = tmp_path / "huge.tsv"
-    tsv.write_text(f'title\tdescription\nt\t"{"y" * (FIELD_BOUND + 1)}"\n', encoding="utf-8")
+    tsv.write_text(f'title\tdescription\tcity\nt\t"inizio\n{"y" * (FIELD_BOUND + 1)}"\tRoma\n',
+                   encoding="utf-8")  # past its first line, which is no row by itself
     code, _, err = run("check", str(tsv), "--store", str(tmp_path / "s"), "--out",
                        str(tmp_path / "v"), ahead)
     assert code == 1 and "row 0" in err and "is not kept" in err, err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -221,7 +222,8 @@ def test_a_quoted_multi_line_field_over_the_limit_is_one_oversized_row(
     """The csv module's field limit was the message limit: it raised inside the quoted field
     and read on from there, so the rest of a 1.2 MB description came back as thousands of
     rows (8,698 documents from 3 rows) and the last row got id 8699. A field past
-    FIELD_BOUND stops the read with the row's line instead."""
+    FIELD_BOUND stops the read with the row's line instead, unless the row's line is a
+    whole row by itself (a huge field on one line): then it is an oversized row."""
     tsv = tmp_path / "d.tsv"
     long = "\n".join(f"riga {i} " + "x" * 200 for i in range(6000))  # ~1.2 MB, 6,000 lines
     tsv.write_text(f'id\ttitle\tdescription\na\tprimo\tbreve\nb\tsecondo\t"{long}"\n'
@@ -232,7 +234,13 @@ def test_a_quoted_multi_line_field_over_the_limit_is_one_oversized_row(
     huge = tmp_path / "huge.tsv"
     huge.write_text(f'id\tdescription\na\tbreve\nb\t"{"y" * (FIELD_BOUND + 1)}"\n'
                     "c\tbreve\n", encoding="utf-8")
-    read = read_dump(huge, None, ("description",), max_bytes=1000)
+    got = list(read_dump(huge, None, ("description",), max_bytes=1000))
+    assert [(i, outcome(item)) for i, item in got] == [(0, "doc:a"), (1, "oversized"),
+                                                      (2, "doc:c")]
+    split = tmp_path / "split.tsv"  # over the bound past its first line, which is no row
+    split.write_text(f'id\tdescription\tcity\na\tbreve\tRoma\nb\t"inizio\n'
+                     f'{"y" * (FIELD_BOUND + 1)}"\tRoma\nc\tbreve\tRoma\n', encoding="utf-8")
+    read = read_dump(split, None, ("description",), max_bytes=1000)
     assert outcome(next(read)[1]) == "doc:a"
     with pytest.raises(InputError, match=rf"row 1 \(line 3\) has a field over {FIELD_BOUND:,}"):
         next(read)
@@ -342,9 +350,9 @@ def test_a_read_that_stops_hands_over_the_rows_before_it_first(tmp_path: Path) -
     it was in (up to 499 good rows before it), while the message said only the rows after
     it were not read."""
     huge = tmp_path / "huge.tsv"
-    good = "".join(f"r{i}\tannuncio {i}\n" for i in range(7))
-    huge.write_text(f'id\tdescription\n{good}x\t"{"y" * (FIELD_BOUND + 1)}"\nz\tbreve\n',
-                    encoding="utf-8")
+    good = "".join(f"r{i}\tannuncio {i}\tRoma\n" for i in range(7))
+    huge.write_text(f'id\tdescription\tcity\n{good}x\t"inizio\n{"y" * (FIELD_BOUND + 1)}"\t'
+                    'Roma\nz\tbreve\tRoma\n', encoding="utf-8")
     seen: list[str] = []
     with pytest.raises(InputError, match="row 7"):
         for batch in batched(read_dump(huge, None, ("description",), max_bytes=1000), 5):
@@ -402,11 +410,25 @@ def test_a_tsv_row_is_measured_in_bytes(tmp_path: Path) -> None:
     assert got == ["oversized"]  # 601 characters, 1,201 bytes
 
 
-def test_a_quote_left_open_names_the_lines_it_swallowed(tmp_path: Path) -> None:
-    """Four good rows after an unclosed quote were lost inside one malformed row, unnamed."""
+def test_a_quote_left_open_on_a_whole_row_is_a_character_and_the_rows_after_it_are_read(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Four good rows after an unclosed quote were lost inside one malformed row (290 of a
+    300-row file, exit 0). Its line is a whole row by itself: read as one, the rest again."""
     path = tmp_path / "d.tsv"
-    path.write_text('id\ttitle\tdescription\na\t"Unterminated title\tx\n'
-                    + "".join(f"r{i}\tDev {i}\tJava\n" for i in range(4)), encoding="utf-8")
+    after = "".join(f"r{i}\tDev {i}\tJava\n" for i in range(4))
+    path.write_text('id\ttitle\tdescription\na\t"Unterminated title\tx\n' + after
+                    + 'b\t"Cuoco\t"Pizzaiolo\nr9\tDev 9\tJava\n', encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="streamdedup.replay.dump"):
+        got = rows(path)
+    assert [outcome(item) for _, item in got] == [
+        "doc:a", "doc:r0", "doc:r1", "doc:r2", "doc:r3", "doc:b", "doc:r9"]
+    first = got[0][1]
+    assert isinstance(first, Document) and first.fields["title"] == '"Unterminated title'
+    assert "row 0 (line 2) has quotes a TSV's quoted fields do not have" in caplog.text
+    assert "lines 3-7" in caplog.text  # the four rows and b's line, up to b's quote
+    # a line that is no row by itself: the lines it took in are one row, named
+    path.write_text('id\ttitle\tdescription\na\t"Unterminated title\n' + after,
+                    encoding="utf-8")
     got = rows(path)
     assert [outcome(item) for _, item in got] == ["malformed_row"]
     assert "lines 2-6 of the file: if a quote was left open at line 2" in got[0][1].detail
