@@ -82,14 +82,15 @@ def explain_command(doc_id: str, other_id: str | None, dump: Path | None, fmt: s
             click.echo(f"note: {note}", err=True)
         sketcher = Sketcher(settings)
         result = explain(sketcher, doc_id, texts[doc_id], other_id, texts[other_id])
+        built = _built_otherwise(settings, sketcher.params()) if use_store else ""
     except StreamdedupError as exc:
         raise failure(exc) from None
     except KafkaError as exc:  # the topics were to be read, and the broker did not answer
         raise click.ClickException(f"cannot read from {settings.bootstrap_servers}: {exc}"
                                    ) from None
-    apart = disagreement(verdict, other_id, result)
-    warning = (f"{apart}: give explain the detector's --preset and shingle settings"
-               if apart else "")
+    said = [x for x in (built, disagreement(verdict, other_id, result)) if x]
+    warning = (f"{'; '.join(said)}: give explain the detector's --preset and shingle "
+               "settings" if said else "")
     if as_json:
         click.echo(printable_json(json.dumps(
             {**result.to_dict(), **({"warning": warning} if warning else {})},
@@ -109,6 +110,19 @@ def explain_command(doc_id: str, other_id: str | None, dump: Path | None, fmt: s
     click.echo(result.reason)
     if warning:
         click.echo(f"warning: {warning}", err=True)
+
+
+def _built_otherwise(settings: Settings, params: dict[str, Any]) -> str:
+    """How the store's parameters differ from these settings' ("" when they do not): a
+    store built at threshold 0.8 explained at 0.5 said "a duplicate" without a word, since
+    the pair's Jaccard came out the same."""
+    from streamdedup.store import read_params
+    from streamdedup.store.base import param_differences
+
+    stored = read_params(settings)
+    differences = param_differences(stored, params) if stored else []
+    return (f"the store was built with other parameters ({'; '.join(differences)})"
+            if differences else "")
 
 
 def _verdict(settings: Settings, doc_id: str, use_store: bool) -> dict[str, Any]:

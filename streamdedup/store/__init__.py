@@ -13,7 +13,8 @@ from streamdedup.store.base import DocRecord, SetRecord, Store, check_params
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DocRecord", "SetRecord", "Store", "open_configured", "open_store", "read_verdict"]
+__all__ = ["DocRecord", "SetRecord", "Store", "open_configured", "open_store", "read_params",
+           "read_verdict"]
 
 
 def open_configured(settings: Settings, params: Mapping[str, Any]) -> Store:
@@ -75,6 +76,20 @@ def open_store(backend: str, location: str, params: Mapping[str, Any],
         store.close()
         raise
     return store
+
+
+def read_params(settings: Settings) -> dict[str, Any] | None:
+    """The parameters the settings' store was built with, read as ``read_verdict`` reads:
+    nothing written, no lock taken; None before its first run."""
+    if settings.store_backend == "sqlite":
+        from streamdedup.store.sqlite.file import read_params as from_file
+
+        return from_file(Path(settings.store))
+    if settings.store_backend == "redis":
+        from streamdedup.store.redis.maintenance import read_params as from_redis
+
+        return from_redis(settings.redis_url, settings.redis_namespace, settings.redis_cluster)
+    return None  # memory: no store between processes
 
 
 def read_verdict(settings: Settings, doc_id: str) -> str | None:

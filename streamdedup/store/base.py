@@ -326,14 +326,19 @@ def split_held(ids: Iterable[int], held: Callable[[int], V | None],
     return found, missing
 
 
-def check_params(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> None:
-    """Refuse to mix signatures made with different parameters; name every difference."""
-    diffs = [
+def param_differences(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> list[str]:
+    """Each parameter the store and the settings give differently, as one line."""
+    return [
         f"{key}: store has {stored.get(key)!r}, settings give {wanted.get(key)!r}"
         + _PARAM_HINTS.get(key, "")
         for key in sorted(set(stored) | set(wanted))
         if stored.get(key) != wanted.get(key)
     ]
+
+
+def check_params(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> None:
+    """Refuse to mix signatures made with different parameters; name every difference."""
+    diffs = param_differences(stored, wanted)
     if diffs:
         raise StoreParamsError(
             "the store was built with other parameters; use a new store (--store, or "

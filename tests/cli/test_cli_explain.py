@@ -102,7 +102,12 @@ def test_explain_from_the_store_says_when_its_settings_are_not_the_detectors(
     code, out, err = run(*same, "--preset", "reference")
     assert code == 0 and "give explain the detector's --preset" in json.loads(out)["warning"]
     code, out, err = run(*same[:-1], "--preset", "reference")
-    assert code == 0 and "warning: the detector measured Jaccard" in err, err
+    assert code == 0 and "warning: the store was built with other parameters (bands: " in err
+    assert "; the detector measured Jaccard" in err, err
+    # the same Jaccard, another threshold: "a duplicate" at 0.5 of a store built at 0.8
+    code, out, err = run(*same, "--preset", "default", "--threshold", "0.5")
+    assert code == 0 and "threshold: store has 0.8, settings give 0.5" in json.loads(out)[
+        "warning"], err
 
 
 def test_a_duplicate_of_the_cap_left_out_of_matches_is_still_checked(tmp_path: Path) -> None:

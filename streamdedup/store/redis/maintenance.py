@@ -246,6 +246,13 @@ def export(url: str, namespace: str, out: TextIO, cluster: bool = False) -> int:
     return len(rows)
 
 
+def read_params(url: str, namespace: str, cluster: bool = False) -> dict[str, Any] | None:
+    """The parameters the namespace's store was built with (None before its first run)."""
+    r, k = _open(url, namespace, cluster)
+    params = _params({b"params": raw} if (raw := call(r.hget, k("meta"), "params")) else {})
+    return None if params is None else dict(params)
+
+
 def read_verdict(url: str, namespace: str, doc_id: str, cluster: bool = False) -> str | None:
     """A document's verdict JSON; None when it has none (unknown, or still being judged)."""
     r, k = _open(url, namespace, cluster)

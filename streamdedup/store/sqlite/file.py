@@ -18,6 +18,7 @@ import contextlib
 import errno
 import fcntl
 import functools
+import json
 import os
 import sqlite3
 import threading
@@ -452,6 +453,21 @@ def read_verdict(directory: Path, doc_id: str) -> str | None:
             "ON v.row = d.verdict_row WHERE d.doc_id = ?", (doc_id,)).fetchone()
     path = directory / DB_NAME
     return None if row is None else checked_verdict(path, doc_id, row[0], row[1])
+
+
+def read_params(directory: Path) -> dict[str, Any] | None:
+    """The parameters the store was built with (None before its first run), read beside a
+    running consumer."""
+    with read_only(directory) as conn:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+                        ).fetchone() is None:
+            return None
+        row = conn.execute("SELECT value FROM meta WHERE key = 'params'").fetchone()
+    try:
+        return None if row is None else dict(json.loads(row[0]))
+    except ValueError:
+        raise StoreCorruptError(f"{directory / DB_NAME}: the store's parameters are not "
+                                "JSON") from None
 
 
 def file_bytes(directory: Path) -> int:

@@ -45,6 +45,7 @@ def test_stats_verify_and_export_of_a_sound_store(
     assert (found["documents"], found["last_seq"]) == (200, 200)
     assert found["distinct_sets"] > 0 and found["bytes"]["server_used_memory"] > 0
     assert found["params"] == Sketcher(SETTINGS).params()
+    assert maintenance.read_params(url, namespace, cluster) == found["params"]  # explain's
     # what the bucket sorted sets hold (a group's stores counted none: always 0)
     r = redis.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
     held = sum(r.zcard(key) for key in r.scan_iter(match=f"{{{namespace}:b*", count=1000))

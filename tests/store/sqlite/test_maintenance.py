@@ -124,7 +124,7 @@ def test_reading_a_closed_store_leaves_no_wal_files_but_a_writers_stay(
         tmp_path: Path) -> None:
     """stats, verify and explain's read left an -shm and an empty -wal beside a closed store
     (a read-only connection cannot remove them); a running writer's must stay."""
-    from streamdedup.store.sqlite.file import read_verdict
+    from streamdedup.store.sqlite.file import read_params, read_verdict
 
     first = json.loads(built(tmp_path / "s")[0])["id"]
     beside = lambda: sorted(p.name for p in (tmp_path / "s").glob(DB_NAME + "-*"))  # noqa: E731
@@ -132,6 +132,7 @@ def test_reading_a_closed_store_leaves_no_wal_files_but_a_writers_stay(
     stats(tmp_path / "s")
     assert verify(tmp_path / "s") == []
     assert read_verdict(tmp_path / "s", first) is not None
+    assert read_params(tmp_path / "s") == {"example": 1}  # what `built` put; explain's read
     assert beside() == []
     writer = SqliteStore(tmp_path / "s")
     try:
