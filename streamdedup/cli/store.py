@@ -154,7 +154,12 @@ def backup_command(to: Path, preset: str | None, **options: Any) -> None:
         copied = time.monotonic()
         click.echo(f"copied {documents:,} documents to {to} in {copied - began:.1f} s; "
                    "checking the copy", err=True)
-        problems = maintenance.verify(to, progress=say)
+        try:
+            problems = maintenance.verify(to, progress=say)
+        except KeyboardInterrupt:  # it said "interrupted" alone, and `to` looked done
+            click.echo(f"the copy at {to} is whole but not checked: `streamdedup store "
+                       f"verify --store {to}` checks it", err=True)
+            raise
     except StreamdedupError as exc:
         raise failure(exc) from None
     click.echo(f"checked in {time.monotonic() - copied:.1f} s", err=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from command_line import run, write_tsv
 
 
@@ -46,3 +47,22 @@ def test_store_backup_copies_checks_and_points_redis_at_its_server(tmp_path: Pat
     code, _, err = run("store", "backup", "--store-backend", "redis", "--redis-url",
                        "redis://127.0.0.1:9/0", "--to", str(tmp_path / "r"))
     assert code == 2 and "appendonlydir" in err and not (tmp_path / "r").exists()
+
+
+def test_a_backup_interrupted_while_its_copy_is_checked_says_the_copy_is_unchecked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C in the check said "interrupted" alone and left the copy as if done."""
+    from streamdedup.store.sqlite import maintenance
+
+    store = str(tmp_path / "s")
+    code, _, err = run("check", str(write_tsv(tmp_path / "ads.tsv", [
+        ["annuncio", "testo di prova", "Milano", "2020", "l"]])), "--store", store)
+    assert code == 0, err
+
+    def interrupted(*_: object, **__: object) -> list[str]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(maintenance, "verify", interrupted)
+    code, _, err = run("store", "backup", "--store", store, "--to", str(tmp_path / "b"))
+    assert code == 130 and "interrupted" in err, err
+    assert f"the copy at {tmp_path / 'b'} is whole but not checked" in err, err
