@@ -427,6 +427,27 @@ def _unreadable(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
     return StoreCorruptError(f"{path} cannot be read: {exc}")
 
 
+def _read_mode(path: Path) -> str:
+    """``mode=ro``, or ``immutable=1`` on a read-only file system: a backup kept on
+    read-only media could not be verified or exported, since SQLite reads a WAL store
+    through a -shm file it makes beside it. Nothing can write there, so the store cannot
+    change under the reader; a write-ahead log its writer did not fold back (the store was
+    copied while a consumer ran) would be passed over, so it is refused."""
+    try:
+        frozen = bool(os.statvfs(path.parent).f_flag & os.ST_RDONLY)
+    except OSError:
+        frozen = False
+    if not frozen:
+        return "mode=ro"
+    wal = path.with_name(path.name + "-wal")
+    if wal.is_file() and wal.stat().st_size:
+        raise StoreError(f"{path} is on a read-only file system beside a write-ahead log of "
+                         f"{wal.stat().st_size:,} bytes its writer did not fold back, which "
+                         "SQLite cannot read there: copy the store's directory to a "
+                         "writable place and read the copy")
+    return "immutable=1"
+
+
 @contextlib.contextmanager
 def read_only(directory: Path) -> Iterator[sqlite3.Connection]:
     """A read-only connection to the store in ``directory``, beside a running consumer (WAL
@@ -435,7 +456,8 @@ def read_only(directory: Path) -> Iterator[sqlite3.Connection]:
     path = Path(directory) / DB_NAME
     if not path.is_file():
         raise no_store(directory)
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, isolation_level=None)
+    conn = sqlite3.connect(f"file:{path}?{_read_mode(path)}", uri=True, timeout=30,
+                           isolation_level=None)
     try:
         yield conn
     except sqlite3.DatabaseError as exc:
