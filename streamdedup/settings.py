@@ -93,6 +93,10 @@ class Settings:
     text_fields: tuple[str, ...] = _opt(
         ("title", "description"), "message fields joined to form the text", group="text"
     )
+    id_field: str = _opt(
+        "id", "the dump column or key (and Scrapy item field) holding each ad's id, e.g. link;"
+        " announcements carry it as 'id'. A TSV without an id column numbers its rows",
+        group="text")
     strip_html: bool = _opt(True, "turn HTML into plain text", group="text")
     lowercase: bool = _opt(True, "lowercase the text", group="text")
     strip_punctuation: bool = _opt(True, "replace punctuation by spaces", group="text")
@@ -239,6 +243,8 @@ class Settings:
                               f"{self.redis_namespace!r}")
         if not self.text_fields:
             raise ConfigError("text_fields must name at least one field")
+        if not self.id_field.strip():
+            raise ConfigError("id_field must name a column (default 'id')")
         if not MIN_SESSION_TIMEOUT_MS <= self.session_timeout_ms <= MAX_SESSION_TIMEOUT_MS:
             raise ConfigError(
                 f"session_timeout_ms must be in [{MIN_SESSION_TIMEOUT_MS}, "
@@ -482,8 +488,7 @@ def broker_addresses(servers: str) -> list[tuple[str, int]]:
 
 # Variables of the prefix that are no Settings field: read elsewhere (the preset above, the
 # cache beside it, and the development harness's), so not typos.
-# Read by other parts: ID_FIELD by the Scrapy pipeline (an environment shared with `run`).
-OTHER_VARIABLES = frozenset({"PRESET", "CACHE", "KIJIJI", "SKIP_KAFKA_FETCH", "ID_FIELD"})
+OTHER_VARIABLES = frozenset({"PRESET", "CACHE", "KIJIJI", "SKIP_KAFKA_FETCH"})
 _WARNED: set[str] = set()
 
 

@@ -75,7 +75,7 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
     ahead: ReadAhead | None = None
     try:
         rows = read_dump(path, fmt, settings.text_fields, max_bytes=settings.max_message_bytes,
-                         time_field=settings.read_time_field)
+                         time_field=settings.read_time_field, id_field=settings.id_field)
         sketcher = Sketcher(settings)
         batches: Iterable[tuple[list[Any], Any]] = ((b, None) for b in batched(rows, BATCH))
         garbage.settle()  # start-up is over; the read-ahead child inherits it
@@ -84,7 +84,8 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
         made_here = directory is not None and not directory.exists()
         store = open_configured(settings, sketcher.params())
         try:
-            warning = row_number_warning(path, fmt, lambda: store.stats()["documents"])
+            warning = row_number_warning(path, fmt, lambda: store.stats()["documents"],
+                                         settings.id_field)
         except BaseException:
             store.close()
             raise

@@ -177,7 +177,8 @@ def _texts(settings: Settings, ids: set[str], dump: Path | None, fmt: str | None
     reasons: Counter[str] = Counter()  # of the rows that could not be read
     if dump is not None:
         for _, item in read_dump(dump, fmt, settings.text_fields,
-                                 max_bytes=settings.max_message_bytes):
+                                 max_bytes=settings.max_message_bytes,
+                                 id_field=settings.id_field):
             rows += 1
             if not isinstance(item, Document):
                 reasons[item.reason] += 1

@@ -60,7 +60,8 @@ def _settle(producer: Any, tally: _Acks, sent: int, timeout_s: float) -> None:
               help="input format [default: from the file name]")
 @click.option("--rate", type=float, default=0.0, show_default=True,
               help="at most this many messages per second (0 = as fast as possible)")
-@settings_options(shown=(*KAFKA_CLIENT, "input_topic", "max_message_bytes", "text_fields"))
+@settings_options(shown=(*KAFKA_CLIENT, "input_topic", "max_message_bytes", "text_fields",
+                         "id_field"))
 def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None,
                     **options: Any) -> None:
     """Send a dump (TSV, JSONL or Parquet) to --input-topic, one announcement per message, key = id.
@@ -80,8 +81,9 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
         raise click.UsageError("produce reads a dump from a file, not from standard input "
                                "(it reads a file's header first); write the stream to a file")
     try:
-        rows = read_dump(path, fmt, settings.text_fields, max_bytes=settings.max_message_bytes)
-        warning = row_number_warning(path, fmt, None)
+        rows = read_dump(path, fmt, settings.text_fields, max_bytes=settings.max_message_bytes,
+                         id_field=settings.id_field)
+        warning = row_number_warning(path, fmt, None, settings.id_field)
         ensure_broker(settings)
         producer = announcement_producer(settings, "streamdedup-produce")
     except StreamdedupError as exc:

@@ -6,6 +6,7 @@ In the Scrapy project's settings::
     STREAMDEDUP_BOOTSTRAP_SERVERS = "kafka:9092"   # any STREAMDEDUP_* setting works here,
     STREAMDEDUP_INPUT_TOPIC = "jobs"               # as in the environment (which it overrides)
     STREAMDEDUP_ID_FIELD = "id"                    # else the item's "url", then "link"
+                                                   # (the id_field setting of dumps too)
 
 The announcement is the item's fields as JSON, with ``id`` set; the Kafka key is the id, so a
 re-scraped ad goes to the same partition and, with the same text, gets its stored verdict
@@ -35,16 +36,13 @@ from streamdedup.errors import ConfigError, StreamdedupError, describe, shown
 from streamdedup.extras import require
 from streamdedup.service.kafka import announcement_producer, close_producer
 from streamdedup.service.message import json_bytes
-from streamdedup.settings import ENV_PREFIX, Settings, build_settings, env_name
+from streamdedup.settings import ENV_PREFIX, Settings, build_settings
 
 _scrapy = require("scrapy", "the Scrapy pipeline")
 from itemadapter import ItemAdapter  # noqa: E402  (installed with Scrapy)
 from scrapy.exceptions import DropItem  # noqa: E402
 
 log = logging.getLogger(__name__)
-ID_SETTING = env_name("id_field")
-# The item field that holds the ad's id unless ID_SETTING names another.
-DEFAULT_ID_FIELD = "id"
 URL_FIELDS = ("url", "link")
 _SELF_HOLDING = "not JSON: a value holds itself, or is nested too deeply"
 # An item the broker has not acknowledged within this is dropped. Kafka's own default: a
@@ -57,9 +55,9 @@ METADATA_WAIT_S = 5.0
 
 
 class AnnouncementPipeline:
-    def __init__(self, settings: Settings, id_field: str = DEFAULT_ID_FIELD) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.id_field = id_field
+        self.id_field = settings.id_field  # the item field that holds the ad's id
         self.producer: Any = None
         self.send_timeout_s = SEND_TIMEOUT_S
         self.sent = 0
@@ -70,13 +68,11 @@ class AnnouncementPipeline:
         env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIX)}
         env.update({k: _setting_text(v) for k, v in crawler.settings.items()
                     if k.startswith(ENV_PREFIX)})
-        # The pipeline's own setting, not a Settings field.
-        id_field = env.pop(ID_SETTING, "") or DEFAULT_ID_FIELD
         try:
             settings = build_settings(env=env)
         except StreamdedupError as exc:  # NotConfigured only turned the pipeline off: the
             raise ConfigError(f"streamdedup settings: {exc}") from None  # crawl announced none
-        return cls(settings, id_field)
+        return cls(settings)
 
     def open_spider(self, spider: Any = None) -> None:
         try:  # linger 0: an item's acknowledgement is awaited, not a batch's

@@ -101,7 +101,7 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
         try:
             read = read_dump(config.dump, config.fmt, settings.text_fields,
                              max_bytes=settings.max_message_bytes,
-                             time_field=settings.read_time_field)
+                             time_field=settings.read_time_field, id_field=settings.id_field)
             for row, item in read:
                 if isinstance(item, MessageError):
                     result.bad_rows += 1
@@ -126,7 +126,8 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
     # holds documents is probed as the stream would. With retention, too: a pair plan knows
     # nothing of the window (the sketches still come from the engine).
     held = store.stats()
-    warning = row_number_warning(config.dump, config.fmt, lambda: held["documents"])
+    warning = row_number_warning(config.dump, config.fmt, lambda: held["documents"],
+                                 settings.id_field)
     if warning:
         say(warning)
     if config.report_dir is not None and held["documents"] and (

@@ -81,13 +81,15 @@ def bad_row_line(row: int, error: MessageError) -> str:
 
 def read_dump(path: str | os.PathLike[str], fmt: str | None, text_fields: tuple[str, ...],
               *, max_bytes: int = Settings.max_message_bytes, time_field: str = "",
-              optional: tuple[str, ...] = ()) -> Iterator[Row]:
+              optional: tuple[str, ...] = (), id_field: str = "id") -> Iterator[Row]:
     """The dump's rows. A TSV's header is read and checked here, before the caller opens its
     store or outputs (an error found at the first row had emptied an existing ``--out``): a
     header without any of the text fields is an error, one without some of them a warning (a
     misspelt ``--text-fields`` name was silently read as "no such text"), and a column read
     that the header names twice an error. ``optional``: more
-    fields to keep when a row has them (replay's location, link)."""
+    fields to keep when a row has them (replay's location, link). ``id_field`` (``--id-field``):
+    the column holding each row's id, which must then be there (but a JSON line without it,
+    which gets the automatic id, as one without ``id`` does)."""
     path = Path(path)
     if not path.is_file():
         if str(path) == "-" or path.exists():  # standard input, a pipe, a device, a folder
@@ -97,34 +99,35 @@ def read_dump(path: str | os.PathLike[str], fmt: str | None, text_fields: tuple[
     fmt = fmt or detect_format(path)
     fields = tuple(dict.fromkeys((*text_fields, *optional)))
     if fmt == "tsv":
-        return _read_tsv(path, text_fields, fields, max_bytes, time_field)
+        return _read_tsv(path, text_fields, fields, max_bytes, time_field, id_field)
     if fmt == "jsonl":
-        return _read_jsonl(path, fields, max_bytes, time_field)
+        return _read_jsonl(path, fields, max_bytes, time_field, id_field)
     if fmt == "parquet":
-        return _read_parquet(path, fields, max_bytes, time_field)
+        return _read_parquet(path, fields, max_bytes, time_field, id_field)
     raise InputError(f"unknown format {fmt!r}; use tsv, jsonl or parquet")
 
 
-def row_number_warning(path: Path, fmt: str | None, held: Callable[[], int] | None
-                       ) -> str | None:
+def row_number_warning(path: Path, fmt: str | None, held: Callable[[], int] | None,
+                       id_field: str = "id") -> str | None:
     """What to say when a TSV without an ``id`` column goes into a store that holds
     documents (``held()``, asked only then; None: a topic, whose consumer's store is not
     known here): its rows' ids are their numbers, which any other such dump repeats, so its
     row 0 replaced the earlier dump's document "0" (two days' dumps kept one day's ads)."""
-    if (fmt or detect_format(path)) != "tsv" or "id" in tsv_header(path):
+    if (fmt or detect_format(path)) != "tsv" or id_field in tsv_header(path):
         return None
     if held is None:
         return (f"warning: {path} has no id column, so its rows' ids are their numbers (0, 1, "
                 f"...), which any other such dump repeats: a consumer's store replaces the "
                 f"document a number names, if another dump sent it. Give the dump an id "
-                f"column to keep both")
+                f"column, or name the column that holds its ids (--id-field link), to keep "
+                f"both")
     held_documents = held()
     if not held_documents:
         return None
     return (f"warning: {path} has no id column, so its rows' ids are their numbers (0, 1, "
             f"...), and the store already holds {held_documents:,} documents: a row replaces "
             f"the one its number names, if another dump put it there. Give the dump an id "
-            f"column to keep both")
+            f"column, or name the column that holds its ids (--id-field link), to keep both")
 
 
 def tsv_header(path: Path) -> list[str]:
@@ -151,13 +154,16 @@ def _header_said(header: list[str]) -> str:
 
 
 def _read_tsv(path: Path, text_fields: tuple[str, ...], fields: tuple[str, ...],
-              max_bytes: int, time_field: str) -> Iterator[Row]:
+              max_bytes: int, time_field: str, id_field: str) -> Iterator[Row]:
     header = tsv_header(path)
     missing = [f for f in text_fields if f not in header]
     if missing == list(text_fields):
         raise InputError(f"{path}: header has none of the text fields "
                          f"{', '.join(text_fields)} ({_header_said(header)})")
-    twice = [name for name in dict.fromkeys((*fields, "id", time_field))
+    if id_field != "id" and id_field not in header:
+        raise InputError(f"{path}: header has no column {id_field!r} to read the ids from "
+                         f"(--id-field; {_header_said(header)})")
+    twice = [name for name in dict.fromkeys((*fields, id_field, time_field))
              if name and header.count(name) > 1]
     if twice:  # each row's dict kept the last of them, silently
         raise InputError(f"{path}: header names {', '.join(map(repr, twice))} more than once "
@@ -167,7 +173,7 @@ def _read_tsv(path: Path, text_fields: tuple[str, ...], fields: tuple[str, ...],
         log.warning("%s has no column %s: the text is %s alone (header: %s)", path,
                     " or ".join(map(repr, missing)),
                     ", ".join(f for f in text_fields if f not in missing), ", ".join(header[:10]))
-    return _tsv_rows(path, header, fields, max_bytes, time_field)
+    return _tsv_rows(path, header, fields, max_bytes, time_field, id_field)
 
 
 # The csv module's bound on one field, in characters. Over it, the module raises mid-field
@@ -215,7 +221,7 @@ _SAID_REREAD = 5
 
 
 def _tsv_rows(path: Path, header: list[str], fields: tuple[str, ...], max_bytes: int,
-              time_field: str) -> Iterator[Row]:
+              time_field: str, id_field: str) -> Iterator[Row]:
     """The rows after the header. A quote that opens a field and is never closed (a scraper
     that writes tabs between fields but does not quote them) made one row of every line up
     to the next quote character: one stray quote lost 290 of a 300-row file inside one
@@ -278,7 +284,7 @@ def _tsv_rows(path: Path, header: list[str], fields: tuple[str, ...], max_bytes:
             if size > max_bytes:
                 yield index, MessageError("oversized", f"{size} bytes > limit {max_bytes}")
             else:
-                yield index, _tsv_row(index, header, values, fields, time_field)
+                yield index, _tsv_row(index, header, values, fields, time_field, id_field)
             index += 1
 
 
@@ -293,12 +299,12 @@ def _lines(first: int, last: int) -> str:
 
 def _tsv_row(
     index: int, header: list[str], values: list[str], text_fields: tuple[str, ...],
-    time_field: str,
+    time_field: str, id_field: str,
 ) -> Document | MessageError:
     row = dict(zip(header, values, strict=True))  # as many as the header (checked)
     if any(_has_surrogates(v) for v in values):
         return MessageError("not_utf8", "the row has bytes that are not UTF-8")
-    row.setdefault("id", str(index))
+    row["id"] = row[id_field] if id_field in row else str(index)  # (checked at the header)
     if not row["id"].strip():  # a TSV's only way to say "none", as a Parquet null or a JSON
         del row["id"]          # line without one: the automatic id (was a wrong_type row)
     try:
@@ -307,8 +313,8 @@ def _tsv_row(
         return exc
 
 
-def _read_jsonl(path: Path, text_fields: tuple[str, ...], max_bytes: int, time_field: str
-                ) -> Iterator[Row]:
+def _read_jsonl(path: Path, text_fields: tuple[str, ...], max_bytes: int, time_field: str,
+                id_field: str) -> Iterator[Row]:
     with path.open("rb") as fh:
         index = -1
         while True:
@@ -324,13 +330,13 @@ def _read_jsonl(path: Path, text_fields: tuple[str, ...], max_bytes: int, time_f
             if not line:
                 continue
             try:
-                yield index, decode_message(line, text_fields, max_bytes, time_field)
+                yield index, decode_message(line, text_fields, max_bytes, time_field, id_field)
             except MessageError as exc:
                 yield index, exc
 
 
-def _read_parquet(path: Path, text_fields: tuple[str, ...], max_bytes: int, time_field: str
-                  ) -> Iterator[Row]:
+def _read_parquet(path: Path, text_fields: tuple[str, ...], max_bytes: int, time_field: str,
+                  id_field: str) -> Iterator[Row]:
     """The extra, the file and its columns checked now, as a TSV's header is (a generator
     checked them at the first row, after ``check`` had emptied an existing ``--out``)."""
     pq = require("pyarrow.parquet", "reading a Parquet dump")
@@ -342,11 +348,14 @@ def _read_parquet(path: Path, text_fields: tuple[str, ...], max_bytes: int, time
     if not set(text_fields) & set(columns):
         raise InputError(f"{path}: no column is one of the text fields {', '.join(text_fields)} "
                          f"(columns: {', '.join(columns[:10])})")
-    return _parquet_rows(parquet, text_fields, max_bytes, time_field)
+    if id_field != "id" and id_field not in columns:
+        raise InputError(f"{path}: no column {id_field!r} to read the ids from (--id-field; "
+                         f"columns: {', '.join(columns[:10])})")
+    return _parquet_rows(parquet, text_fields, max_bytes, time_field, id_field)
 
 
-def _parquet_rows(parquet: Any, text_fields: tuple[str, ...], max_bytes: int, time_field: str
-                  ) -> Iterator[Row]:
+def _parquet_rows(parquet: Any, text_fields: tuple[str, ...], max_bytes: int, time_field: str,
+                  id_field: str) -> Iterator[Row]:
     pa = require("pyarrow", "reading a Parquet dump")
     index = 0
     for batch in parquet.iter_batches(batch_size=1024):
@@ -360,7 +369,7 @@ def _parquet_rows(parquet: Any, text_fields: tuple[str, ...], max_bytes: int, ti
         except (OverflowError, ValueError):  # a value Python cannot hold (a year after 9999)
             rows = _rows_one_value_at_a_time(batch, pa)
         for values in rows:
-            yield index, _parquet_row(values, text_fields, max_bytes, time_field)
+            yield index, _parquet_row(values, text_fields, max_bytes, time_field, id_field)
             index += 1
 
 
@@ -386,17 +395,17 @@ def _rows_one_value_at_a_time(batch: Any, pa: Any) -> list[dict[str, Any]]:
 
 
 def _parquet_row(values: dict[str, Any], text_fields: tuple[str, ...], max_bytes: int,
-                 time_field: str) -> Document | MessageError:
-    obj = {name: value if name in text_fields or name == "id" else _as_text(value)
+                 time_field: str, id_field: str) -> Document | MessageError:
+    obj = {name: value if name in text_fields or name == id_field else _as_text(value)
            for name, value in values.items() if value is not None}
-    if isinstance(obj.get("id"), float) and obj["id"].is_integer():
-        obj["id"] = int(obj["id"])  # an integer column with nulls, as pandas writes it
+    if isinstance(obj.get(id_field), float) and obj[id_field].is_integer():
+        obj[id_field] = int(obj[id_field])  # an integer column with nulls, as pandas writes
     size = sum(len(v.encode("utf-8", "surrogatepass")) for v in obj.values()
                if isinstance(v, str))
     if size > max_bytes:
         return MessageError("oversized", f"{size} bytes > limit {max_bytes}")
     try:
-        return document_from_object(obj, text_fields, time_field)
+        return document_from_object(obj, text_fields, time_field, id_field)
     except MessageError as exc:
         return exc
 

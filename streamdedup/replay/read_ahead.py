@@ -102,7 +102,8 @@ def _produce(inherited: Connection, out: Connection, path: Path, fmt: str | None
         signed: set[int] = set()
         for rows in batched(read_dump(path, fmt, settings.text_fields,
                                       max_bytes=settings.max_message_bytes,
-                                      time_field=settings.read_time_field), batch):
+                                      time_field=settings.read_time_field,
+                                      id_field=settings.id_field), batch):
             out.send(_packed(rows, sketcher, signed))
         out.send(_END)
     except StreamdedupError as exc:

@@ -80,7 +80,7 @@ def load_rows(path: Path, fmt: str | None, settings: Settings) -> tuple[list[_Ro
     unreadable = 0
     seen: set[str] = set()
     for _, item in read_dump(path, fmt, settings.text_fields, optional=ANNOUNCEMENT_FIELDS,
-                             max_bytes=settings.max_message_bytes):
+                             max_bytes=settings.max_message_bytes, id_field=settings.id_field):
         if isinstance(item, MessageError):
             unreadable += 1
             continue

@@ -98,14 +98,23 @@ def message_id(obj: dict[str, Any]) -> str:
     raise MessageError("wrong_type", f"id must be a non-empty string or an integer, got {got}")
 
 
-def document_from_object(obj: Any, text_fields: tuple[str, ...], time_field: str = ""
-                         ) -> Document:
+def document_from_object(obj: Any, text_fields: tuple[str, ...], time_field: str = "",
+                         id_field: str = "id") -> Document:
     """Validate a parsed announcement; keeps its string fields, numbers as their decimal text (a
     numeric epoch time must survive ``produce``, ``replay`` and ``backfill --order-by``), and
-    with ``time_field`` (given when retention is on) its announcement time, if it has one."""
+    with ``time_field`` (given when retention is on) its announcement time, if it has one.
+    ``id_field``: a dump's column holding the id (``--id-field``), read as ``id`` is."""
     if not isinstance(obj, dict):
         raise MessageError("not_an_object", f"got JSON {_JSON_TYPES.get(type(obj), 'value')}")
-    doc_id = message_id(obj)
+    if id_field != "id":
+        obj = {**{k: v for k, v in obj.items() if k != "id"},
+               **({"id": obj[id_field]} if obj.get(id_field) is not None else {})}
+    try:
+        doc_id = message_id(obj)
+    except MessageError as exc:
+        if id_field == "id":
+            raise
+        raise MessageError(exc.reason, f"{exc.detail} (read from {id_field!r})") from None
     for name in text_fields:
         value = obj.get(name)
         if value is not None and not isinstance(value, str):
@@ -159,7 +168,8 @@ def json_bytes(body: Any, default: Callable[[Any], Any],
 
 
 def decode_message(
-    payload: bytes | None, text_fields: tuple[str, ...], max_bytes: int, time_field: str = ""
+    payload: bytes | None, text_fields: tuple[str, ...], max_bytes: int, time_field: str = "",
+    id_field: str = "id",
 ) -> Document:
     """One Kafka message value -> Document; raises MessageError with the reason."""
     if not payload:
@@ -178,4 +188,4 @@ def decode_message(
         obj = _DECODER.decode(text)
     except (ValueError, RecursionError) as exc:
         raise MessageError("malformed_json", str(exc)[:200]) from None
-    return document_from_object(obj, text_fields, time_field)
+    return document_from_object(obj, text_fields, time_field, id_field)

@@ -92,6 +92,11 @@ def test_produce_warns_of_row_number_ids_and_refuses_a_rate_that_is_no_number(
             f"produce-{uuid.uuid4().hex[:8]}"]
     code, _, err = run(*args)
     assert code == 0 and "has no id column" in err and "1 announcements sent" in err, err
+    linked = [*args[:-1], args[-1] + "-link", "--id-field", "link"]  # the link is the id
+    code, _, err = run(*linked)
+    assert code == 0 and "no id column" not in err and "1 announcements sent" in err, err
+    sent = topic_records(kafka_bootstrap, linked[-3], 10_000)
+    assert [r.key for r in sent] == [b"l"] and json.loads(sent[0].value)["id"] == "l"
     code, _, err = run(*args, "--rate", "nan")
     assert code == 2 and "--rate must be >= 0, not nan" in err, err
 

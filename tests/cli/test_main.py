@@ -322,6 +322,36 @@ def test_a_tsv_of_row_numbers_into_a_store_with_documents_is_warned_of(
     assert "day2.tsv has no id column" in said and "already holds 2 documents" in said
     with_ids = tsv("day3.tsv", "id\ttitle\tdescription\nd3-0\tCuoco\tRoma\n")
     assert "no id column" not in judge(with_ids, 3)
+    assert "--id-field link" in said  # the way to keep both, without rewriting the dumps
+
+
+@pytest.mark.parametrize("command", [["check"], ["backfill", "--engine", "local"]])
+def test_id_field_names_the_column_that_holds_the_ids(tmp_path: Path, command: list[str]
+                                                      ) -> None:
+    """Dumps without an id column (the Kijiji dump has none) kept one day's ads of two: the
+    ids were row numbers. ``--id-field link`` reads each ad's link as its id instead."""
+    def tsv(name: str, rows: str) -> Path:
+        (tmp_path / name).write_text("title\tdescription\tlink\n" + rows, encoding="utf-8")
+        return tmp_path / name
+
+    day1 = tsv("day1.tsv", "Java developer\tMilano, full time\thttps://a/1\n"
+                           "Pizzaiolo\tNapoli, sera\thttps://a/2\n")
+    day2 = tsv("day2.tsv", "Data analyst\tTorino, part time\thttps://a/3\n"
+                           "Pizzaiolo\tNapoli, sera\thttps://a/4\n")
+    store = ["--store", str(tmp_path / "s"), "--id-field", "link"]
+    verdicts = []
+    for n, dump in enumerate((day1, day2)):
+        out = tmp_path / f"v{n}.jsonl"
+        code, _, err = run(*command[:1], str(dump), *command[1:], "--out", str(out), *store)
+        assert code == 0 and "no id column" not in err, err
+        verdicts += [json.loads(line) for line in out.read_text().splitlines()]
+    assert [v["id"] for v in verdicts] == [f"https://a/{i}" for i in (1, 2, 3, 4)]
+    assert verdicts[3]["duplicate_of"] == "https://a/2"  # day 2's repost of day 1's ad
+    code, out, _ = run("store", "stats", "--store", str(tmp_path / "s"), "--json")
+    assert code == 0 and json.loads(out)["documents"] == 4  # day 2 replaced none of day 1
+    code, _, err = run(*command[:1], str(day1), *command[1:], "--store-backend", "memory",
+                       "--id-field", "ref", "--out", str(tmp_path / "x.jsonl"))
+    assert code == 1 and "header has no column 'ref' to read the ids from" in err, err
 
 
 @pytest.mark.parametrize(("command", "shown", "hidden"), [

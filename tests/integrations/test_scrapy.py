@@ -42,7 +42,7 @@ ADS = [
 
 
 def test_items_become_announcements_keyed_by_id_or_url() -> None:
-    pipe = AnnouncementPipeline(Settings(), "ref")
+    pipe = AnnouncementPipeline(Settings(id_field="ref"))
     assert pipe.announcement({"ref": 7, "title": "t"}) == ("7", b'{"ref": 7, "title": "t", '
                                                                   b'"id": "7"}')
     doc_id, value = pipe.announcement({"url": "http://x/ad/1", "title": "t"})
