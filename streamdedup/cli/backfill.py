@@ -72,6 +72,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         checked_output,
         none_judged,
         not_kept,
+        not_utf8_warning,
         store_directory,
         store_named,
         writable_directory,
@@ -218,6 +219,8 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     parts.append(dropped().removeprefix("; ") if empty and made_here
                  else store_named(settings))
     click.echo("; ".join(parts), err=True)
+    if encoding := not_utf8_warning(dump, result.not_utf8, result.documents + result.bad_rows):
+        click.echo(encoding, err=True)
     if result.bad_rows and not result.documents:
         raise click.ClickException(none_judged(dump, result.first_error,
                                                f"; all in {result.errors_path}") + dropped())

@@ -50,6 +50,7 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
         named_file,
         none_judged,
         not_kept,
+        not_utf8_warning,
         open_output,
         store_directory,
         store_named,
@@ -156,6 +157,8 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
            else f"; {store_named(settings)}"),
         err=True,
     )
+    if encoding := not_utf8_warning(path, tally.not_utf8, docs + tally.errors):
+        click.echo(encoding, err=True)
     if tally.errors and not docs:  # e.g. --retention on a dump whose times do not parse
         raise click.ClickException(none_judged(path, first_error)
                                    + not_kept(made_here, directory))
@@ -169,6 +172,7 @@ class _Tally:
     dups: int = 0
     errors: int = 0
     first_error: str = ""  # "reason: detail" of the first bad row
+    not_utf8: int = 0  # bad rows of that reason (a file in another encoding)
     untimed: int = 0  # documents without a time (with retention: at the clock's)
 
 
@@ -191,6 +195,7 @@ def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO, b
             if isinstance(item, MessageError):
                 tally.errors += 1
                 tally.first_error = tally.first_error or f"{item.reason}: {item.detail}"
+                tally.not_utf8 += item.reason == "not_utf8"
                 target = bad
                 bad.write(bad_row_line(row, item))
             else:

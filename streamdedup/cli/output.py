@@ -20,7 +20,19 @@ from streamdedup.replay.config import STDOUT
 from streamdedup.settings import Settings
 
 __all__ = ["STDOUT", "again_with_retention", "checked_output", "named_file", "none_judged",
-           "not_kept", "open_output", "store_directory", "writable_directory"]
+           "not_kept", "not_utf8_warning", "open_output", "store_directory",
+           "writable_directory"]
+
+
+def not_utf8_warning(path: Path, not_utf8: int, rows: int) -> str:
+    """What to say when many of a dump's rows are ``not_utf8`` (5 % or more): a file saved
+    as Latin-1 or Windows-1252 made every row with an accented letter a bad row, one by
+    one, and the run ended with exit 0 and "N bad rows" only."""
+    if not not_utf8 or not_utf8 * 20 < rows:
+        return ""
+    return (f"warning: {not_utf8:,} of {rows:,} rows of {path} are not UTF-8: is the file in "
+            f"another encoding (Latin-1, Windows-1252)? Convert it, e.g. `iconv -f "
+            f"windows-1252 -t utf-8 {path} > converted{path.suffix}`, and read the copy")
 
 
 def named_file(out: Path | None) -> Path | None:

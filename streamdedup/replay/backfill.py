@@ -52,6 +52,7 @@ class BackfillResult:
     duplicates: int = 0
     bad_rows: int = 0
     first_error: str = ""  # "reason: detail" of the first bad row
+    not_utf8: int = 0  # bad rows of that reason (a file in another encoding)
     unordered: int = 0  # rows without a usable timestamp (with --order-by timestamp): last
     seconds: float = 0.0
     sketch_seconds: float = 0.0  # Spark: the parallel phase, all partitions at once
@@ -106,6 +107,7 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
                 if isinstance(item, MessageError):
                     result.bad_rows += 1
                     result.first_error = result.first_error or f"{item.reason}: {item.detail}"
+                    result.not_utf8 += item.reason == "not_utf8"
                     errors.write(bad_row_line(row, item))
                 else:
                     good.append((row, item))

@@ -509,3 +509,20 @@ def test_with_log_json_an_unexpected_error_in_run_is_one_json_record_with_its_tr
     assert (record["level"], record["exit_code"]) == ("critical", 1)
     assert "RuntimeError: a bug" in str(record["exc"])
     assert isinstance(plain.exception, RuntimeError)  # without it: Python's own traceback
+
+
+@pytest.mark.parametrize("command", [["check"], ["backfill", "--engine", "local"]])
+def test_a_dump_in_another_encoding_is_named_as_such(tmp_path: Path, command: list[str]
+                                                      ) -> None:
+    """A dump saved as Windows-1252: each row with an accented letter was a not_utf8 bad
+    row, and the run ended with exit 0 and "3 bad rows" alone."""
+    dump = tmp_path / "ads.tsv"
+    dump.write_bytes("title\tdescription\nCameriere\tCaffè in centro\nCuoco\tPiù turni\n"
+                     "Sarto\tsenza accenti\nBarista\tCittà\n".encode("cp1252"))
+    out = ["--out", str(tmp_path / "v.jsonl"), "--store-backend", "memory"]
+    code, _, err = run(*command[:1], str(dump), *command[1:], *out)
+    assert code == 0 and "3 of 4 rows of" in err and "iconv -f windows-1252" in err, err
+    dump.write_bytes(b"title\tdescription\n" + b"Sarto\tsenza accenti\n" * 30
+                     + "Cuoco\tPiù turni\n".encode("cp1252"))  # one stray row in 31
+    code, _, err = run(*command[:1], str(dump), *command[1:], *out)
+    assert code == 0 and "not UTF-8" not in err, err
