@@ -153,13 +153,22 @@ def _header_said(header: list[str]) -> str:
     return "header: " + ", ".join(names) + (", ..." if len(header) > 10 else "")
 
 
+def _other_case(text_fields: tuple[str, ...], header: list[str]) -> str:
+    """The flag that reads a header whose names differ from the text fields in case alone
+    (an export's "Title", "Description"): names are read as written."""
+    by_lower = {name.lower(): name for name in header}
+    found = [by_lower[f.lower()] for f in text_fields if f.lower() in by_lower]
+    return f"; names are read as written: --text-fields {','.join(found)}?" if found else ""
+
+
 def _read_tsv(path: Path, text_fields: tuple[str, ...], fields: tuple[str, ...],
               max_bytes: int, time_field: str, id_field: str) -> Iterator[Row]:
     header = tsv_header(path)
     missing = [f for f in text_fields if f not in header]
     if missing == list(text_fields):
         raise InputError(f"{path}: header has none of the text fields "
-                         f"{', '.join(text_fields)} ({_header_said(header)})")
+                         f"{', '.join(text_fields)} ({_header_said(header)})"
+                         + _other_case(text_fields, header))
     if id_field != "id" and id_field not in header:
         raise InputError(f"{path}: header has no column {id_field!r} to read the ids from "
                          f"(--id-field; {_header_said(header)})")

@@ -469,3 +469,15 @@ def test_id_field_reads_the_ids_of_each_format_from_its_column(tmp_path: Path) -
     assert outcome(got[0][1]) == "doc:7" and outcome(got[1][1]).startswith("doc:")
     with pytest.raises(InputError, match="no column 'link' to read the ids from"):
         read_dump(parquet, None, FIELDS, id_field="link")
+
+
+def test_a_header_that_differs_in_case_alone_names_the_flag_that_reads_it(
+        tmp_path: Path) -> None:
+    path = tmp_path / "d.tsv"
+    path.write_text("Title\tDescription\nCuoco\tRoma\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"read as written: --text-fields Title,Description\?"):
+        rows(path)
+    path.write_text("nome\ttesto\nCuoco\tRoma\n", encoding="utf-8")
+    with pytest.raises(InputError) as found:
+        rows(path)
+    assert "--text-fields" not in str(found.value)
