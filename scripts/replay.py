@@ -32,7 +32,13 @@ sys.path.insert(0, str(ROOT))  # the harness is not installed: it lives in the c
 from harness.broker import LocalBroker  # noqa: E402
 from streamdedup.cli import main  # noqa: E402
 from streamdedup.cli.replay import replay_command  # noqa: E402
-from streamdedup.settings import Settings, build_settings, env_name  # noqa: E402
+from streamdedup.settings import (  # noqa: E402
+    Settings,
+    build_settings,
+    env_name,
+    field_name,
+    flag_name,
+)
 
 
 def run(argv: list[str], command: click.Command = main) -> int:
@@ -77,9 +83,9 @@ def settings_flags(args: list[str]) -> list[str]:
     ``--flag value`` or ``--flag=value``: the monitor explains with the replay's settings
     (``--preset=reference`` was left behind, and the page measured pairs with the default)
     and serves on its --monitor-host and --monitor-port (they went to the replay, unused)."""
-    switches = {f"--{p}{f.name.replace('_', '-')}" for f in fields(Settings)
-                if isinstance(f.default, bool) for p in ("", "no-")}
-    valued = {"--preset"} | {"--" + f.name.replace("_", "-") for f in fields(Settings)
+    switches = {flag_name(p + f.name) for f in fields(Settings)
+                if isinstance(f.default, bool) for p in ("", "no_")}
+    valued = {"--preset"} | {flag_name(f.name) for f in fields(Settings)
                              if not isinstance(f.default, bool)}
     out, i = [], 0
     while i < len(args):
@@ -98,7 +104,7 @@ def start_monitor(bootstrap: str, args: list[str]) -> subprocess.Popen[str] | in
     base = build_settings(env=os.environ)
     topics = []  # the replay's: its prefix and each topic flag given, or the environment's
     for flag in _TOPICS[:3]:
-        name = flag_value(args, flag) or getattr(base, flag[2:].replace("-", "_"))
+        name = flag_value(args, flag) or getattr(base, field_name(flag))
         topics += [flag, prefix + name]
     monitor = subprocess.Popen(
         [sys.executable, "-m", "streamdedup", "monitor", "--bootstrap-servers", bootstrap,

@@ -346,8 +346,9 @@ class Settings:
     def topic_flag(self, topic: str) -> str:
         """The flag that names ``topic``: what `tail` and `explain` point at when the broker
         does not have it (most likely a flag that is not the detector's)."""
-        return {self.input_topic: "--input-topic", self.dlq_topic: "--dlq-topic"}.get(
-            topic, "--output-topic")
+        name = {self.input_topic: "input_topic", self.dlq_topic: "dlq_topic"}.get(
+            topic, "output_topic")
+        return flag_name(name)
 
     def to_env(self) -> dict[str, str]:
         """Every field as the variable that builds it again: ``build_settings(env=...)``
@@ -414,6 +415,17 @@ def preset_summary(name: str) -> str:
 def env_name(name: str) -> str:
     """The environment variable of setting ``name`` (or of ``preset``)."""
     return ENV_PREFIX + name.upper()
+
+
+def flag_name(name: str) -> str:
+    """The command-line flag of setting ``name``: ``max_message_bytes`` ->
+    ``--max-message-bytes``."""
+    return "--" + name.replace("_", "-")
+
+
+def field_name(flag: str) -> str:
+    """The setting a flag names: ``flag_name`` undone."""
+    return flag.removeprefix("--").replace("-", "_")
 
 
 def _env_text(value: Any) -> str:

@@ -383,6 +383,14 @@ def test_topic_flag_names_the_flag_of_each_topic() -> None:
         "--input-topic", "--output-topic", "--dlq-topic", "--output-topic"]
 
 
+def test_every_settings_flag_names_its_field_back() -> None:
+    """One rule from a setting to its flag (it was written out by hand in six places)."""
+    from streamdedup.settings import field_name, flag_name
+
+    assert flag_name("max_message_bytes") == "--max-message-bytes"
+    assert all(field_name(flag_name(f.name)) == f.name for f in dataclasses.fields(Settings))
+
+
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_to_env_builds_the_same_settings_again(preset: str) -> None:
     """What a replay starts its consumer with: every field, floats and tuples included."""

@@ -17,6 +17,7 @@ from streamdedup.cli.signals import sigterm_as_interrupt
 from streamdedup.errors import StoreError, StoreUnavailableError, StreamdedupError
 from streamdedup.replay.config import ENGINES, ORDERS, BackfillConfig
 from streamdedup.replay.dump import FORMATS, detect_format
+from streamdedup.settings import flag_name
 
 DEFAULT = BackfillConfig  # its fields' defaults are the flags'
 
@@ -94,8 +95,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
                                "from (it was given '')")
     if engine != "spark":  # a Spark flag given to the local engine: most likely a mistake
         context = click.get_current_context()
-        given = [f"--{name.replace('_', '-')}" for name in ("master", "driver_memory",
-                                                            "partitions")
+        given = [flag_name(name) for name in ("master", "driver_memory", "partitions")
                  if context.get_parameter_source(name) is not ParameterSource.DEFAULT]
         if given:
             raise click.UsageError(f"{', '.join(given)} "

@@ -25,6 +25,7 @@ from streamdedup.settings import (
     Settings,
     build_settings,
     env_name,
+    flag_name,
     preset_summary,
     split_commas,
 )
@@ -54,7 +55,7 @@ def settings_options(func: Callable[..., Any] | None = None, *,
     for f in reversed(fields(Settings)):
         if f.name in own:
             continue
-        flag = "--" + f.name.replace("_", "-")
+        flag = flag_name(f.name)
         env = env_name(f.name)
         default = ",".join(f.default) if isinstance(f.default, tuple) else f.default
         help_text = f"{f.metadata['help']} [default: {default!r}; env {env}]"
@@ -114,7 +115,7 @@ def make_settings(preset: str | None, options: dict[str, Any], *,
                 return word
             if word in given:
                 came.add("flag")
-                return "--" + word.replace("_", "-")
+                return flag_name(word)
             if env_name(word) in os.environ:
                 came.add("variable")
                 return env_name(word)
@@ -127,7 +128,7 @@ def make_settings(preset: str | None, options: dict[str, Any], *,
         raise click.UsageError(said) from None
     # A Redis flag on another backend was ignored: `backfill --redis-url ...` wrote into
     # ./streamdedup-store, run's default store, and said nothing.
-    unused = [f"--{name.replace('_', '-')}" for name in _REDIS_ONLY
+    unused = [flag_name(name) for name in _REDIS_ONLY
               if options.get(name) not in (None, False)]
     if unused and opens_store and settings.store_backend != "redis":
         raise click.UsageError(
