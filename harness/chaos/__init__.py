@@ -49,14 +49,15 @@ from typing import Any
 from harness.chaos.config import FAULTS, ChaosConfig
 from harness.chaos.faults import ChaosRun
 from harness.chaos.rebalance import RebalanceRun
-from harness.chaos.soak_run import run_soak
+from harness.chaos.soak_run import SOAK_VARIANT_SHARE, run_soak
 from harness.chaos.store import CORRUPTIONS, SURVEY_KINDS, survey_corruption
 from harness.chaos.stream import build_stream, read_rows
 
-__all__ = ["CORRUPTIONS", "FAULTS", "ChaosConfig", "local_broker", "run", "table"]
+__all__ = ["CORRUPTIONS", "FAULTS", "SOAK_VARIANT_SHARE", "ChaosConfig", "local_broker", "run",
+           "table"]
 
 
-def run(config: ChaosConfig, soak: int = 0, soak_variant_share: float = 0.1
+def run(config: ChaosConfig, soak: int = 0, soak_variant_share: float = SOAK_VARIANT_SHARE
         ) -> dict[str, Any]:
     """Phases A+B (faults, reference), C (rebalance) if asked, and the soak if ``soak``."""
     rows = read_rows(config.dump)
