@@ -125,10 +125,6 @@ class Timing:
     def median(self) -> float:
         return statistics.median(self.runs)
 
-    def spread(self) -> str:
-        lo, hi = min(self.runs), max(self.runs)
-        return f"{lo:.3g}-{hi:.3g} s"
-
     def as_dict(self, docs: int | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {"median_s": self.median, "runs_s": self.runs}
         if docs:

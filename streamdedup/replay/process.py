@@ -1,5 +1,6 @@
-"""A child process: the consumer a replay starts, and (in ``harness/``) a broker or a Redis
-server.
+"""A child process: the consumer a replay starts, and (in ``harness/``) a Redis server; the
+local broker (``harness/broker.py``, a JVM it starts itself) takes its ports and its
+death-with-parent from here.
 
 Written once, here, for the product's replay and for the development harness (chaos runs,
 benchmarks, the local broker), because they all need the same four things:
