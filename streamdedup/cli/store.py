@@ -65,8 +65,9 @@ def stats_command(as_json: bool, preset: str | None, **options: Any) -> None:
         return
     b = found.pop("bytes")
     params = found.pop("params")
-    for key, value in found.items():
-        click.echo(f"{key:18} {value:,}" if isinstance(value, int) else f"{key:18} {value}")
+    for key, value in found.items():  # None: "none" (Python's "None" was printed)
+        click.echo(f"{key:18} {value:,}" if isinstance(value, int) else
+                   f"{key:18} {'none' if value is None else value}")
     if "file" in b:
         click.echo(f"{'file bytes':18} {b['file']:,} ({b['per_document']:,} per document; "
                    f"verdicts {b['verdicts']:,}, shingles {b['shingles']:,}, bucket log "

@@ -42,6 +42,7 @@ def test_store_backup_copies_checks_and_points_redis_at_its_server(tmp_path: Pat
     assert out.strip() == f"backup {tmp_path / 'b'}: 50 documents, ok"
     code, out, _ = run("store", "stats", "--store", str(tmp_path / "b"))
     assert code == 0 and "documents          50" in out
+    assert "clock              none" in out and "None" not in out  # no --retention: no clock
     code, _, err = run("store", "backup", "--store", store, "--to", str(tmp_path / "b"))
     assert code == 2 and "exists: a backup is written to a new directory" in err  # was 1
     code, _, err = run("store", "backup", "--store-backend", "redis", "--redis-url",
