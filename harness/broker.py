@@ -37,7 +37,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from streamdedup.replay.process import die_with_parent, free_port, port_free
+from streamdedup.process import die_with_parent, free_port, port_free
 from streamdedup.settings import cache_root
 
 __all__ = [

@@ -32,7 +32,7 @@ from harness.redis import RedisServer
 from streamdedup.core.document import Document
 from streamdedup.core.sketch import Sketcher
 from streamdedup.errors import MessageError
-from streamdedup.replay.process import ChildProcess
+from streamdedup.process import ChildProcess
 from streamdedup.replay.truth import check_seq_order
 from streamdedup.service.message import decode_message
 from streamdedup.settings import build_settings

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from streamdedup.replay.process import ChildProcess, free_port, port_free
+from streamdedup.process import ChildProcess, free_port, port_free
 from streamdedup.settings import cache_root
 
 STATE_FILE = "redis.json"

@@ -35,7 +35,7 @@ from harness.generator import Generator, learn, write_jsonl
 from streamdedup.core.jaccard import jaccard, size_bounds
 from streamdedup.core.retention import parse_time
 from streamdedup.core.sketch import Sketcher
-from streamdedup.replay.process import ChildProcess
+from streamdedup.process import ChildProcess
 from streamdedup.settings import build_settings, parse_duration
 
 

@@ -31,7 +31,7 @@ from bench import (
 )
 
 from streamdedup.core.document import Document
-from streamdedup.replay.process import ChildProcess, free_port
+from streamdedup.process import ChildProcess, free_port
 from streamdedup.service.consumer import CONSUMER_RETRY_BACKOFF_MS as READER_BACKOFF_MS
 
 

@@ -49,7 +49,7 @@ from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
 from streamdedup.core.shared_detector import SharedDetector
 from streamdedup.core.sketch import Sketcher
-from streamdedup.replay.process import ChildProcess, free_port
+from streamdedup.process import ChildProcess, free_port
 from streamdedup.store.redis import SharedRedisStore
 from streamdedup.store.sqlite import SqliteStore
 

@@ -3,7 +3,7 @@ modules, and no development harness in what ships.
 
 Layers, lowest first (docs/ARCHITECTURE.md draws them):
 
-    streamdedup/{errors,settings,extras,garbage,heap,pids,terminal}.py
+    streamdedup/{errors,settings,extras,garbage,heap,pids,process,terminal}.py
                the foundation every layer may import
     store/     the Store interface and its backends (knows nothing of sketches)
     core/      pure functions and the detector, which talks to the Store interface

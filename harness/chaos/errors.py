@@ -5,7 +5,7 @@ running (``faults.ChaosRun.survive`` records that as a failed event and restarts
 
 from __future__ import annotations
 
-from streamdedup.replay.process import ChildProcess
+from streamdedup.process import ChildProcess
 
 
 class ChaosError(RuntimeError):

@@ -29,7 +29,7 @@ from harness.chaos.outcome import Outcome, check, collect
 from harness.chaos.store import StoreDir, corrupt_store
 from harness.chaos.stream import Announcement, split
 from harness.chaos.trips import TRIP_MARK, TRIP_STAGES
-from streamdedup.replay.process import ChildProcess
+from streamdedup.process import ChildProcess
 
 _FAILED_LINE = re.compile(r"(checkpoint|store) failed")
 _KAFKA_NOISE = re.compile(r"ERROR kafka\.|Traceback")  # kafka-python's own, on an outage

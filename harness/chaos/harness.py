@@ -28,7 +28,7 @@ from harness.chaos.config import ChaosConfig
 from harness.chaos.errors import ChaosError, ConsumerDied
 from harness.chaos.resources import Sampler
 from harness.chaos.stream import Announcement
-from streamdedup.replay.process import ChildProcess
+from streamdedup.process import ChildProcess
 
 _ASSIGNED_LINE = re.compile(r"assigned \[(.*)\]")
 

@@ -10,7 +10,7 @@ import threading
 import time
 from pathlib import Path
 
-from streamdedup.replay.process import ChildProcess
+from streamdedup.process import ChildProcess
 
 
 def rss_mb(pid: int) -> float | None:

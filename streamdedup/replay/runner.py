@@ -36,9 +36,9 @@ from typing import Any
 from streamdedup.core.document import Document
 from streamdedup.core.verdict import Verdict
 from streamdedup.errors import ConfigError, InputError, MessageError
+from streamdedup.process import ChildProcess, free_port
 from streamdedup.replay.config import ReplayConfig
 from streamdedup.replay.dump import read_dump
-from streamdedup.replay.process import ChildProcess, free_port
 from streamdedup.service.message import decode_message, encode_message
 from streamdedup.settings import Settings, build_settings, env_name
 

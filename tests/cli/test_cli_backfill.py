@@ -247,7 +247,7 @@ def test_a_spark_master_no_one_answers_at_is_one_line_before_the_store_is_made(
         tmp_path: Path) -> None:
     """It was a minute of the JVM's retries and stack traces, ending in "Cannot call methods
     on a stopped SparkContext", after the dump had been read and the store made."""
-    from streamdedup.replay.process import free_port
+    from streamdedup.process import free_port
 
     tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020", f"l{i}"]
                                            for i, (t, d) in enumerate(ADS)])

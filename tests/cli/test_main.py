@@ -253,7 +253,7 @@ def test_run_warns_when_metrics_are_bound_beyond_loopback(tmp_path: Path) -> Non
 
 
 def _free_port() -> int:
-    from streamdedup.replay.process import free_port
+    from streamdedup.process import free_port
 
     return free_port()
 

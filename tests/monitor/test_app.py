@@ -18,7 +18,7 @@ import uvicorn
 
 from streamdedup.monitor.app import EVENT_VERDICTS, NotFound, create_app
 from streamdedup.monitor.state import MonitorState
-from streamdedup.replay.process import free_port
+from streamdedup.process import free_port
 
 
 def explainer(doc_id: str, other: str) -> dict[str, Any]:

@@ -22,8 +22,8 @@ from topics import records_until
 
 from harness.broker import create_topics
 from streamdedup.core.document import Document
+from streamdedup.process import free_port
 from streamdedup.replay.dump import read_dump
-from streamdedup.replay.process import free_port
 from streamdedup.settings import build_settings
 
 pytestmark = [pytest.mark.broker, pytest.mark.dump]

@@ -79,7 +79,7 @@ def test_the_page_is_up_while_the_broker_cannot_be_reached() -> None:
     import urllib.error
     import urllib.request
 
-    from streamdedup.replay.process import free_port
+    from streamdedup.process import free_port
 
     settings = build_settings("default", env={}, overrides={
         "bootstrap_servers": f"127.0.0.1:{free_port()}", "monitor_port": free_port(),

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from streamdedup.replay.process import free_port
+from streamdedup.process import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 ADS = [{"id": "a", "title": "Cuoco", "description": "Cercasi cuoco esperto per ristorante "

@@ -30,7 +30,7 @@ from topics import records_until
 
 from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
-from streamdedup.replay.process import free_port
+from streamdedup.process import free_port
 from streamdedup.settings import build_settings
 from streamdedup.store.memory import MemoryStore
 
@@ -711,7 +711,7 @@ def test_the_commit_before_a_rebalance_is_made_so_nothing_is_redone(
     answered exactly once and A's log says so."""
     import urllib.request
 
-    from streamdedup.replay.process import free_port
+    from streamdedup.process import free_port
 
     src, out, dlq = (kafka_topic_factory(2, "in"), kafka_topic_factory(1, "out"),
                      kafka_topic_factory(1, "dlq"))

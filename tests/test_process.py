@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from streamdedup import process
 from streamdedup.errors import StreamdedupError
-from streamdedup.replay import process
-from streamdedup.replay.process import free_port, port_free
+from streamdedup.process import free_port, port_free
 
 
 def test_a_paired_port_and_its_pair_are_free_and_below_the_ephemeral_range() -> None:
