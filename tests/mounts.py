@@ -1,20 +1,19 @@
 """Small tmpfs mounts for tests of what a store does on a full or read-only disk (root only:
-CI runs as root; elsewhere those tests are skipped)."""
+CI runs as root; elsewhere those tests are skipped). The mounting is the harness's
+(``harness/mounts.py``); here, what a test does when it fails."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from harness.mounts import mount_tmpfs, unmount
+
 
 def tmpfs(path: Path, size: str, *options: str) -> None:
-    path.mkdir(parents=True, exist_ok=True)
-    opts = ",".join((f"size={size}", *options))
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs",
-                                            str(path)], capture_output=True).returncode:
+    if mount_tmpfs(path, size, *options):
         pytest.skip("needs root to mount a small tmpfs (CI runs as root)")
 
 
@@ -25,7 +24,6 @@ def read_only(path: Path) -> None:
 
 def umount(path: Path) -> None:
     """Unmount; a busy mount (a file handle left open) fails the test."""
-    done = subprocess.run(["umount", str(path)], capture_output=True, text=True, check=False)
-    if done.returncode:
-        subprocess.run(["umount", "-l", str(path)], check=False)
-        pytest.fail(f"{path} was still busy (a store left a file open): {done.stderr}")
+    said = unmount(path)
+    if said:
+        pytest.fail(f"{path} was still busy (a store left a file open): {said}")

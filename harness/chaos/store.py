@@ -13,10 +13,11 @@ import os
 import random
 import shutil
 import sqlite3
-import subprocess
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+
+from harness.mounts import mount_tmpfs, unmount
 
 CORRUPTIONS = ("truncate", "garbage_header", "page_scribble", "zero_length")
 SURVEY_KINDS = (*CORRUPTIONS, "byte_flip")
@@ -32,14 +33,8 @@ class StoreDir:
         self.mounted = False
         self.mount_error = ""
         if tmpfs_mb > 0:
-            if os.geteuid() != 0:
-                self.mount_error = "not root"
-            else:
-                proc = subprocess.run(
-                    ["mount", "-t", "tmpfs", "-o", f"size={tmpfs_mb}m,mode=0700", "tmpfs",
-                     str(self.path)], capture_output=True, text=True, check=False)
-                self.mounted = proc.returncode == 0
-                self.mount_error = proc.stderr.strip()
+            self.mount_error = mount_tmpfs(self.path, f"{tmpfs_mb}m", "mode=0700")
+            self.mounted = not self.mount_error
 
     @property
     def filler(self) -> Path:
@@ -87,10 +82,7 @@ class StoreDir:
 
     def close(self) -> None:
         if self.mounted:
-            proc = subprocess.run(["umount", str(self.path)], capture_output=True, check=False)
-            if proc.returncode != 0:
-                subprocess.run(["umount", "-l", str(self.path)], capture_output=True,
-                               check=False)
+            unmount(self.path)
             self.mounted = False
 
 
