@@ -11,12 +11,18 @@ the product never imports it (tests/test_layout.py checks both).
     edits.py      the near-duplicate edits the generator and the chaos stream share
     soak.py       the retention soak: millions of generated ads through check --retention
     group.py      a consumer group of `run` processes sharing one Redis index (chaos)
+    mounts.py     small tmpfs mounts: a disk that fills, or is read-only
+
+Here: the checkout's root, a child's environment, and the command line of a consumer.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
+
+from streamdedup.settings import flag_name
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,3 +33,24 @@ def child_env(base: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     return env
+
+
+def run_flags(**settings: object) -> list[str]:
+    """``streamdedup run``'s flags for these settings (and ``preset``), each spelled as the
+    command spells it (``settings.flag_name``): True a switch, False its ``--no-`` form,
+    None left out. The consumers of chaos runs, the group run and two benchmarks wrote
+    theirs out by hand."""
+    flags: list[str] = []
+    for name, value in settings.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            flags.append(flag_name(name if value else "no_" + name))
+        else:
+            flags += [flag_name(name), str(value)]
+    return flags
+
+
+def run_argv(*extra: str, **settings: object) -> list[str]:
+    """``python -m streamdedup run`` with ``run_flags(**settings)`` and ``extra`` after them."""
+    return [sys.executable, "-m", "streamdedup", "run", *run_flags(**settings), *extra]

@@ -17,13 +17,13 @@ and must exit 0. Then every output record is read back and checked:
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from harness import run_argv
 from harness.chaos.config import ChaosConfig
 from harness.chaos.harness import Harness, wait_assigned
 from harness.chaos.outcome import check, collect
@@ -52,16 +52,12 @@ class GroupRun(Harness):
 
     def _argv(self, lane: Any) -> list[str]:
         c = self.c
-        argv = [sys.executable, "-m", "streamdedup", "run", "--preset", c.preset,
-                "--bootstrap-servers", c.bootstrap, "--group-id", lane.group,
-                "--input-topic", lane.topic, "--output-topic", lane.out, "--dlq-topic", lane.dlq,
-                "--topic-partitions", str(self.partitions), "--metrics-port", "0",
-                "--log-every-s", "5", "--session-timeout-ms", str(c.session_timeout_ms),
-                "--store-backend", "redis", "--redis-url", self.redis.url,
-                "--redis-namespace", self.namespace]
-        if self.redis.cluster:
-            argv.append("--redis-cluster")
-        return argv
+        return run_argv(preset=c.preset, bootstrap_servers=c.bootstrap, group_id=lane.group,
+                        input_topic=lane.topic, output_topic=lane.out, dlq_topic=lane.dlq,
+                        topic_partitions=self.partitions, metrics_port=0, log_every_s=5,
+                        session_timeout_ms=c.session_timeout_ms, store_backend="redis",
+                        redis_url=self.redis.url, redis_namespace=self.namespace,
+                        redis_cluster=self.redis.cluster or None)
 
     def _start(self, lane: Any, label: str) -> ChildProcess:
         proc = self.launch(label, self._argv(lane))

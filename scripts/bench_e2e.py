@@ -30,6 +30,7 @@ from bench import (
     settings_for,
 )
 
+from harness import run_argv
 from streamdedup.core.document import Document
 from streamdedup.process import ChildProcess, free_port
 from streamdedup.service.consumer import CONSUMER_RETRY_BACKOFF_MS as READER_BACKOFF_MS
@@ -70,14 +71,11 @@ class Consumer(ChildProcess):
         self.store = workdir / f"store-{tag}"
         self.log = workdir / f"consumer-{tag}.log"
         self.metrics_port = free_port()
-        super().__init__(f"consumer {tag}", [
-            sys.executable, "-m", "streamdedup", "run", "--preset", preset,
-            "--bootstrap-servers", bootstrap, "--store", str(self.store),
-            "--input-topic", self.topics[0], "--output-topic", self.topics[1],
-            "--dlq-topic", self.topics[2], "--group-id", f"g-{tag}", "--log-level", "WARNING",
-            "--metrics-port", str(self.metrics_port),
-            *extra,
-        ], self.log, cwd=ROOT)
+        super().__init__(f"consumer {tag}", run_argv(
+            *extra, preset=preset, bootstrap_servers=bootstrap, store=self.store,
+            input_topic=self.topics[0], output_topic=self.topics[1],
+            dlq_topic=self.topics[2], group_id=f"g-{tag}", log_level="WARNING",
+            metrics_port=self.metrics_port), self.log, cwd=ROOT)
 
 
 def verdict_reader(bootstrap: str, topic: str, retry_backoff_ms: int = READER_BACKOFF_MS

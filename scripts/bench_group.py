@@ -42,6 +42,7 @@ from bench import (
 from bench_compare import DatasketchRun
 from bench_e2e import message, pace, read_verdicts, stage_histograms, verdict_reader
 
+from harness import run_argv
 from harness.broker import LocalBroker, create_topics
 from harness.generator import Generator, learn
 from harness.redis import RedisServer
@@ -99,18 +100,14 @@ class Member(ChildProcess):
     def __init__(self, bootstrap: str, server: RedisServer | None, namespace: str, topic: str,
                  group: str, preset: str, log: Path) -> None:
         self.port = free_port()
-        argv = [sys.executable, "-m", "streamdedup", "run", "--preset", preset,
-                "--bootstrap-servers", bootstrap, "--group-id", group, "--input-topic", topic,
-                "--output-topic", f"{topic}-out", "--dlq-topic", f"{topic}-dlq",
-                "--topic-partitions", str(PARTITIONS), "--metrics-port", str(self.port),
-                "--log-level", "INFO", "--session-timeout-ms", "6000"]
-        if server is None:
-            argv += ["--store", str(log.with_suffix(".store"))]
-        else:
-            argv += ["--store-backend", "redis", "--redis-url", server.url,
-                     "--redis-namespace", namespace]
-            if server.cluster:
-                argv.append("--redis-cluster")
+        store = ({"store": log.with_suffix(".store")} if server is None else
+                 {"store_backend": "redis", "redis_url": server.url,
+                  "redis_namespace": namespace, "redis_cluster": server.cluster or None})
+        argv = run_argv(preset=preset, bootstrap_servers=bootstrap, group_id=group,
+                        input_topic=topic, output_topic=f"{topic}-out",
+                        dlq_topic=f"{topic}-dlq", topic_partitions=PARTITIONS,
+                        metrics_port=self.port, log_level="INFO", session_timeout_ms=6000,
+                        **store)
         super().__init__(f"member {log.stem}", argv, log)
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import child_env
+from harness import child_env, run_argv, run_flags
 from harness.chaos.cluster import Cluster
 from harness.chaos.config import ChaosConfig
 from harness.chaos.errors import ChaosError, ConsumerDied
@@ -138,24 +138,19 @@ class Harness:
     def consumer_argv(self, lane: Lane, store: Path, *, trip: str | None = None,
                       wrapped: bool = True, extra: Sequence[str] = ()) -> list[str]:
         c = self.c
-        flags = [
-            "--preset", c.preset, "--bootstrap-servers", c.bootstrap, "--store", str(store),
-            "--group-id", lane.group, "--input-topic", lane.topic, "--output-topic", lane.out,
-            "--dlq-topic", lane.dlq, "--metrics-port", "0", "--log-every-s", "5", *extra,
-        ]
-        for flag, value in (("--commit-every", c.commit_every),
-                            ("--commit-interval-s", c.commit_interval_s),
-                            ("--poll-max-records", c.poll_max_records)):
-            if value is not None:
-                flags += [flag, str(value)]
+        flags = [*run_flags(preset=c.preset, bootstrap_servers=c.bootstrap, store=store,
+                            group_id=lane.group, input_topic=lane.topic,
+                            output_topic=lane.out, dlq_topic=lane.dlq, metrics_port=0,
+                            log_every_s=5),
+                 *extra,
+                 *run_flags(commit_every=c.commit_every, commit_interval_s=c.commit_interval_s,
+                            poll_max_records=c.poll_max_records)]
         if not wrapped:  # as a user runs it: the product's own session timeout
-            return [sys.executable, "-m", "streamdedup", "run", *flags]
-        if c.session_timeout_ms:
-            flags += ["--session-timeout-ms", str(c.session_timeout_ms)]
-        if c.group_instance_id:
-            flags += ["--group-instance-id", c.group_instance_id]
+            return run_argv(*flags)
+        flags += run_flags(session_timeout_ms=c.session_timeout_ms or None,
+                           group_instance_id=c.group_instance_id or None)
         if trip is None:
-            return [sys.executable, "-m", "streamdedup", "run", *flags]
+            return run_argv(*flags)
         return [sys.executable, "-m", "harness.chaos", "consumer", "--trip", trip,
                 "--trip-seed", str(self.rng.randrange(1 << 30)), "--", "run", *flags]
 
