@@ -244,6 +244,13 @@ def write_jsonl(ads: Iterator[dict[str, str]], out: IO[str]) -> int:
     return n
 
 
+def write_ads(dump: Path, count: int, seed: int, path: Path) -> None:
+    """``count`` ads learnt from ``dump`` (30 % reposts), as JSONL at ``path``: the fresh
+    content the benchmarks and the soak run on."""
+    with path.open("w", encoding="utf-8") as out:
+        write_jsonl(Generator(learn(dump), seed).ads(count), out)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dump", type=Path, help="Kijiji-style TSV to learn from")

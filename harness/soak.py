@@ -31,7 +31,7 @@ import numpy as np
 
 from harness import child_env
 from harness.chaos.resources import dir_bytes, rss_mb
-from harness.generator import Generator, learn, write_jsonl
+from harness.generator import write_ads
 from streamdedup.core.jaccard import jaccard, size_bounds
 from streamdedup.core.retention import parse_time
 from streamdedup.core.sketch import Sketcher
@@ -45,8 +45,7 @@ def generate(dump: Path, count: int, seed: int, path: Path, say: Any) -> None:
         say(f"soak: reusing {path} ({count:,} ads)")
         return
     say(f"soak: generating {count:,} ads into {path}")
-    with path.open("w", encoding="utf-8") as out:
-        write_jsonl(Generator(learn(dump), seed).ads(count), out)
+    write_ads(dump, count, seed, path)
     stamp.write_text(f"{count} {seed}")
 
 

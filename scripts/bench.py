@@ -39,12 +39,13 @@ import os
 import platform
 import re
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
+from harness.chaos.resources import dir_bytes  # noqa: E402
 from streamdedup.core.detector import Detector  # noqa: E402
 from streamdedup.core.document import Document  # noqa: E402
 from streamdedup.core.jaccard import jaccard_many, size_bounds  # noqa: E402
@@ -256,6 +258,67 @@ def run_core(core: CoreRun, docs: Sequence[Document], batch: int = BATCH) -> int
 
 
 # --------------------------------------------------------------------------- stages
+_SUMMARY = re.compile(r"(\d+) documents, (\d+) duplicates")
+
+
+def timed_check(ads: Path, store: Path, extra: list[str], cwd: Path) -> dict[str, Any]:
+    argv = [sys.executable, "-m", "streamdedup", "check", str(ads), "--store", str(store),
+            "--out", str(store.with_suffix(".jsonl")), *extra]
+    t0 = time.perf_counter()
+    run = subprocess.run(argv, capture_output=True, text=True, cwd=cwd,
+                         env={"PYTHONPATH": str(cwd), "PATH": "/usr/bin:/bin"})
+    wall = time.perf_counter() - t0
+    if run.returncode != 0:
+        raise RuntimeError(run.stderr[-2000:])
+    found = _SUMMARY.search(run.stderr)
+    assert found, run.stderr
+    size = dir_bytes(store)
+    shutil.rmtree(store)
+    store.with_suffix(".jsonl").unlink()
+    return {"s": wall, "documents": int(found[1]), "duplicates": int(found[2]),
+            "store_bytes": size}
+
+
+def alternated(kinds: Mapping[str, Callable[[int], dict[str, Any]]], repeats: int
+               ) -> dict[str, list[dict[str, Any]]]:
+    """Each kind's run ``repeats`` times, one kind after the other in turn (so that the
+    machine's drift falls on all alike), every other round in reverse order (ABBA: in a fixed
+    order, ``check`` at a commit that left its path unchanged measured 0.86x of its parent;
+    six ABBA pairs afterwards gave medians of 7.5 against 7.3 s), each run printed as it
+    ends."""
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in kinds}
+    for i in range(repeats):
+        order = list(kinds.items())
+        for name, run in order if i % 2 == 0 else order[::-1]:
+            r = run(i)
+            print(f"  {name}: run {i + 1}/{repeats} {r['s']:.2f} s "
+                  f"({r['documents'] / r['s']:.0f} docs/s)", file=sys.stderr, flush=True)
+            runs[name].append(r)
+    return runs
+
+
+@contextlib.contextmanager
+def worktree(rev: str, path: Path) -> Iterator[Path | None]:
+    """A git worktree of ``rev`` at ``path`` for the block (None when no ``rev`` is given):
+    the "before" of a speed-up, run from its own tree."""
+    if not rev:
+        yield None
+        return
+    subprocess.run(["git", "worktree", "add", "--detach", str(path), rev], cwd=ROOT,
+                   check=True, capture_output=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT,
+                       capture_output=True)
+
+
+def median_rates(runs: Mapping[str, list[dict[str, Any]]]) -> dict[str, float]:
+    """Each kind's median documents (or items) per second over its runs."""
+    return {name: statistics.median(r["documents"] / r["s"] for r in rs)
+            for name, rs in runs.items()}
+
+
 def cmd_stages(args: argparse.Namespace) -> None:
     info = machine()
     presets = args.presets.split(",")

@@ -25,7 +25,7 @@ from typing import Any
 
 from bench import fmt_rate, header, machine, md_table, save
 
-from harness.generator import Generator, learn, write_jsonl
+from harness.generator import write_ads
 
 ROOT = Path(__file__).resolve().parent.parent
 _SUMMARY = re.compile(r"(\d+) documents, (\d+) duplicates.*?([\d.]+) s,")
@@ -40,12 +40,6 @@ COMMANDS = {
 }
 NAMES = {"check": "check", "local": "backfill --engine local",
          "spark1": "backfill --engine spark local[1]", "spark2": "backfill --engine spark local[2]"}
-
-
-def write_ads(dump: Path, n: int, seed: int, path: Path) -> None:
-    gen = Generator(learn(dump), seed, dup_share=0.3)
-    with path.open("w", encoding="utf-8") as fh:
-        write_jsonl(gen.ads(n), fh)
 
 
 def timed(argv: list[str], out: Path) -> dict[str, Any]:

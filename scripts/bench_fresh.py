@@ -21,47 +21,38 @@ duplicates found, and the store's bytes per ad.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import BATCH, fmt_rate, header, machine, md_table, save, settings_for
-from bench_backfill import write_ads
+from bench import (
+    BATCH,
+    ROOT,
+    alternated,
+    fmt_rate,
+    header,
+    machine,
+    md_table,
+    median_rates,
+    save,
+    settings_for,
+    timed_check,
+    worktree,
+)
 from bench_compare import DatasketchRun
 
-from harness.chaos.resources import dir_bytes
+from harness.generator import write_ads
 from streamdedup.core.document import Document
 from streamdedup.core.sketch import Sketcher
 from streamdedup.replay.dump import read_dump
 
-ROOT = Path(__file__).resolve().parent.parent
 _SUMMARY = re.compile(r"(\d+) documents, (\d+) duplicates")
-
-
-def timed_check(ads: Path, store: Path, extra: list[str], cwd: Path) -> dict[str, Any]:
-    argv = [sys.executable, "-m", "streamdedup", "check", str(ads), "--store", str(store),
-            "--out", str(store.with_suffix(".jsonl")), *extra]
-    t0 = time.perf_counter()
-    run = subprocess.run(argv, capture_output=True, text=True, cwd=cwd,
-                         env={"PYTHONPATH": str(cwd), "PATH": "/usr/bin:/bin"})
-    wall = time.perf_counter() - t0
-    if run.returncode != 0:
-        raise RuntimeError(run.stderr[-2000:])
-    found = _SUMMARY.search(run.stderr)
-    assert found, run.stderr
-    size = dir_bytes(store)
-    shutil.rmtree(store)
-    store.with_suffix(".jsonl").unlink()
-    return {"s": wall, "documents": int(found[1]), "duplicates": int(found[2]),
-            "store_bytes": size}
 
 
 def timed_datasketch(ads: Path, limit: int, exact_first: bool) -> dict[str, Any]:
@@ -72,46 +63,6 @@ def timed_datasketch(ads: Path, limit: int, exact_first: bool) -> dict[str, Any]
     t0 = time.perf_counter()
     dups = ds.run(docs)
     return {"s": time.perf_counter() - t0, "documents": len(docs), "duplicates": dups}
-
-
-def alternated(kinds: Mapping[str, Callable[[int], dict[str, Any]]], repeats: int
-               ) -> dict[str, list[dict[str, Any]]]:
-    """Each kind's run ``repeats`` times, one kind after the other in turn (so that the
-    machine's drift falls on all alike), every other round in reverse order (ABBA: in a fixed
-    order, ``check`` at a commit that left its path unchanged measured 0.86x of its parent;
-    six ABBA pairs afterwards gave medians of 7.5 against 7.3 s), each run printed as it
-    ends."""
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in kinds}
-    for i in range(repeats):
-        order = list(kinds.items())
-        for name, run in order if i % 2 == 0 else order[::-1]:
-            r = run(i)
-            print(f"  {name}: run {i + 1}/{repeats} {r['s']:.2f} s "
-                  f"({r['documents'] / r['s']:.0f} docs/s)", file=sys.stderr, flush=True)
-            runs[name].append(r)
-    return runs
-
-
-@contextlib.contextmanager
-def worktree(rev: str, path: Path) -> Iterator[Path | None]:
-    """A git worktree of ``rev`` at ``path`` for the block (None when no ``rev`` is given):
-    the "before" of a speed-up, run from its own tree."""
-    if not rev:
-        yield None
-        return
-    subprocess.run(["git", "worktree", "add", "--detach", str(path), rev], cwd=ROOT,
-                   check=True, capture_output=True)
-    try:
-        yield path
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT,
-                       capture_output=True)
-
-
-def median_rates(runs: Mapping[str, list[dict[str, Any]]]) -> dict[str, float]:
-    """Each kind's median documents (or items) per second over its runs."""
-    return {name: statistics.median(r["documents"] / r["s"] for r in rs)
-            for name, rs in runs.items()}
 
 
 def cmd_fresh(args: argparse.Namespace) -> None:

@@ -19,11 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import fmt_rate, header, machine, md_table, save
-from bench_backfill import write_ads
-from bench_fresh import alternated, timed_check
+from bench import ROOT, alternated, fmt_rate, header, machine, md_table, save, timed_check
 
-ROOT = Path(__file__).resolve().parent.parent
+from harness.generator import write_ads
 
 
 def cmd_retention(args: argparse.Namespace) -> None:

@@ -21,11 +21,19 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench import fmt_rate, header, machine, md_table, save
-from bench_backfill import write_ads
-from bench_fresh import alternated, median_rates, worktree
+from bench import (
+    ROOT,
+    alternated,
+    fmt_rate,
+    header,
+    machine,
+    md_table,
+    median_rates,
+    save,
+    worktree,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
+from harness.generator import write_ads
 
 # The child: the pipeline of the tree on PYTHONPATH, over the ads, timed; one JSON line out.
 _CHILD = """
