@@ -82,7 +82,7 @@ def read_params(settings: Settings) -> dict[str, Any] | None:
     """The parameters the settings' store was built with, read as ``read_verdict`` reads:
     nothing written, no lock taken; None before its first run."""
     if settings.store_backend == "sqlite":
-        from streamdedup.store.sqlite.file import read_params as from_file
+        from streamdedup.store.sqlite.reader import read_params as from_file
 
         return from_file(Path(settings.store))
     if settings.store_backend == "redis":
@@ -98,7 +98,7 @@ def read_verdict(settings: Settings, doc_id: str) -> str | None:
     and no writer lock taken (opening the store would wait for the consumer's, or write a
     new store's parameters where there was none)."""
     if settings.store_backend == "sqlite":
-        from streamdedup.store.sqlite.file import read_verdict as from_file
+        from streamdedup.store.sqlite.reader import read_verdict as from_file
 
         return from_file(Path(settings.store), doc_id) or None  # '' while being judged
     if settings.store_backend == "redis":

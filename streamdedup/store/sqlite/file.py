@@ -18,7 +18,6 @@ import contextlib
 import errno
 import fcntl
 import functools
-import json
 import os
 import sqlite3
 import threading
@@ -385,111 +384,6 @@ def checksum_column(conn: sqlite3.Connection) -> str:
     upgraded yet (one that an older release's consumer may still be writing)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     return "v.checksum" if version >= 6 else "NULL"
-
-
-def no_store(directory: Path) -> StoreError:
-    """What is at ``directory`` instead of a store, said as it is ("no index.sqlite" was said
-    of a regular file given as the store, and of an index.sqlite that is a directory)."""
-    path = directory / DB_NAME
-    if directory.is_file():
-        return StoreError(f"{directory} is a file, not a store's directory")
-    if path.exists() and not path.is_file():
-        return StoreError(f"{path} is not a file: not a store")
-    return StoreError(f"no store at {directory} (no {DB_NAME})")
-
-
-def _tidy_after_reading(path: Path) -> None:
-    """A read-only connection makes the WAL's -shm and an empty -wal beside a store no one
-    has open, and cannot remove them at its close. An empty WAL has nothing to fold back,
-    so a read-write connection's close removes both, if it is the last one (a consumer
-    still running keeps them, as it must)."""
-    wal = path.with_name(path.name + "-wal")
-    with contextlib.suppress(OSError, sqlite3.Error):
-        if wal.stat().st_size == 0:
-            conn = sqlite3.connect(path, timeout=0)
-            try:
-                conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
-            finally:
-                conn.close()
-
-
-def _unreadable(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
-    """Why a read-only reader failed: busy, this user's rights, or damage."""
-    if isinstance(exc, sqlite3.OperationalError):
-        if "locked" in str(exc) or "busy" in str(exc):
-            return StoreError(f"{path} is busy ({exc}); try again")
-        if "readonly" in str(exc) or ("unable to open" in str(exc)
-                                      and not os.access(path.parent, os.W_OK)):
-            # not damage: the WAL's index (-shm) must be writable, or makable beside it
-            return StoreError(f"{path} cannot be read by this user: SQLite reads a store "
-                              f"through its -shm file beside it, which must be writable; run "
-                              f"as the store's owner ({exc})")
-    return StoreCorruptError(f"{path} cannot be read: {exc}")
-
-
-def _read_mode(path: Path) -> str:
-    """``mode=ro``, or ``immutable=1`` on a read-only file system: a backup kept on
-    read-only media could not be verified or exported, since SQLite reads a WAL store
-    through a -shm file it makes beside it. Nothing can write there, so the store cannot
-    change under the reader; a write-ahead log its writer did not fold back (the store was
-    copied while a consumer ran) would be passed over, so it is refused."""
-    try:
-        frozen = bool(os.statvfs(path.parent).f_flag & os.ST_RDONLY)
-    except OSError:
-        frozen = False
-    if not frozen:
-        return "mode=ro"
-    wal = path.with_name(path.name + "-wal")
-    if wal.is_file() and wal.stat().st_size:
-        raise StoreError(f"{path} is on a read-only file system beside a write-ahead log of "
-                         f"{wal.stat().st_size:,} bytes its writer did not fold back, which "
-                         "SQLite cannot read there: copy the store's directory to a "
-                         "writable place and read the copy")
-    return "immutable=1"
-
-
-@contextlib.contextmanager
-def read_only(directory: Path) -> Iterator[sqlite3.Connection]:
-    """A read-only connection to the store in ``directory``, beside a running consumer (WAL
-    lets readers in while the writer works; no writer lock is taken). A failure of SQLite's
-    is said as ``unreadable`` says it; the WAL's files are tidied at the end."""
-    path = Path(directory) / DB_NAME
-    if not path.is_file():
-        raise no_store(directory)
-    conn = sqlite3.connect(f"file:{path}?{_read_mode(path)}", uri=True, timeout=30,
-                           isolation_level=None)
-    try:
-        yield conn
-    except sqlite3.DatabaseError as exc:
-        raise _unreadable(path, exc) from exc
-    finally:
-        conn.close()
-        _tidy_after_reading(path)
-
-
-def read_verdict(directory: Path, doc_id: str) -> str | None:
-    """A document's stored verdict JSON, read beside a running consumer."""
-    with read_only(directory) as conn:
-        row = conn.execute(
-            f"SELECT {VERDICT}, {checksum_column(conn)} FROM docs d JOIN verdicts v "
-            "ON v.row = d.verdict_row WHERE d.doc_id = ?", (doc_id,)).fetchone()
-    path = directory / DB_NAME
-    return None if row is None else checked_verdict(path, doc_id, row[0], row[1])
-
-
-def read_params(directory: Path) -> dict[str, Any] | None:
-    """The parameters the store was built with (None before its first run), read beside a
-    running consumer."""
-    with read_only(directory) as conn:
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
-                        ).fetchone() is None:
-            return None
-        row = conn.execute("SELECT value FROM meta WHERE key = 'params'").fetchone()
-    try:
-        return None if row is None else dict(json.loads(row[0]))
-    except ValueError:
-        raise StoreCorruptError(f"{directory / DB_NAME}: the store's parameters are not "
-                                "JSON") from None
 
 
 def file_bytes(directory: Path) -> int:

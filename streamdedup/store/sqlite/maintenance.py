@@ -42,11 +42,10 @@ from streamdedup.store.sqlite.file import (
     decode_log_row,
     disk_full,
     file_bytes,
-    no_store,
     os_problem,
-    read_only,
     verdict_text,
 )
+from streamdedup.store.sqlite.reader import no_store, read_only
 
 _CHECKPOINT_TRIES = 10  # seconds compact waits for readers to let go of the old pages
 

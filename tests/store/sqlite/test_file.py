@@ -37,9 +37,9 @@ from streamdedup.store.sqlite.file import (
     LOCK_NAME,
     SCHEMA_VERSION,
     decode_log_row,
-    read_verdict,
 )
 from streamdedup.store.sqlite.maintenance import export, verify
+from streamdedup.store.sqlite.reader import read_verdict
 
 
 def sqlite_dir(tmp_path: Path) -> Path:

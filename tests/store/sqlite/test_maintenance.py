@@ -124,7 +124,7 @@ def test_reading_a_closed_store_leaves_no_wal_files_but_a_writers_stay(
         tmp_path: Path) -> None:
     """stats, verify and explain's read left an -shm and an empty -wal beside a closed store
     (a read-only connection cannot remove them); a running writer's must stay."""
-    from streamdedup.store.sqlite.file import read_params, read_verdict
+    from streamdedup.store.sqlite.reader import read_params, read_verdict
 
     first = json.loads(built(tmp_path / "s")[0])["id"]
     beside = lambda: sorted(p.name for p in (tmp_path / "s").glob(DB_NAME + "-*"))  # noqa: E731
@@ -148,7 +148,7 @@ def test_a_verdict_damaged_into_bad_utf8_is_listed_and_named_as_damage(tmp_path:
     raised while decoding it, before its checksum was looked at. `verify` stopped with
     "cannot be read" instead of listing it beside the rest, and `check` said "get_docs:
     Could not decode to UTF-8", naming no damage."""
-    from streamdedup.store.sqlite.file import read_verdict
+    from streamdedup.store.sqlite.reader import read_verdict
 
     d = tmp_path / "s"
     ids = [json.loads(v)["id"] for v in built(d)]
@@ -266,7 +266,7 @@ def test_the_command_line(tmp_path: Path) -> None:
 def test_a_missing_store_is_a_clear_error(tmp_path: Path) -> None:
     """A regular file given as the store, or an index.sqlite that is a directory, was "no
     store at ... (no index.sqlite)" too."""
-    from streamdedup.store.sqlite.file import read_verdict
+    from streamdedup.store.sqlite.reader import read_verdict
 
     (tmp_path / "afile").write_text("x", encoding="utf-8")
     (tmp_path / "odd" / DB_NAME).mkdir(parents=True)
@@ -329,7 +329,7 @@ def test_a_store_this_user_cannot_write_beside_is_not_called_damaged(
     with pytest.raises(StoreError, match="cannot be read by this user") as found:
         stats(tmp_path / "s")
     assert not isinstance(found.value, StoreCorruptError)
-    from streamdedup.store.sqlite.file import read_verdict  # explain --use-store's read
+    from streamdedup.store.sqlite.reader import read_verdict  # explain --use-store's read
 
     with pytest.raises(StoreError, match="cannot be read by this user") as found:
         read_verdict(tmp_path / "s", "ad1")
