@@ -95,15 +95,22 @@ def _produce(inherited: Connection, out: Connection, path: Path, fmt: str | None
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     heap.hold()  # a batch's arrays reuse the last one's pages (``streamdedup/heap.py``)
-    # The parent reads the same dump and says its warnings (a missing column); twice was noise.
-    logging.getLogger(dump.__name__).setLevel(logging.ERROR)
     try:
         sketcher = Sketcher(settings)
         signed: set[int] = set()
-        for rows in batched(read_dump(path, fmt, settings.text_fields,
-                                      max_bytes=settings.max_message_bytes,
-                                      time_field=settings.read_time_field,
-                                      id_field=settings.id_field), batch):
+        # The parent reads the same header and says its warnings (a missing column): twice
+        # was noise. The rows' own (quotes read as characters) are this child's to say.
+        said = logging.getLogger(dump.__name__)
+        level = said.level
+        said.setLevel(logging.ERROR)
+        try:
+            rows_read = read_dump(path, fmt, settings.text_fields,
+                                  max_bytes=settings.max_message_bytes,
+                                  time_field=settings.read_time_field,
+                                  id_field=settings.id_field)
+        finally:
+            said.setLevel(level)
+        for rows in batched(rows_read, batch):
             out.send(_packed(rows, sketcher, signed))
         out.send(_END)
     except StreamdedupError as exc:

@@ -402,3 +402,21 @@ def test_a_redis_restart_under_a_dump_command_stops_it_and_the_same_command_fini
         server.stop()
     assert (tmp_path / "v.jsonl").read_text().splitlines() == want
     assert len(want) == 1200 and 500 <= sum(json.loads(v)["duplicate"] for v in want) < 700
+
+
+def test_a_row_read_with_its_quotes_as_characters_is_said_by_check(tmp_path: Path) -> None:
+    """check reads in a second process, which kept the dump's warnings to itself (the
+    parent says the header's): a row read again after a stray quote went unsaid."""
+    import subprocess
+    import sys
+
+    tsv = tmp_path / "ads.tsv"
+    tsv.write_text('id\ttitle\tdescription\na\t"Cuoco\tRoma\nb\tSarto\tMilano\n',
+                   encoding="utf-8")
+    for ahead in ("--sketch-ahead", "--no-sketch-ahead"):
+        done = subprocess.run([sys.executable, "-m", "streamdedup", "check", str(tsv),
+                               "--store-backend", "memory", ahead], capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0 and "2 documents" in done.stderr, done.stderr
+        assert "row 0 (line 2) has quotes a TSV's quoted fields do not have" in done.stderr
+        assert [json.loads(line)["id"] for line in done.stdout.splitlines()] == ["a", "b"]
