@@ -4,6 +4,7 @@ CI runs as root; elsewhere those tests are skipped). The mounting is the harness
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -20,6 +21,16 @@ def tmpfs(path: Path, size: str, *options: str) -> None:
 def read_only(path: Path) -> None:
     """Remount ``path`` (a tmpfs of ours) read-only, its files kept."""
     subprocess.run(["mount", "-o", "remount,ro", str(path)], check=True)
+
+
+def bind_read_only(source: Path, path: Path) -> None:
+    """``source`` seen read-only at ``path`` (a container's ``:ro`` volume), while it stays
+    writable where it is."""
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0 or subprocess.run(["mount", "--bind", str(source), str(path)],
+                                            capture_output=True).returncode:
+        pytest.skip("needs root to bind-mount a directory (CI runs as root)")
+    subprocess.run(["mount", "-o", "remount,ro,bind", str(path)], check=True)
 
 
 def umount(path: Path) -> None:

@@ -376,6 +376,40 @@ def test_on_a_read_only_mount_compact_says_so_and_the_readers_read(tmp_path: Pat
         umount(mnt)
 
 
+def test_a_running_stores_read_only_mount_is_read_at_its_last_commit(tmp_path: Path) -> None:
+    """A monitor's or explain's container with the consumer's store as a read-only volume:
+    read through the writer's WAL index, its last commit seen (the first version of the
+    read-only path refused it, and read a store without a WAL unlocked, torn by the writer's
+    checkpoints). The reader is another process, as it is there: in this one SQLite would
+    keep the reader's file open while the writer holds locks on the same file."""
+    from mounts import bind_read_only, umount
+
+    def read(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "streamdedup", "store", *args, "--store",
+                               str(tmp_path / "ro")], capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    writer = SqliteStore(tmp_path / "live")
+    try:
+        writer.put_params({"example": 1})
+        detector = Detector(SETTINGS, writer)
+        list(detector.process_many(ads(30)))
+        writer.commit()
+        bind_read_only(tmp_path / "live", tmp_path / "ro")
+        try:
+            assert json.loads(read("stats", "--json"))["documents"] == 30
+            list(detector.process_many(ads(60)[30:]))
+            writer.commit()  # in the WAL, not folded back yet
+            assert json.loads(read("stats", "--json"))["documents"] == 60
+            assert "ok" in read("verify")
+        finally:
+            umount(tmp_path / "ro")
+    finally:
+        writer.close()
+
+
 def test_compact_of_a_damaged_file_does_not_blame_the_disk(tmp_path: Path) -> None:
     """SQLite says "database or disk is full" of some damaged files: compact added "VACUUM
     needs free disk space", with gigabytes free. (These bytes at this place give it.)"""
