@@ -46,6 +46,8 @@ def run_flags(**settings: object) -> list[str]:
             continue
         if isinstance(value, bool):
             flags.append(flag_name(name if value else "no_" + name))
+        elif isinstance(value, tuple | list):  # as the settings' comma-separated flags take it
+            flags += [flag_name(name), ",".join(map(str, value))]
         else:
             flags += [flag_name(name), str(value)]
     return flags

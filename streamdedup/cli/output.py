@@ -9,6 +9,7 @@ read or written. Devices (``/dev/null``, ``/dev/stdout``) are outputs like any o
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import stat
 from pathlib import Path
@@ -32,7 +33,8 @@ def not_utf8_warning(path: Path, not_utf8: int, rows: int) -> str:
         return ""
     return (f"warning: {not_utf8:,} of {rows:,} rows of {path} are not UTF-8: is the file in "
             f"another encoding (Latin-1, Windows-1252)? Convert it, e.g. `iconv -f "
-            f"windows-1252 -t utf-8 {path} > converted{path.suffix}`, and read the copy")
+            f"windows-1252 -t utf-8 {shlex.quote(str(path))} > converted{path.suffix}`, and "
+            "read the copy")
 
 
 def named_file(out: Path | None) -> Path | None:

@@ -125,10 +125,8 @@ def disagreement(verdict: Mapping[str, object], other_id: str, result: Explanati
                     f"settings {result.jaccard:.3f}")
         return None
     if verdict.get("duplicate_of") == other_id and not result.duplicate:
-        return (f"the detector called this pair a duplicate (its Jaccard at least the "
-                f"detector's threshold; --max-matches left it out of the verdict's "
-                f"matches), these settings measure {result.jaccard:.3f} against "
-                f"{result.threshold}")
+        return (f"the detector called this pair a duplicate (--max-matches left it out of "
+                f"the verdict's matches), these settings do not ({result.reason})")
     return None
 
 

@@ -33,7 +33,7 @@ from typing import Any, BinaryIO
 from streamdedup.core.document import Document
 from streamdedup.errors import ConfigError, InputError, MessageError
 from streamdedup.extras import require
-from streamdedup.service.message import decode_message, document_from_object
+from streamdedup.service.message import AUTO_PREFIX, decode_message, document_from_object
 from streamdedup.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,8 @@ def read_dump(path: str | os.PathLike[str], fmt: str | None, text_fields: tuple[
     if fmt == "tsv":
         return _read_tsv(path, text_fields, fields, max_bytes, time_field, id_field)
     if fmt == "jsonl":
-        return _read_jsonl(path, fields, max_bytes, time_field, id_field)
+        rows = _read_jsonl(path, fields, max_bytes, time_field, id_field)
+        return rows if id_field == "id" else _said_automatic(rows, path, id_field)
     if fmt == "parquet":
         return _read_parquet(path, fields, max_bytes, time_field, id_field)
     raise InputError(f"unknown format {fmt!r}; use tsv, jsonl or parquet")
@@ -349,6 +350,22 @@ def _tsv_row(
         return document_from_object(row, text_fields, time_field)
     except MessageError as exc:
         return exc
+
+
+def _said_automatic(rows: Iterator[Row], path: Path, id_field: str) -> Iterator[Row]:
+    """The rows, then a warning of how many had no ``id_field`` (a JSON line without it gets
+    the automatic id, as one without ``id`` does): a misspelt ``--id-field lnk`` gave every
+    verdict an automatic id without a word."""
+    automatic = documents = 0
+    for row in rows:
+        if isinstance(row[1], Document):
+            documents += 1
+            automatic += row[1].id.startswith(AUTO_PREFIX)
+        yield row
+    if automatic:
+        log.warning("%s: %d of %d documents have no %r (--id-field): their ids are the "
+                    "automatic ones, made from their content", path, automatic, documents,
+                    id_field)
 
 
 def _read_jsonl(path: Path, text_fields: tuple[str, ...], max_bytes: int, time_field: str,

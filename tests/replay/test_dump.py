@@ -443,7 +443,8 @@ def test_a_bad_row_is_one_ascii_json_line_for_check_and_backfill_alike() -> None
     assert json.loads(line) == {"row": 3, "error": "wrong_type", "detail": "tïtle \udc80"}
 
 
-def test_id_field_reads_the_ids_of_each_format_from_its_column(tmp_path: Path) -> None:
+def test_id_field_reads_the_ids_of_each_format_from_its_column(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """``--id-field link``: the id is the link, in a TSV, a JSON line or a Parquet row; a
     blank or missing one is the automatic id, as a blank or missing ``id`` is; a JSON id of
     the wrong type is named with the column it was read from."""
@@ -460,8 +461,11 @@ def test_id_field_reads_the_ids_of_each_format_from_its_column(tmp_path: Path) -
     jsonl.write_text("\n".join(json.dumps(o) for o in (
         {"id": "x", "description": "Roma", "link": "https://a/1"},
         {"description": "Milano"}, {"description": "Torino", "link": 5.5})) + "\n")
-    got = list(read_dump(jsonl, None, FIELDS, id_field="link"))
+    with caplog.at_level(logging.WARNING, logger="streamdedup.replay.dump"):
+        got = list(read_dump(jsonl, None, FIELDS, id_field="link"))
     assert outcome(got[0][1]) == "doc:https://a/1" and outcome(got[1][1]).startswith("doc:")
+    # a line without the field: the automatic id, said (a misspelt field was silent)
+    assert "1 of 2 documents have no 'link' (--id-field)" in caplog.text
     assert outcome(got[2][1]) == "wrong_type" and "(read from 'link')" in str(got[2][1])
     parquet = tmp_path / "d.parquet"
     pq.write_table(pa.table({"description": ["Roma", "Milano"], "ref": [7.0, None]}), parquet)
