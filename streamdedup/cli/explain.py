@@ -197,8 +197,13 @@ def _texts(settings: Settings, ids: set[str], dump: Path | None, fmt: str | None
             f" ({bad:,} of its {rows:,} rows could not be read: "
             f"{', '.join(f'{n:,} {r}' for r, n in sorted(reasons.items()))}"
             f"{'; is --format right?' if bad == rows else ''})")
+        # ids that are no row numbers, in a dump read by them: its ids are in a column
+        by_number = dump is not None and settings.id_field == "id" and not any(
+            m.isdigit() for m in missing)
         raise InputError(f"no announcement with id {', '.join(map(repr, missing))} in "
-                         f"{where}{unread}")
+                         f"{where}{unread}" + ("; if the ids were read from a column (check "
+                                               "--id-field), give it here too" if by_number
+                                               else ""))
     return found
 
 

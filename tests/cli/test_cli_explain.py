@@ -195,3 +195,14 @@ def test_without_other_id_or_a_broker_it_names_the_ways_without_a_broker(tmp_pat
                        "--bootstrap-servers", "127.0.0.1:9")
     assert code == 1 and "no Kafka broker answers" in err, err
     assert "or name OTHER_ID, or take it from the store with --use-store" in err, err
+
+
+def test_an_id_from_a_column_is_found_with_the_same_id_field(tmp_path: Path) -> None:
+    """A store keyed by link (`check --id-field link`), explained from the dump without the
+    flag: "no announcement with id 'l1'", nothing more."""
+    dump = _dump(tmp_path)  # its links are l0, l1, l2
+    code, out, err = run("explain", "l1", "l0", "--dump", str(dump), "--json")
+    assert code == 1 and "give it here too" in err, err
+    code, out, err = run("explain", "l1", "l0", "--dump", str(dump), "--json",
+                         "--id-field", "link")
+    assert code == 0 and json.loads(out)["jaccard"] == 1.0, err
