@@ -18,11 +18,12 @@ Here: the checkout's root, a child's environment, and the command line of a cons
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
 
-from streamdedup.settings import flag_name
+from streamdedup.settings import Settings, flag_name
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,11 +41,12 @@ def run_flags(**settings: object) -> list[str]:
     command spells it (``settings.flag_name``): True a switch, False its ``--no-`` form,
     None left out. The consumers of chaos runs, the group run and two benchmarks wrote
     theirs out by hand."""
+    switches = {f.name for f in dataclasses.fields(Settings) if isinstance(f.default, bool)}
     flags: list[str] = []
     for name, value in settings.items():
         if value is None:
             continue
-        if isinstance(value, bool):
+        if name in switches or isinstance(value, bool):  # a cluster's size is a switch too
             flags.append(flag_name(name if value else "no_" + name))
         elif isinstance(value, tuple | list):  # as the settings' comma-separated flags take it
             flags += [flag_name(name), ",".join(map(str, value))]

@@ -57,7 +57,7 @@ class GroupRun(Harness):
                         topic_partitions=self.partitions, metrics_port=0, log_every_s=5,
                         session_timeout_ms=c.session_timeout_ms, store_backend="redis",
                         redis_url=self.redis.url, redis_namespace=self.namespace,
-                        redis_cluster=self.redis.cluster or None)
+                        redis_cluster=bool(self.redis.cluster) or None)
 
     def _start(self, lane: Any, label: str) -> ChildProcess:
         proc = self.launch(label, self._argv(lane))

@@ -102,7 +102,7 @@ class Member(ChildProcess):
         self.port = free_port()
         store = ({"store": log.with_suffix(".store")} if server is None else
                  {"store_backend": "redis", "redis_url": server.url,
-                  "redis_namespace": namespace, "redis_cluster": server.cluster or None})
+                  "redis_namespace": namespace, "redis_cluster": bool(server.cluster) or None})
         argv = run_argv(preset=preset, bootstrap_servers=bootstrap, group_id=group,
                         input_topic=topic, output_topic=f"{topic}-out",
                         dlq_topic=f"{topic}-dlq", topic_partitions=PARTITIONS,

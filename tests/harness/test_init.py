@@ -13,5 +13,6 @@ def test_a_consumers_command_line_spells_each_setting_as_run_does() -> None:
                      text_fields=("title", "description")) == [
         "--preset", "reference", "--store-backend", "redis", "--metrics-port", "0",
         "--redis-cluster", "--no-sketch-ahead", "--text-fields", "title,description"]
+    assert run_flags(redis_cluster=3) == ["--redis-cluster"]  # a switch, whatever its value
     assert run_argv("--log-json", input_topic="in") == [
         sys.executable, "-m", "streamdedup", "run", "--input-topic", "in", "--log-json"]
