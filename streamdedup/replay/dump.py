@@ -196,7 +196,7 @@ FIELD_BOUND = 4 << 20  # 4x the default message limit; up to ~16 MB of str a fie
 
 # A row that has taken in this many lines, each a whole row by itself, is cut there and read
 # as its first line: a quote reopened on every line made each row run to the end of the file
-# (20,000 such lines took 26 s; 0.6 s cut at 100). A quoted field's own lines (a long last
+# (20,000 such lines took 26 s; 0.75 s cut at 100). A quoted field's own lines (a long last
 # column) are not whole rows, so such a field is read whole, however long.
 RUNAWAY_LINES = 100
 
