@@ -43,6 +43,14 @@ def _one(ch: str) -> str:
     return ch
 
 
+def cells(text: str) -> int:
+    """Terminal columns ``text`` takes: 2 for a wide (CJK) character, 0 for a combining
+    mark (counted as one each, a CJK text's lines in ``explain`` were twice the column and
+    its two columns drifted apart; ``tail``'s columns alike)."""
+    return sum(0 if unicodedata.combining(ch) else
+               2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
+
+
 def printable_json(text: str) -> str:
     """JSON text (``json.dumps(..., ensure_ascii=False)``: accents stay readable) with what
     JSON itself leaves raw escaped as ``\\uXXXX``, valid in any JSON string: DEL and the C1

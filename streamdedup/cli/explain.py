@@ -14,7 +14,6 @@ import json
 import re
 import shutil
 import sys
-import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +25,7 @@ from streamdedup.cli.options import KAFKA_CLIENT, failure, make_settings, settin
 from streamdedup.errors import InputError, StreamdedupError
 from streamdedup.replay.dump import FORMATS
 from streamdedup.settings import Settings
-from streamdedup.terminal import printable, printable_json
+from streamdedup.terminal import cells, printable, printable_json
 
 MARK, PLAIN = "\x1b[30;43m", "\x1b[0m"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -267,14 +266,6 @@ def side_by_side(a_id: str, a: str, a_marks: Sequence[tuple[int, int]], b_id: st
     return head + rows
 
 
-def _cells(piece: str) -> int:
-    """Terminal columns a character (or its written-out form) takes: 2 for wide (CJK)
-    ones, 0 for combining marks (counted as one each, a CJK text's lines were twice the
-    column and the two columns drifted apart)."""
-    return sum(0 if unicodedata.combining(ch) else
-               2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in piece)
-
-
 def _wrap(text: str, marks: Sequence[tuple[int, int]], col: int, color: bool
           ) -> list[tuple[str, int]]:
     """Lines of at most ``col`` terminal columns, each with its width. Each character is
@@ -288,8 +279,8 @@ def _wrap(text: str, marks: Sequence[tuple[int, int]], col: int, color: bool
     start = 0
     while start < len(text):
         end, used = start, 0
-        while end < len(text) and used + _cells(shown[end]) <= col:
-            used += _cells(shown[end])
+        while end < len(text) and used + cells(shown[end]) <= col:
+            used += cells(shown[end])
             end += 1
         end = max(end, start + 1)  # a character wider than the column still goes
         if end < len(text) and " " in text[start:end]:
@@ -310,4 +301,4 @@ def _paint(shown: list[str], marked: list[bool], start: int, end: int, color: bo
     if inside:
         out.append(PLAIN if color else "]")
     line = "".join(out).rstrip()
-    return line, _cells(_ANSI.sub("", line))
+    return line, cells(_ANSI.sub("", line))

@@ -13,7 +13,7 @@ from streamdedup.core.verdict import match_jaccard
 from streamdedup.monitor.observer import Observer, decode
 from streamdedup.monitor.state import MonitorState
 from streamdedup.settings import Settings
-from streamdedup.terminal import printable
+from streamdedup.terminal import cells, printable
 
 
 def cluster_size(verdict: Mapping[str, Any], state: MonitorState) -> str:
@@ -67,22 +67,23 @@ def line(verdict: Mapping[str, Any], state: MonitorState, width: int = 60,
 
 class Columns:
     """Pads each column but the last to the widest value said so far, at most ``cap``
-    characters: a stream's ids ran from 1 to 4 digits on the Kijiji dump and the titles
-    started anywhere. Widths only grow, so a column moves at most a few times early on;
-    one odd 200-character id pads nothing past ``cap``."""
+    terminal columns (a CJK character takes two, ``terminal.cells``): a stream's ids ran
+    from 1 to 4 digits on the Kijiji dump and the titles started anywhere. Widths only
+    grow, so a column moves at most a few times early on; one odd 200-character id pads
+    nothing past ``cap``."""
 
     def __init__(self, cap: int = 32) -> None:
         self.cap = cap
         self.widths: list[int] = []
 
     def join(self, values: tuple[str, ...]) -> str:
-        cells = list(values)
-        for i, value in enumerate(cells[:-1]):
+        padded = list(values)
+        for i, value in enumerate(padded[:-1]):
             if i == len(self.widths):
                 self.widths.append(0)
-            self.widths[i] = max(self.widths[i], min(len(value), self.cap))
-            cells[i] = value.ljust(self.widths[i])
-        return "  ".join(cells).rstrip()
+            self.widths[i] = max(self.widths[i], min(width := cells(value), self.cap))
+            padded[i] = value + " " * (self.widths[i] - width)
+        return "  ".join(padded).rstrip()
 
 
 # A verdict whose ad is not read yet waits for it at most this long (then goes out untitled):

@@ -221,3 +221,10 @@ def test_a_column_is_padded_to_its_cap_at_most_and_a_line_ends_without_spaces() 
     columns = Columns(cap=8)
     assert columns.join(("x" * 40, "new", "")) == "x" * 40 + "  new"
     assert columns.join(("y", "new", "")) == "y" + " " * 7 + "  new"
+
+
+def test_a_wide_character_takes_two_columns() -> None:
+    """An id of CJK characters (two terminal columns each) was padded by its length."""
+    columns = Columns()
+    columns.join(("求人", "new", ""))  # 4 columns wide
+    assert columns.join(("ab", "new", "")) == "ab    new"
