@@ -63,8 +63,8 @@ def _clock(meta: dict[bytes, bytes]) -> int | None:
     return None if raw is None else _number(raw, "the retention clock (meta clock)")
 
 
-def _params(meta: dict[bytes, bytes]) -> Any:
-    raw = meta.get(b"params")
+def _params(raw: bytes | None) -> Any:
+    """The store's parameters from the namespace's ``meta params`` (None: never written)."""
     try:
         return json.loads(raw) if raw else None
     except ValueError:
@@ -92,7 +92,7 @@ def stats(url: str, namespace: str, cluster: bool = False) -> dict[str, Any]:
         used = sum(int(v.get("used_memory", 0)) for v in memory.values())
     else:
         used = int(memory.get("used_memory", 0))
-    params = _params(meta)
+    params = _params(meta.get(b"params"))
     return {
         "store": f"redis namespace {namespace!r}",
         "store_id": (meta[b"store_id"].decode("utf-8", "backslashreplace")
@@ -120,7 +120,7 @@ def verify(url: str, namespace: str, cluster: bool = False,
     r, k = _open(url, namespace, cluster)
     problems: list[str] = []
     meta = call(r.hgetall, k("meta"))
-    for check in (lambda: _params(meta),  # what stats reads, too
+    for check in (lambda: _params(meta.get(b"params")),  # what stats reads, too
                   lambda: _clock(meta),
                   lambda: [_number(v, f"the count of {c.decode()!r}")
                            for c, v in call(r.hgetall, k("counts")).items()]):
@@ -249,7 +249,7 @@ def export(url: str, namespace: str, out: TextIO, cluster: bool = False) -> int:
 def read_params(url: str, namespace: str, cluster: bool = False) -> dict[str, Any] | None:
     """The parameters the namespace's store was built with (None before its first run)."""
     r, k = _open(url, namespace, cluster)
-    params = _params({b"params": raw} if (raw := call(r.hget, k("meta"), "params")) else {})
+    params = _params(call(r.hget, k("meta"), "params"))
     return None if params is None else dict(params)
 
 

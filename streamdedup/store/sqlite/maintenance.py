@@ -16,7 +16,6 @@ checked against the sets).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sqlite3
@@ -45,7 +44,7 @@ from streamdedup.store.sqlite.file import (
     os_problem,
     verdict_text,
 )
-from streamdedup.store.sqlite.reader import no_store, read_only
+from streamdedup.store.sqlite.reader import no_store, read_only, stored_params
 
 _CHECKPOINT_TRIES = 10  # seconds compact waits for readers to let go of the old pages
 
@@ -74,10 +73,7 @@ def stats(directory: Path) -> dict[str, Any]:
 
         documents = one("SELECT count(*) FROM docs")
         size = file_bytes(directory)
-        params = None
-        if one("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'"):
-            row = conn.execute("SELECT value FROM meta WHERE key = 'params'").fetchone()
-            params = json.loads(row[0]) if row else None
+        params = stored_params(conn, Path(directory) / DB_NAME)
         store_id = one("SELECT value FROM counters WHERE name = 'store_id'")
         state, snapshot_bytes = snapshot.describe(Path(directory), snapshot.stored_token(conn))
         return {

@@ -122,12 +122,17 @@ def read_params(directory: Path) -> dict[str, Any] | None:
     """The parameters the store was built with (None before its first run), read beside a
     running consumer."""
     with read_only(directory) as conn:
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
-                        ).fetchone() is None:
-            return None
-        row = conn.execute("SELECT value FROM meta WHERE key = 'params'").fetchone()
+        return stored_params(conn, Path(directory) / DB_NAME)
+
+
+def stored_params(conn: sqlite3.Connection, path: Path) -> dict[str, Any] | None:
+    """The parameters in the file ``conn`` reads (None before the store's first run):
+    ``read_params``'s and ``store stats``'."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+                    ).fetchone() is None:
+        return None
+    row = conn.execute("SELECT value FROM meta WHERE key = 'params'").fetchone()
     try:
         return None if row is None else dict(json.loads(row[0]))
     except ValueError:
-        raise StoreCorruptError(f"{directory / DB_NAME}: the store's parameters are not "
-                                "JSON") from None
+        raise StoreCorruptError(f"{path}: the store's parameters are not JSON") from None
