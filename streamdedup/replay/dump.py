@@ -206,7 +206,8 @@ class _Lines:
     lines given back to be read again: what lets a row that swallowed the lines after it
     (a quote left open) be read again from its second line. A row of ``RUNAWAY_LINES``
     lines that are each a whole row (``columns`` fields by tabs) is cut: the reader is told
-    the file ends (inside a quoted field, so it raises), and ``cut`` says it did not."""
+    the file ends, inside a quoted field (the only place it asks for a row's next line),
+    so that it raises and the row is read as its first line."""
 
     def __init__(self, fh: Iterator[str], columns: int) -> None:
         self._fh = fh
@@ -214,19 +215,17 @@ class _Lines:
         self._back: list[str] = []  # given back, the next one last
         self.number = 0  # of the last line handed out, from 1 (the header's is 1)
         self.row: list[str] = []  # the lines of the row being read
-        self.cut = False
         self._whole = True  # every line of the row so far is a whole row by itself
 
     def start_row(self) -> None:
-        self.row, self.cut, self._whole = [], False, True
+        self.row, self._whole = [], True
 
     def __iter__(self) -> _Lines:
         return self
 
     def __next__(self) -> str:
-        if len(self.row) >= RUNAWAY_LINES and self._whole and not self.cut and _alone(
-                self.row[0], self._columns):
-            self.cut = True
+        if len(self.row) >= RUNAWAY_LINES and self._whole and _alone(self.row[0],
+                                                                      self._columns):
             raise StopIteration
         line = self._back.pop() if self._back else next(self._fh)
         self.number += 1
