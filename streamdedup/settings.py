@@ -94,9 +94,9 @@ class Settings:
         ("title", "description"), "message fields joined to form the text", group="text"
     )
     id_field: str = _opt(
-        "id", "the dump column or key (and Scrapy item field) holding each ad's id, e.g. link;"
-        " announcements carry it as 'id'. A TSV without an id column numbers its rows",
-        group="text")
+        "id", "the dump column, message key or Scrapy item field holding each ad's id, e.g."
+        " link; where it is blank or missing, the ad's 'id', else one made from its content."
+        " A TSV without an id column numbers its rows", group="text")
     strip_html: bool = _opt(True, "turn HTML into plain text", group="text")
     lowercase: bool = _opt(True, "lowercase the text", group="text")
     strip_punctuation: bool = _opt(True, "replace punctuation by spaces", group="text")

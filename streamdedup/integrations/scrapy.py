@@ -35,7 +35,7 @@ from typing import Any
 from streamdedup.errors import ConfigError, StreamdedupError, describe, shown
 from streamdedup.extras import require
 from streamdedup.service.kafka import announcement_producer, close_producer
-from streamdedup.service.message import json_bytes
+from streamdedup.service.message import has_value, json_bytes
 from streamdedup.settings import ENV_PREFIX, Settings, build_settings
 
 _scrapy = require("scrapy", "the Scrapy pipeline")
@@ -94,9 +94,9 @@ class AnnouncementPipeline:
         except RecursionError:
             raise DropItem(_SELF_HOLDING) from None
         doc_id = fields.get(self.id_field)
-        if doc_id in (None, ""):
-            doc_id = next((fields[f] for f in URL_FIELDS if fields.get(f)), None)
-        if doc_id in (None, ""):
+        if not has_value(doc_id):  # (a blank id was sent on, and was a wrong_type letter)
+            doc_id = next((fields[f] for f in URL_FIELDS if has_value(fields.get(f))), None)
+        if doc_id is None:
             raise DropItem(f"no {self.id_field!r} field and no URL: cannot be announced "
                            "without an id")
         if isinstance(doc_id, bool) or not isinstance(doc_id, str | int):

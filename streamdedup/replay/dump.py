@@ -33,7 +33,11 @@ from typing import Any, BinaryIO
 from streamdedup.core.document import Document
 from streamdedup.errors import ConfigError, InputError, MessageError
 from streamdedup.extras import require
-from streamdedup.service.message import AUTO_PREFIX, decode_message, document_from_object
+from streamdedup.service.message import (
+    decode_message,
+    document_from_object,
+    has_value,
+)
 from streamdedup.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -342,9 +346,13 @@ def _tsv_row(
     row = dict(zip(header, values, strict=True))  # as many as the header (checked)
     if any(_has_surrogates(v) for v in values):
         return MessageError("not_utf8", "the row has bytes that are not UTF-8")
-    row["id"] = row[id_field] if id_field in row else str(index)  # (checked at the header)
-    if not row["id"].strip():  # a TSV's only way to say "none", as a Parquet null or a JSON
-        del row["id"]          # line without one: the automatic id (was a wrong_type row)
+    if id_field != "id":  # (its column checked at the header)
+        if has_value(row[id_field]):
+            row["id"] = row[id_field]  # else the row's own id, as a message's (message.py)
+    elif "id" not in row:
+        row["id"] = str(index)
+    if "id" in row and not row["id"].strip():  # a TSV's only way to say "none", as a
+        del row["id"]  # Parquet null or a JSON line without one: the automatic id
     try:
         return document_from_object(row, text_fields, time_field)
     except MessageError as exc:
@@ -353,18 +361,17 @@ def _tsv_row(
 
 def _said_automatic(rows: Iterator[Row], path: Path, id_field: str) -> Iterator[Row]:
     """The rows, then a warning of how many had no ``id_field`` (a JSON line without it gets
-    the automatic id, as one without ``id`` does): a misspelt ``--id-field lnk`` gave every
-    verdict an automatic id without a word."""
-    automatic = documents = 0
+    its ``id``, else the automatic id): a misspelt ``--id-field lnk`` gave every verdict an
+    automatic id without a word."""
+    without = documents = 0
     for row in rows:
         if isinstance(row[1], Document):
             documents += 1
-            automatic += row[1].id.startswith(AUTO_PREFIX)
+            without += not has_value(row[1].fields.get(id_field))
         yield row
-    if automatic:
-        log.warning("%s: %d of %d documents have no %r (--id-field): their ids are the "
-                    "automatic ones, made from their content", path, automatic, documents,
-                    id_field)
+    if without:
+        log.warning("%s: %d of %d documents have no %r (--id-field): their ids are their "
+                    "'id', or made from their content", path, without, documents, id_field)
 
 
 def _read_jsonl(path: Path, text_fields: tuple[str, ...], max_bytes: int, time_field: str,

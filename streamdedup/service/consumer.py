@@ -200,7 +200,7 @@ class Service(Stoppable):
             src = Source(rec.topic, rec.partition, rec.offset, rec.timestamp)
             try:
                 doc = decode_message(rec.value, s.text_fields, s.max_message_bytes,
-                                     s.read_time_field)
+                                     s.read_time_field, s.id_field)
                 if s.retention and doc.time is None and rec.timestamp is not None \
                         and rec.timestamp >= 0:  # no time of its own: the record's
                     doc = replace(doc, time=int(rec.timestamp))

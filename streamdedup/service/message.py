@@ -98,23 +98,31 @@ def message_id(obj: dict[str, Any]) -> str:
     raise MessageError("wrong_type", f"id must be a non-empty string or an integer, got {got}")
 
 
+def has_value(value: Any) -> bool:
+    """Whether an ``--id-field`` value names an id: not missing, null or blank (a TSV cell's
+    only way to say none, which ``produce`` sends on as a blank string)."""
+    return value is not None and not (isinstance(value, str) and not value.strip())
+
+
 def document_from_object(obj: Any, text_fields: tuple[str, ...], time_field: str = "",
                          id_field: str = "id") -> Document:
     """Validate a parsed announcement; keeps its string fields, numbers as their decimal text (a
     numeric epoch time must survive ``produce``, ``replay`` and ``backfill --order-by``), and
     with ``time_field`` (given when retention is on) its announcement time, if it has one.
-    ``id_field``: a dump's column holding the id (``--id-field``), read as ``id`` is."""
+    ``id_field`` (``--id-field``): the key holding the id, read as ``id`` is; where it is
+    missing, null or blank, the object's own ``id`` (what ``produce`` and the Scrapy pipeline
+    send), else the automatic one."""
     if not isinstance(obj, dict):
         raise MessageError("not_an_object", f"got JSON {_JSON_TYPES.get(type(obj), 'value')}")
-    if id_field != "id":
-        obj = {**{k: v for k, v in obj.items() if k != "id"},
-               **({"id": obj[id_field]} if obj.get(id_field) is not None else {})}
+    read_from = id_field if id_field != "id" and has_value(obj.get(id_field)) else ""
+    if read_from:
+        obj = {**{k: v for k, v in obj.items() if k != "id"}, "id": obj[read_from]}
     try:
         doc_id = message_id(obj)
     except MessageError as exc:
-        if id_field == "id":
+        if not read_from:
             raise
-        raise MessageError(exc.reason, f"{exc.detail} (read from {id_field!r})") from None
+        raise MessageError(exc.reason, f"{exc.detail} (read from {read_from!r})") from None
     for name in text_fields:
         value = obj.get(name)
         if value is not None and not isinstance(value, str):

@@ -45,8 +45,14 @@ def test_items_become_announcements_keyed_by_id_or_url() -> None:
     pipe = AnnouncementPipeline(Settings(id_field="ref"))
     assert pipe.announcement({"ref": 7, "title": "t"}) == ("7", b'{"ref": 7, "title": "t", '
                                                                   b'"id": "7"}')
-    doc_id, value = pipe.announcement({"url": "http://x/ad/1", "title": "t"})
-    assert doc_id == "http://x/ad/1" and json.loads(value)["id"] == doc_id
+    for item in ({"url": "http://x/ad/1", "title": "t"},
+                 {"ref": " ", "url": "http://x/ad/1", "title": "t"}):  # (blank: a dead letter)
+        doc_id, value = pipe.announcement(item)
+        assert doc_id == "http://x/ad/1" and json.loads(value)["id"] == doc_id
+        # the consumer, given the same id_field, reads the id the pipeline keyed it by
+        assert decode_message(value, ("title",), 1 << 20, id_field="ref").id == doc_id
+    assert decode_message(pipe.announcement({"ref": 7, "title": "t"})[1], ("title",), 1 << 20,
+                          id_field="ref").id == "7"
     with pytest.raises(DropItem, match="no 'ref' field and no URL"):
         pipe.announcement({"title": "no id"})
 

@@ -445,27 +445,30 @@ def test_a_bad_row_is_one_ascii_json_line_for_check_and_backfill_alike() -> None
 
 def test_id_field_reads_the_ids_of_each_format_from_its_column(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """``--id-field link``: the id is the link, in a TSV, a JSON line or a Parquet row; a
-    blank or missing one is the automatic id, as a blank or missing ``id`` is; a JSON id of
-    the wrong type is named with the column it was read from."""
+    """``--id-field link``: the id is the link, in a TSV, a JSON line or a Parquet row; where
+    it is blank or missing, the row's ``id``, else the automatic id (as the consumer reads a
+    message); a JSON id of the wrong type is named with the column it was read from."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     tsv = tmp_path / "d.tsv"
     tsv.write_text("id\ttitle\tdescription\tlink\nx\tCuoco\tRoma\thttps://a/1\n"
-                   "y\tSarto\tMilano\t \n", encoding="utf-8")
+                   "y\tSarto\tMilano\t \n\tFabbro\tBari\t\n", encoding="utf-8")
     got = list(read_dump(tsv, None, FIELDS, id_field="link"))
-    assert got[0][1].id == "https://a/1" and got[1][1].id == auto_id(  # type: ignore[union-attr]
-        {"title": "Sarto", "description": "Milano", "link": " "})
+    assert [outcome(doc) for _, doc in got[:2]] == ["doc:https://a/1", "doc:y"]
+    assert got[2][1].id == auto_id(  # type: ignore[union-attr]
+        {"title": "Fabbro", "description": "Bari", "link": ""})
     jsonl = tmp_path / "d.jsonl"
     jsonl.write_text("\n".join(json.dumps(o) for o in (
         {"id": "x", "description": "Roma", "link": "https://a/1"},
-        {"description": "Milano"}, {"description": "Torino", "link": 5.5})) + "\n")
+        {"description": "Milano"}, {"description": "Torino", "link": 5.5},
+        {"id": "w", "description": "Bari", "link": None})) + "\n")
     with caplog.at_level(logging.WARNING, logger="streamdedup.replay.dump"):
         got = list(read_dump(jsonl, None, FIELDS, id_field="link"))
-    assert outcome(got[0][1]) == "doc:https://a/1" and outcome(got[1][1]).startswith("doc:")
-    # a line without the field: the automatic id, said (a misspelt field was silent)
-    assert "1 of 2 documents have no 'link' (--id-field)" in caplog.text
+    assert outcome(got[0][1]) == "doc:https://a/1" and outcome(got[1][1]).startswith(
+        "doc:auto-") and outcome(got[3][1]) == "doc:w"
+    # lines without the field: said (a misspelt field was silent)
+    assert "2 of 3 documents have no 'link' (--id-field)" in caplog.text
     assert outcome(got[2][1]) == "wrong_type" and "(read from 'link')" in str(got[2][1])
     parquet = tmp_path / "d.parquet"
     pq.write_table(pa.table({"description": ["Roma", "Milano"], "ref": [7.0, None]}), parquet)

@@ -1059,6 +1059,46 @@ def test_a_stream_of_mostly_dead_letters_is_said(caplog: pytest.LogCaptureFixtur
                               "bad_time (e.g. ") and "21 ottobre, 04:05" in said[0]
 
 
+def test_run_reads_the_ids_from_the_id_field_as_check_does(tmp_path: Path) -> None:
+    """``run --id-field link`` was accepted and ignored (every id read from ``id``). The
+    consumer now reads a message's id as ``check`` reads a dump's: its ``link``; where that
+    is blank or missing, its ``id`` (``produce`` and the Scrapy pipeline send one), else the
+    automatic id; and ``replay``'s messages judge as ``check`` judges the dump."""
+    from types import SimpleNamespace
+
+    from streamdedup.replay.dump import read_dump
+    from streamdedup.service.consumer import Service
+    from streamdedup.service.message import encode_message
+    from streamdedup.settings import Settings
+
+    service = Service(Settings(metrics_port=0, store_backend="memory", id_field="link"),
+                      store=MemoryStore())
+
+    def ids(objects: list[Any]) -> list[Any]:
+        out = service.process_records(
+            SimpleNamespace(topic="jobs", partition=0, offset=i, timestamp=None, key=None,
+                            value=o if isinstance(o, bytes) else json.dumps(o).encode())
+            for i, o in enumerate(objects))
+        return [json.loads(o.value).get("id") if o is not None and o.topic == "jobs.duplicates"
+                else json.loads(o.value)["reason"] if o is not None else None
+                for _, _, o in out]
+
+    assert ids([{"id": "x", "link": "https://a/1", "title": "Cuoco a Roma"},
+                {"id": "y", "link": " ", "title": "Sarto a Milano"},
+                {"id": "z", "title": "Sarto a Torino"},
+                {"link": 7, "title": "Fabbro a Bari"},
+                {"link": [1], "title": "Fabbro a Lecce"}]) == [
+        "https://a/1", "y", "z", "7", "wrong_type"]
+    dump = tmp_path / "d.tsv"
+    dump.write_text("id\ttitle\tdescription\tlink\nx\tCuoco\tRoma\thttps://b/1\n"
+                    "y\tSarto\tMilano\t \n\tFabbro\tBari\t\n", encoding="utf-8")
+    docs = [doc for _, doc in read_dump(dump, None, ("title", "description"),
+                                        id_field="link")]
+    sent = ids([encode_message(doc) for doc in docs])  # type: ignore[arg-type]
+    assert sent == [doc.id for doc in docs] and sent[:2] == [  # type: ignore[union-attr]
+        "https://b/1", "y"] and sent[2].startswith("auto-")
+
+
 def test_the_lag_is_measured_without_asking_the_broker_and_never_stops_the_loop() -> None:
     """With the lag taken on every pass, a chaos run's consumer exited while the broker was
     stopped: ``position`` waited on the coordinator to validate the offset, and raised."""
