@@ -56,7 +56,8 @@ _REPLAY_SHOWN = ("text", "sketch", "store", "ops", "bootstrap_servers", "commit_
               help="progress bars (on a terminal)")
 @click.option("--store", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="the consumer's SQLite store directory [default: a fresh temporary one; "
-                   "STREAMDEDUP_STORE is not read, so a replay never writes into run's store]; "
+                   "STREAMDEDUP_STORE is not read, so a replay never writes into run's store; "
+                   "on --store-backend redis, a namespace of its own, removed afterwards]; "
                    "ads it already holds are not in the dump's truth: a document flagged for "
                    "them counts as a false positive (the report says how many matches)")
 @settings_options(shown=_REPLAY_SHOWN, own=("store",))

@@ -35,7 +35,7 @@ from typing import Any
 
 from streamdedup.core.document import Document
 from streamdedup.core.verdict import Verdict
-from streamdedup.errors import ConfigError, InputError, MessageError
+from streamdedup.errors import ConfigError, InputError, MessageError, StreamdedupError
 from streamdedup.process import ChildProcess, free_port
 from streamdedup.replay.config import ReplayConfig
 from streamdedup.replay.dump import read_dump
@@ -258,6 +258,9 @@ def replay_settings(config: ReplayConfig, bootstrap: str, store: Path,
             raise ConfigError(f"{why}: drop --{name.replace('_', '-')}")
         say(f"{env_name(name)} is left out: {why}")
         base = base.replace(**{name: getattr(Settings(), name)})
+    if config.store is not None and base.store_backend != "sqlite":
+        raise ConfigError(f"--store is a SQLite store's directory; on --store-backend "
+                          f"{base.store_backend} the replay's consumer gets a store of its own")
     prefix = config.topic_prefix
     if prefix is None:
         prefix = f"replay-{uuid.uuid4().hex[:8]}." if config.run_consumer else ""
@@ -269,6 +272,9 @@ def replay_settings(config: ReplayConfig, bootstrap: str, store: Path,
             store=str(store), topic_partitions=1, create_topics=True,
             metrics_host="127.0.0.1", metrics_port=free_port(),
         )
+        if base.store_backend == "redis":  # its own namespace, removed afterwards (the
+            # dump went into run's, and the report's truth ignored what that held)
+            fixed["redis_namespace"] = prefix + base.redis_namespace[:64 - len(prefix)]
     return base.replace(**fixed)
 
 
@@ -278,7 +284,8 @@ def replay(config: ReplayConfig, say: Callable[[str], None] = lambda _m: None) -
     from streamdedup.replay import report as rp
     from streamdedup.replay import truth as tr
     from streamdedup.service.kafka import ensure_broker, ensure_topics
-    from streamdedup.store import open_store
+    from streamdedup.store import read_params
+    from streamdedup.store.base import check_params
 
     started = time.monotonic()
     created = not config.report_dir.exists()
@@ -286,10 +293,13 @@ def replay(config: ReplayConfig, say: Callable[[str], None] = lambda _m: None) -
     work = Path(tempfile.mkdtemp(prefix="streamdedup-replay-"))
     consumer_exit: int | None = None
     unreported = False  # verdicts.jsonl replaced, the report not yet written
+    namespace: Settings | None = None  # the Redis namespace made for the consumer
     try:
         store = config.store or work / "store"
         bootstrap = config.bootstrap_servers
         settings = replay_settings(config, bootstrap, store, say)
+        if config.run_consumer and settings.store_backend == "redis":
+            namespace = settings  # removed at the end, as the temporary SQLite store is
         rows, unreadable = load_rows(config.dump, config.fmt, settings)
         say(f"{len(rows):,} rows to replay ({unreadable} unreadable) to "
             f"{settings.input_topic} on {bootstrap}")
@@ -317,9 +327,9 @@ def replay(config: ReplayConfig, say: Callable[[str], None] = lambda _m: None) -
         finally:
             consumer_exit = consumer.stop(STOP_TIMEOUT_S)
         sketcher = Sketcher(settings)
-        if config.run_consumer and settings.store_backend == "sqlite":
-            # Refuses to open if the consumer signed with other parameters than the truth's.
-            open_store("sqlite", str(store), sketcher.params()).close()
+        stored = read_params(settings) if config.run_consumer else None
+        if stored is not None:  # the consumer signed with the truth's parameters
+            check_params(stored, sketcher.params())
         say("ground truth and metrics")
         docs = [r.doc for r in rows if r.doc is not None]
         corpus = tr.Corpus.build(docs, sketcher)
@@ -374,6 +384,19 @@ def replay(config: ReplayConfig, say: Callable[[str], None] = lambda _m: None) -
         raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        if namespace is not None:
+            _remove_namespace(namespace, say)
+
+
+def _remove_namespace(settings: Settings, say: Callable[[str], None]) -> None:
+    from streamdedup.store.redis.client import Keys
+    from streamdedup.store.redis.maintenance import remove
+
+    try:
+        remove(settings.redis_url, settings.redis_namespace, settings.redis_cluster)
+    except StreamdedupError as exc:  # the report stands; the keys are said, not hidden
+        say(f"the replay's Redis namespace {settings.redis_namespace!r} could not be removed "
+            f"({exc}): its keys match {' '.join(Keys(settings.redis_namespace).patterns())}")
 
 
 def _count(values: Iterable[str]) -> dict[str, int]:

@@ -186,6 +186,38 @@ def test_replay_against_broker(dump: Path, tmp_path: Path, kafka_bootstrap: str,
     assert left == ["consumer.log", "verdicts.jsonl"], left
 
 
+@pytest.mark.broker
+def test_a_replay_on_redis_writes_into_a_namespace_of_its_own_and_removes_it(
+        dump: Path, tmp_path: Path, kafka_bootstrap: str, redis_url: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``STREAMDEDUP_STORE_BACKEND=redis`` (one environment serves ``run`` too) the
+    replay's consumer wrote the whole dump into run's namespace; ``--store`` was accepted
+    and meant nothing there."""
+    import redis
+
+    monkeypatch.setenv("STREAMDEDUP_STORE_BACKEND", "redis")
+    monkeypatch.setenv("STREAMDEDUP_REDIS_URL", redis_url)
+    monkeypatch.setenv("STREAMDEDUP_REDIS_NAMESPACE", "prod")
+    config = ReplayConfig(dump=dump, report_dir=tmp_path / "r", preset="default",
+                          overrides=OVERRIDES, bootstrap_servers=kafka_bootstrap,
+                          progress=False, timeout_s=60, cache_dir=tmp_path / "cache")
+    with pytest.raises(ConfigError, match="--store is a SQLite store's directory"):
+        replay_settings(dataclasses.replace(config, store=tmp_path / "s"), kafka_bootstrap,
+                        tmp_path / "s")
+    settings = replay_settings(config, kafka_bootstrap, tmp_path / "s")
+    assert settings.redis_namespace == settings.group_id.split(".")[0] + ".prod"
+    client = redis.Redis.from_url(redis_url)
+    before = set(client.scan_iter(count=1000))
+    result = replay(config)
+    assert result.ok and result.report["settings"]["store_backend"] == "redis"
+    expected = in_process(dump, OVERRIDES)
+    lines = result.paths["verdicts"].read_text(encoding="utf-8").splitlines()
+    assert [Verdict.from_json(line) for line in lines] == [expected[str(i)]
+                                                            for i in range(len(expected))]
+    assert set(client.scan_iter(count=1000)) == before  # nothing in "prod", nothing left
+    client.close()
+
+
 def main(args: list[str]) -> int:
     """`streamdedup replay ARGS` in this process; its exit status."""
     try:

@@ -54,6 +54,11 @@ class Keys:
     def shingles(self, set_id: int) -> str:
         return f"{self.index}sh:{set_id}"
 
+    def patterns(self) -> tuple[str, ...]:
+        """SCAN patterns that match every key of the namespace and no other namespace's (a
+        namespace holds no ':', so ``{ns:b*`` cannot reach ``{ns2:b``)."""
+        return (self.ledger + "*", "{" + self.index + "b*", self.index + "sh:*")
+
 
 def connect(url: str, cluster: bool = False, writer: bool = True) -> Any:
     """A client that answered PING; ConfigError for a URL that cannot work, and

@@ -1,6 +1,7 @@
 """Administering a Redis store (one namespace), for ``streamdedup store``: stats, a check of
-its records, an export, and one document's verdict (``explain --use-store``). Read-only:
-nothing here writes, so it runs beside the consumers of a group. Not one snapshot: a group
+its records, an export, and one document's verdict (``explain --use-store``). Read-only
+but for ``remove``, which only a replay calls, on the namespace it made for its own consumer:
+the rest runs beside the consumers of a group. Not one snapshot: a group
 that is writing meanwhile can make a document appear whose set record arrives in the next
 step of its judgement; run ``verify`` on a quiet store (or read its findings as "at that
 moment").
@@ -258,3 +259,19 @@ def read_verdict(url: str, namespace: str, doc_id: str, cluster: bool = False) -
     r, k = _open(url, namespace, cluster)
     raw = call(r.hget, k("docs"), doc_id)
     return None if raw is None else doc_record(doc_id, raw).verdict or None
+
+
+def remove(url: str, namespace: str, cluster: bool = False) -> int:
+    """Delete every key of a namespace; the number deleted. A replay's consumer on Redis
+    writes into a namespace of the replay's own, removed afterwards as its temporary SQLite
+    store is (it wrote the whole dump into run's namespace)."""
+    r, k = connect(url, cluster, writer=False), Keys(namespace)
+    removed = 0
+    for pattern in k.patterns():
+        keys = call(lambda p=pattern: list(r.scan_iter(match=p, count=_CHUNK)))
+        for start in range(0, len(keys), _CHUNK):
+            pipe = r.pipeline(transaction=False)
+            for key in keys[start:start + _CHUNK]:
+                pipe.unlink(key)
+            removed += sum(call(pipe.execute))
+    return removed

@@ -278,3 +278,34 @@ def test_stats_show_the_retention_clock_and_the_oldest_document(redis_url: str) 
     found = maintenance.stats(redis_url, f"{namespace}r")
     assert (found["clock"], found["oldest_document"]) == ("2023-11-15T22:13:20+00:00",
                                                          "2023-11-14T22:13:20+00:00")
+
+
+@pytest.mark.parametrize("kind", ["server", "cluster"])
+def test_remove_deletes_every_key_of_one_namespace_and_none_of_another(
+        kind: str, request: pytest.FixtureRequest) -> None:
+    """A replay on Redis removes the namespace it gave its consumer, as it removes its
+    temporary SQLite store; a namespace whose name starts with the same letters stays."""
+    cluster = kind == "cluster"
+    url = request.getfixturevalue("redis_cluster_url" if cluster else "redis_url")
+    namespace, _ = built(url, cluster, n=60)
+    neighbour, verdicts = built(url, cluster, n=60)
+    twin = namespace + "b"  # "{ns:b*" must not reach "{nsb:b..."
+    store = open_store("redis", url, Sketcher(SETTINGS).params(), twin, cluster)
+    store.close()
+    r = redis.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
+
+    def keys(ns: str) -> int:  # read apart from Keys: the name, then ':' or '}'
+        return sum(1 for _ in r.scan_iter(match=f"*{ns}[:}}]*", count=1000))
+
+    try:
+        held, kept, twin_held = keys(namespace), keys(neighbour), keys(twin)
+        assert held > 60 and kept > 60 and twin_held > 0
+        assert maintenance.remove(url, namespace, cluster) == held
+        assert keys(namespace) == 0 and (keys(neighbour), keys(twin)) == (kept, twin_held)
+        with pytest.raises(Exception, match="no store in Redis namespace"):
+            maintenance.stats(url, namespace, cluster)
+        buf = io.StringIO()
+        maintenance.export(url, neighbour, buf, cluster)
+        assert sorted(buf.getvalue().splitlines()) == sorted(verdicts)
+    finally:
+        r.close()
