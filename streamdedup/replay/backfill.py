@@ -97,7 +97,6 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
     result = BackfillResult(errors_path=errors_path)
     start = time.perf_counter()
     good: list[tuple[int, Document]] = []
-    unreadable: InputError | None = None
     with _written(errors_path) as errors:
         try:
             read = read_dump(config.dump, config.fmt, settings.text_fields,
@@ -111,12 +110,10 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
                     errors.write(bad_row_line(row, item))
                 else:
                     good.append((row, item))
-        except InputError as exc:  # it reads the whole dump before judging any of it
-            unreadable = exc
-    if unreadable is not None:
-        if not result.bad_rows and errors_path != STDOUT:  # an empty dump left an empty file
-            errors_path.unlink(missing_ok=True)
-        raise InputError(f"{unreadable}; the backfill judged none of the dump")
+        except InputError as exc:  # it reads the whole dump before judging any of it; the
+            # bad rows said before it are kept, and an earlier run's file, if none (emptied
+            # by a close as after success, then unlinked, it was lost)
+            raise InputError(f"{exc}; the backfill judged none of the dump") from None
     ordered, result.unordered = order(good, config.order_by, settings.time_field)
     docs = [d for _, d in ordered]
     if config.report_dir is not None and len({d.id for d in docs}) != len(docs):

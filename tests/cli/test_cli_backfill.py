@@ -290,10 +290,19 @@ def test_a_dump_without_a_row_to_judge_does_not_start_spark(tmp_path: Path) -> N
 def test_a_dump_it_cannot_judge_leaves_no_file_behind(tmp_path: Path, name: str, text: str,
                                                        code: int, said: str) -> None:
     (tmp_path / name).write_text(text, encoding="utf-8")
-    got, _, err = run("backfill", str(tmp_path / name), "--engine", "local", "--store",
-                      str(tmp_path / "s"), "--out", str(tmp_path / "v.jsonl"))
+    argv = ("backfill", str(tmp_path / name), "--engine", "local", "--store",
+            str(tmp_path / "s"), "--out", str(tmp_path / "v.jsonl"))
+    got, _, err = run(*argv)
     assert got == code and said in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+    # an earlier run's files are left as they were (its bad rows were deleted)
+    for old in ("v.jsonl", "v.errors.jsonl"):
+        (tmp_path / old).write_text(f"{old} of an earlier run\n", encoding="utf-8")
+    got, _, err = run(*argv)
+    assert got == code and said in err, err
+    assert {p.name: p.read_text(encoding="utf-8") for p in tmp_path.iterdir()
+            if p.name != name} == {old: f"{old} of an earlier run\n"
+                                   for old in ("v.jsonl", "v.errors.jsonl")}
 
 
 def test_bad_rows_on_standard_output_are_said_to_be_there(tmp_path: Path) -> None:
