@@ -19,6 +19,8 @@ def verdict_problems(doc_id: str, seq: int, verdict: str
         parsed = json.loads(verdict)
     except ValueError:
         return [f"document {doc_id!r}: its verdict is not JSON"], None
+    if not isinstance(parsed, dict):  # (an AttributeError traceback, where it was said)
+        return [f"document {doc_id!r}: its verdict is not a JSON object"], None
     problems = []
     if parsed.get("id") != doc_id:
         problems.append(f"document {doc_id!r}: its verdict is for {parsed.get('id')!r}")

@@ -64,12 +64,15 @@ def _clock(meta: dict[bytes, bytes]) -> int | None:
     return None if raw is None else _number(raw, "the retention clock (meta clock)")
 
 
-def _params(raw: bytes | None) -> Any:
+def _params(raw: bytes | None) -> dict[str, Any] | None:
     """The store's parameters from the namespace's ``meta params`` (None: never written)."""
     try:
-        return json.loads(raw) if raw else None
+        params = json.loads(raw) if raw else None
     except ValueError:
         raise StoreCorruptError("the store's parameters (meta params) are not JSON") from None
+    if params is not None and not isinstance(params, dict):
+        raise StoreCorruptError("the store's parameters (meta params) are not a JSON object")
+    return params
 
 
 def stats(url: str, namespace: str, cluster: bool = False) -> dict[str, Any]:
@@ -163,13 +166,21 @@ def verify(url: str, namespace: str, cluster: bool = False,
                 problems.append(f"set {set_id}: named by a document, but not stored")
                 continue
             if record.get(b"parent") is not None:
-                parents.add(int(record[b"parent"]))
+                try:
+                    parents.add(_number(record[b"parent"], f"set {set_id}: its cluster parent"))
+                except StoreCorruptError as exc:  # damage is a line, not a ValueError
+                    problems.append(str(exc))
             if blob is None:
                 problems.append(f"set {set_id}: its shingles are missing")
             elif not sorted_hashes(blob):  # Redis keeps hashes, never texts
                 problems.append(f"set {set_id}: its shingles are not sorted 64-bit hashes")
             if b"first_seq" in record and b"first_id" in record:
-                firsts[set_id] = (int(record[b"first_seq"]), record[b"first_id"].decode())
+                try:
+                    firsts[set_id] = (_number(record[b"first_seq"], f"set {set_id}: its first "
+                                              "document's seq"),
+                                      record[b"first_id"].decode("utf-8", "backslashreplace"))
+                except StoreCorruptError as exc:
+                    problems.append(str(exc))
             else:
                 problems.append(f"set {set_id}: its record has no first document")
     # A store that ever ran with retention has its clock, and documents that left; in one
@@ -250,8 +261,7 @@ def export(url: str, namespace: str, out: TextIO, cluster: bool = False) -> int:
 def read_params(url: str, namespace: str, cluster: bool = False) -> dict[str, Any] | None:
     """The parameters the namespace's store was built with (None before its first run)."""
     r, k = _open(url, namespace, cluster)
-    params = _params(call(r.hget, k("meta"), "params"))
-    return None if params is None else dict(params)
+    return _params(call(r.hget, k("meta"), "params"))
 
 
 def read_verdict(url: str, namespace: str, doc_id: str, cluster: bool = False) -> str | None:

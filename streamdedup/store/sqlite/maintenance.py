@@ -118,6 +118,10 @@ def verify(directory: Path, progress: Callable[[str], None] = lambda _m: None) -
         progress("SQLite integrity_check (every page and index)")
         problems += [f"sqlite: {row[0]}" for row in conn.execute("PRAGMA integrity_check")
                      if row[0] != "ok"]
+        try:  # what stats and every opening read first (Redis's verify checks them too)
+            stored_params(conn, Path(directory) / DB_NAME)
+        except StoreCorruptError as exc:
+            problems.append(str(exc))
         progress("shingle blobs against their checksums")
         for row, data, checksum in conn.execute("SELECT row, data, checksum FROM shingles"):
             if blob_checksum(data) != checksum:

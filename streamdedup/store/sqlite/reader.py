@@ -133,6 +133,9 @@ def stored_params(conn: sqlite3.Connection, path: Path) -> dict[str, Any] | None
         return None
     row = conn.execute("SELECT value FROM meta WHERE key = 'params'").fetchone()
     try:
-        return None if row is None else dict(json.loads(row[0]))
+        params = None if row is None else json.loads(row[0])
     except ValueError:
         raise StoreCorruptError(f"{path}: the store's parameters are not JSON") from None
+    if params is not None and not isinstance(params, dict):  # (a TypeError, or [[1, 2]]
+        raise StoreCorruptError(f"{path}: the store's parameters are not a JSON object")
+    return params

@@ -96,6 +96,8 @@ def test_shingles_damaged_out_of_order_are_named(redis_url: str) -> None:
 
 @pytest.mark.parametrize(("key", "field", "value", "said"), [
     ("meta", "params", b"not json{", "the store's parameters (meta params) are not JSON"),
+    ("meta", "params", b"[[1, 2]]", "the store's parameters (meta params) are not a JSON "
+                                    "object"),
     ("meta", "clock", b"banana", "the retention clock (meta clock) is not a number"),
     ("seq", None, b"abc", "the seq counter is not a number: b'abc'"),
     ("counts", "sets", b"banana", "the count of 'sets' is not a number: b'banana'"),
@@ -184,6 +186,26 @@ def test_a_sets_first_document_is_checked_against_its_members(
     problems = maintenance.verify(redis_url, namespace)
     assert f"set {set_id}: {expected}" in problems
     assert all(p.startswith(f"set {set_id}: its first document") for p in problems), problems
+
+
+def test_a_set_record_or_verdict_of_the_wrong_kind_is_a_problem_not_a_traceback(
+        redis_url: str) -> None:
+    """A cluster parent or first seq that is no number was a ValueError traceback from
+    verify, and a verdict that is JSON but no object an AttributeError: the damage verify
+    is there to name."""
+    namespace, _ = built(redis_url)
+    r = redis.Redis.from_url(redis_url)
+    k = Keys(namespace)
+    set_id = _set_of(r, k, "ad5")
+    r.hset(k("set", set_id), mapping={"parent": "xyz", "first_seq": "1x"})
+    head = (r.hget(k("docs"), "ad7") or b"").split(b"\n", 1)[0]
+    r.hset(k("docs"), "ad7", head + b"\n[1]")
+    r.close()
+    problems = maintenance.verify(redis_url, namespace)
+    for said in (f"set {set_id}: its cluster parent is not a number: b'xyz'",
+                 f"set {set_id}: its first document's seq is not a number: b'1x'",
+                 "document 'ad7': its verdict is not a JSON object"):
+        assert said in problems, problems
 
 
 def test_a_first_document_claimed_by_a_member_that_crashed_is_not_damage(

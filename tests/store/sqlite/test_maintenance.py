@@ -219,6 +219,9 @@ def test_a_reader_keeps_one_snapshot_while_the_writer_commits(tmp_path: Path) ->
      "its first document 'ad9' has seq 10, the set says 9"),
     (["UPDATE sets SET first_seq = first_seq + 1000 WHERE first_id = 'ad9'"],
      "first document's seq 1010 is after its document with seq 10"),
+    # JSON, but no object: a TypeError traceback, or [[1, 2]] read as {1: 2}
+    (["UPDATE meta SET value = '[[1, 2]]' WHERE key = 'params'"],
+     "the store's parameters are not a JSON object"),
     # Still well-formed JSON with another value: the case verify used to miss (RELIABILITY).
     (["UPDATE verdicts SET verdict = replace(verdict, '\"seq\":', '\"seq\":9') "
       "WHERE row = (SELECT verdict_row FROM docs WHERE doc_id = 'ad7')"],
