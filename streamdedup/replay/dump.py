@@ -12,8 +12,9 @@ as the id. Parquet (the ``parquet`` extra, pyarrow) is read in batches of 1,024 
 batch is held whole, whatever ``max_bytes`` says); its text columns must be strings, as in
 JSONL; other columns that hold numbers, booleans, dates or timestamps become strings
 (timestamps in ISO 8601 to the microsecond, so ``--order-by timestamp`` reads them), and
-columns of other types (binary, nested, decimal...) are left out, as JSONL leaves out
-nested values, booleans and nulls (its numbers are kept as their decimal text). With
+decimals their decimal text; columns of other types (binary, nested...) are left out, as
+JSONL leaves out nested values, booleans and nulls (its numbers are kept as their decimal
+text). A blank id, in a TSV or a Parquet string column, is no id, as a null. With
 ``time_field`` (given when retention is on) each row's time is read from that column, as a
 message's is (``service/message.py``).
 """
@@ -101,14 +102,15 @@ def read_dump(path: str | os.PathLike[str], fmt: str | None, text_fields: tuple[
                              f"(twice: its header first), not from a stream")
         raise InputError(f"no such file: {path}")
     fmt = fmt or detect_format(path)
-    fields = tuple(dict.fromkeys((*text_fields, *optional)))
-    if fmt == "tsv":
-        return _read_tsv(path, text_fields, fields, max_bytes, time_field, id_field)
+    also = tuple(f for f in dict.fromkeys(optional) if f not in text_fields)
+    if fmt == "tsv":  # (a TSV's cells are all text: read as text fields)
+        return _read_tsv(path, text_fields, (*text_fields, *also), max_bytes, time_field,
+                         id_field)
     if fmt == "jsonl":
-        rows = _read_jsonl(path, fields, max_bytes, time_field, id_field)
+        rows = _read_jsonl(path, text_fields, also, max_bytes, time_field, id_field)
         return rows if id_field == "id" else _said_automatic(rows, path, id_field)
     if fmt == "parquet":
-        return _read_parquet(path, fields, max_bytes, time_field, id_field)
+        return _read_parquet(path, text_fields, also, max_bytes, time_field, id_field)
     raise InputError(f"unknown format {fmt!r}; use tsv, jsonl or parquet")
 
 
@@ -374,8 +376,8 @@ def _said_automatic(rows: Iterator[Row], path: Path, id_field: str) -> Iterator[
                     "'id', or made from their content", path, without, documents, id_field)
 
 
-def _read_jsonl(path: Path, text_fields: tuple[str, ...], max_bytes: int, time_field: str,
-                id_field: str) -> Iterator[Row]:
+def _read_jsonl(path: Path, text_fields: tuple[str, ...], also: tuple[str, ...],
+                max_bytes: int, time_field: str, id_field: str) -> Iterator[Row]:
     with path.open("rb") as fh:
         index = -1
         while True:
@@ -391,13 +393,14 @@ def _read_jsonl(path: Path, text_fields: tuple[str, ...], max_bytes: int, time_f
             if not line:
                 continue
             try:
-                yield index, decode_message(line, text_fields, max_bytes, time_field, id_field)
+                yield index, decode_message(line, text_fields, max_bytes, time_field, id_field,
+                                            also)
             except MessageError as exc:
                 yield index, exc
 
 
-def _read_parquet(path: Path, text_fields: tuple[str, ...], max_bytes: int, time_field: str,
-                  id_field: str) -> Iterator[Row]:
+def _read_parquet(path: Path, text_fields: tuple[str, ...], also: tuple[str, ...],
+                  max_bytes: int, time_field: str, id_field: str) -> Iterator[Row]:
     """The extra, the file and its columns checked now, as a TSV's header is (a generator
     checked them at the first row, after ``check`` had emptied an existing ``--out``)."""
     pq = require("pyarrow.parquet", "reading a Parquet dump")
@@ -406,17 +409,18 @@ def _read_parquet(path: Path, text_fields: tuple[str, ...], max_bytes: int, time
     except Exception as exc:  # pyarrow's ArrowInvalid and friends, for a file that is not one
         raise InputError(f"{path} is not a Parquet file: {exc}") from None
     columns = parquet.schema_arrow.names
-    if not set(text_fields) & set(columns):
-        raise InputError(f"{path}: no column is one of the text fields {', '.join(text_fields)} "
-                         f"(columns: {', '.join(columns[:10])})")
+    if not {*text_fields, *also} & set(columns):
+        raise InputError(f"{path}: no column is one of the text fields "
+                         f"{', '.join((*text_fields, *also))} (columns: "
+                         f"{', '.join(columns[:10])})")
     if id_field != "id" and id_field not in columns:
         raise InputError(f"{path}: no column {id_field!r} to read the ids from (--id-field; "
                          f"columns: {', '.join(columns[:10])})")
-    return _parquet_rows(parquet, text_fields, max_bytes, time_field, id_field)
+    return _parquet_rows(parquet, text_fields, also, max_bytes, time_field, id_field)
 
 
-def _parquet_rows(parquet: Any, text_fields: tuple[str, ...], max_bytes: int, time_field: str,
-                  id_field: str) -> Iterator[Row]:
+def _parquet_rows(parquet: Any, text_fields: tuple[str, ...], also: tuple[str, ...],
+                  max_bytes: int, time_field: str, id_field: str) -> Iterator[Row]:
     pa = require("pyarrow", "reading a Parquet dump")
     index = 0
     for batch in parquet.iter_batches(batch_size=1024):
@@ -430,7 +434,8 @@ def _parquet_rows(parquet: Any, text_fields: tuple[str, ...], max_bytes: int, ti
         except (OverflowError, ValueError):  # a value Python cannot hold (a year after 9999)
             rows = _rows_one_value_at_a_time(batch, pa)
         for values in rows:
-            yield index, _parquet_row(values, text_fields, max_bytes, time_field, id_field)
+            yield index, _parquet_row(values, text_fields, also, max_bytes, time_field,
+                                      id_field)
             index += 1
 
 
@@ -455,18 +460,20 @@ def _rows_one_value_at_a_time(batch: Any, pa: Any) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
 
 
-def _parquet_row(values: dict[str, Any], text_fields: tuple[str, ...], max_bytes: int,
-                 time_field: str, id_field: str) -> Document | MessageError:
+def _parquet_row(values: dict[str, Any], text_fields: tuple[str, ...], also: tuple[str, ...],
+                 max_bytes: int, time_field: str, id_field: str) -> Document | MessageError:
     obj = {name: value if name in text_fields or name == id_field else _as_text(value)
            for name, value in values.items() if value is not None}
     if isinstance(obj.get(id_field), float) and obj[id_field].is_integer():
         obj[id_field] = int(obj[id_field])  # an integer column with nulls, as pandas writes
+    elif isinstance(obj.get(id_field), str) and not obj[id_field].strip():
+        del obj[id_field]  # a blank cell, as a TSV's or a null (it was a wrong_type row)
     size = sum(len(v.encode("utf-8", "surrogatepass")) for v in obj.values()
                if isinstance(v, str))
     if size > max_bytes:
         return MessageError("oversized", f"{size} bytes > limit {max_bytes}")
     try:
-        return document_from_object(obj, text_fields, time_field, id_field)
+        return document_from_object(obj, text_fields, time_field, id_field, also)
     except MessageError as exc:
         return exc
 

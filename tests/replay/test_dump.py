@@ -319,6 +319,28 @@ def test_parquet_ids_and_typed_columns_read_as_jsonl_would(tmp_path: Path) -> No
     assert (doc.fields["posted"], doc.fields["remote"]) == ("2024-05-01", "True")
 
 
+def test_a_blank_parquet_id_and_a_number_in_an_optional_column_read_as_a_tsvs(
+        tmp_path: Path) -> None:
+    """A blank string id was a ``wrong_type`` row where the TSV's blank cell is no id; a
+    number in replay's location column was ``wrong_type`` too, where check judged the row;
+    a decimal column is its text (the module said it was left out)."""
+    from decimal import Decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({
+        "id": ["", " ", "c"], "title": ["Cook", "Welder", "Tailor"],
+        "location": pa.array([20100, None, 7], pa.int64()),
+        "price": pa.array([Decimal("1.50"), None, None], pa.decimal128(5, 2))}), path)
+    docs = [doc for _, doc in read_dump(path, None, FIELDS, optional=("location", "link"))]
+    assert all(isinstance(d, Document) for d in docs), docs
+    assert [d.id[:5] for d in docs] == ["auto-", "auto-", "c"]  # type: ignore[union-attr]
+    assert docs[0].fields["location"] == "20100"  # type: ignore[union-attr]
+    assert docs[0].fields["price"] == "1.50"  # type: ignore[union-attr]
+
+
 def test_a_parquet_value_python_cannot_hold_is_its_rows_text_not_the_end_of_the_read(
         tmp_path: Path) -> None:
     """A timestamp after year 9999 (one cell, in a column nobody reads) stopped the whole

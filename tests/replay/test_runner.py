@@ -78,15 +78,20 @@ def test_load_rows_jsonl(tmp_path: Path) -> None:
         "{not json",
         json.dumps({"id": "x", "title": "", "description": "", "link": "https://l"}),
         json.dumps({"id": "t", "title": "Cuoco", "timestamp": 1709600000}),  # as check reads
+        # a number in location or link, which check and run judge, was an unreadable row
+        json.dumps({"id": "n", "title": "Sarto", "location": 20100, "link": 5}),
+        json.dumps({"id": "m", "location": 20100}),  # no text at all: unreadable
     ]) + "\n", encoding="utf-8")
     settings = build_settings("default", env={}, overrides=OVERRIDES)
     rows, unreadable = load_rows(path, None, settings)
-    assert unreadable == 1
+    assert unreadable == 2
     assert rows[0].doc_id == "7" and json.loads(rows[0].payload)["id"] == "7"
     assert rows[1].doc_id.startswith("auto-") and rows[1].doc is not None
     assert rows[1].doc.id == rows[1].doc_id  # the consumer decodes the same id
     assert rows[2].doc_id == "x" and rows[2].doc is None  # no text: a dead letter
     assert json.loads(rows[3].payload)["timestamp"] == "1709600000" and rows[3].doc is not None
+    assert rows[4].doc_id == "n" and rows[4].doc is not None
+    assert rows[4].doc.fields["location"] == "20100" and len(rows) == 5
 
 
 def test_load_rows_refuses_repeated_ids(tmp_path: Path) -> None:
