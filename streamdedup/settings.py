@@ -167,7 +167,8 @@ class Settings:
     only_duplicates: bool = _opt(False, "emit verdicts for duplicates only", group="kafka")
     max_message_bytes: int = _opt(
         1 << 20, "larger announcements are refused as 'oversized': a dead letter in run, a bad "
-        "row in check and backfill, not sent by produce", group="kafka")
+        "row in check and backfill, not sent by produce (a dump row measured as the message "
+        "produce sends)", group="kafka")
     max_output_bytes: int = _opt(
         1_000_000, "largest verdict or dead-letter record written: at most the output topics' "
         "max.message.bytes (Kafka's default 1,048,588)", group="kafka")

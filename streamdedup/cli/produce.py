@@ -107,9 +107,14 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
                     bad += 1
                     click.echo(f"row {row}: {item.reason}: {item.detail}", err=True)
                     continue
+                value = encode_message(item)
+                if len(value) > settings.max_message_bytes:  # (a JSON line re-encoded)
+                    bad += 1
+                    click.echo(f"row {row}: oversized: {len(value)} bytes as a message > "
+                               f"limit {settings.max_message_bytes}", err=True)
+                    continue
                 producer.send(settings.input_topic, key=item.id.encode("utf-8"),
-                              value=encode_message(item)).add_callback(tally.ack).add_errback(
-                                  tally.refuse)
+                              value=value).add_callback(tally.ack).add_errback(tally.refuse)
                 sent += 1
                 while rate and (delay := start + sent / rate - time.monotonic()) > 0:
                     time.sleep(min(delay, _MAX_SLEEP_S))

@@ -37,6 +37,7 @@ from streamdedup.extras import require
 from streamdedup.service.message import (
     decode_message,
     document_from_object,
+    encode_message,
     has_value,
 )
 from streamdedup.settings import Settings
@@ -324,7 +325,8 @@ def _tsv_rows(path: Path, header: list[str], fields: tuple[str, ...], max_bytes:
             if size > max_bytes:
                 yield index, MessageError("oversized", f"{size} bytes > limit {max_bytes}")
             else:
-                yield index, _tsv_row(index, header, values, fields, time_field, id_field)
+                row = _tsv_row(index, header, values, fields, time_field, id_field)
+                yield index, _as_sent(row, size, max_bytes, header)
             index += 1
 
 
@@ -339,6 +341,20 @@ def _lines(first: int, last: int) -> str:
         return f" (line {first})"
     return (f" (lines {first}-{last} of the file: if a quote was left open at line "
             f"{first}, the lines up to the next quote were read as this one row)")
+
+
+def _as_sent(item: Document | MessageError, size: int, max_bytes: int,
+             names: Iterable[str]) -> Document | MessageError:
+    """A row of ``size`` bytes of values within ``max_bytes``, measured again as the message
+    ``produce`` sends when that could be over: JSON's keys, quotes and escapes (6 bytes
+    for a control character) made a row ``check`` judged a message ``run`` refused."""
+    if isinstance(item, MessageError) or 6 * (size + sum(len(n) + 24 for n in names)) + \
+            6 * len(item.id) + 16 <= max_bytes:
+        return item
+    sent = len(encode_message(item))
+    if sent <= max_bytes:
+        return item
+    return MessageError("oversized", f"{sent} bytes as a message > limit {max_bytes}")
 
 
 def _tsv_row(
@@ -473,7 +489,8 @@ def _parquet_row(values: dict[str, Any], text_fields: tuple[str, ...], also: tup
     if size > max_bytes:
         return MessageError("oversized", f"{size} bytes > limit {max_bytes}")
     try:
-        return document_from_object(obj, text_fields, time_field, id_field, also)
+        return _as_sent(document_from_object(obj, text_fields, time_field, id_field, also),
+                        size, max_bytes, obj)
     except MessageError as exc:
         return exc
 

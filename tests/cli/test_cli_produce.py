@@ -126,3 +126,29 @@ def test_produce_sends_an_id_less_row_that_the_consumer_gives_the_same_id(
             for rec in topic_records(kafka_bootstrap, topic, 10_000)]
     assert len(want) == 20 and [key for key, _ in sent] == want
     assert [doc.id for _, doc in sent] == want
+
+
+@pytest.mark.broker
+def test_produce_sends_no_message_over_the_limit_the_consumer_holds_it_to(
+        tmp_path: Path, kafka_bootstrap: str) -> None:
+    """The limit was measured on the dump's row: a JSON line of numbers, re-encoded with
+    them as text, and a TSV cell of backslashes went out larger, as dead letters of run."""
+    import uuid
+
+    line = json.dumps({"id": "n", "title": "t", **{f"k{i}": i for i in range(100)}},
+                      separators=(",", ":"))
+    assert len(line) <= 1000 < len(line) + 2 * 100
+    dump = tmp_path / "ads.jsonl"
+    dump.write_text(line + "\n" + json.dumps({"id": "ok", "title": "t"}) + "\n",
+                    encoding="utf-8")
+    tsv = write_tsv(tmp_path / "ads.tsv", [["Cuoco", "\\" * 900, "Roma", "", ""],
+                                           ["Sarto", "x" * 900, "Roma", "", ""]])
+    topic = f"produce-{uuid.uuid4().hex[:8]}"
+    for path in (dump, tsv):
+        code, _, err = run("produce", str(path), "--bootstrap-servers", kafka_bootstrap,
+                           "--input-topic", topic, "--max-message-bytes", "1000")
+        assert code == 0 and "1 announcements sent" in err and "1 rows not sent" in err, err
+        assert "bytes as a message > limit 1000" in err, err
+    records = topic_records(kafka_bootstrap, topic, 10_000)
+    assert [rec.key.decode() for rec in records] == ["ok", "1"]
+    assert all(len(rec.value) <= 1000 for rec in records)

@@ -197,6 +197,27 @@ def test_rows_over_the_message_limit_are_oversized_errors_not_read_whole(
     assert kinds == ["0", "oversized", "oversized", "3"]
 
 
+def test_a_row_within_the_limit_whose_message_is_over_it_is_oversized(tmp_path: Path) -> None:
+    """900 backslashes are 900 bytes in a TSV cell and 1,800 in the message ``produce``
+    sends: ``check --max-message-bytes 1000`` judged the row that ``run`` dead-letters."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from streamdedup.service.message import encode_message
+
+    tsv = tmp_path / "d.tsv"
+    tsv.write_text("id\ttitle\tdescription\n" + "a\tCuoco\t" + "\\" * 900 + "\n"
+                   + "b\tSarto\t" + "x" * 900 + "\n", encoding="utf-8")
+    parquet = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"id": ["a", "b"], "title": ["Cuoco", "Sarto"],
+                             "description": ["\\" * 900, "x" * 900]}), parquet)
+    for path in (tsv, parquet):
+        (_, escaped), (_, plain) = read_dump(path, None, FIELDS, max_bytes=1000)
+        assert outcome(escaped) == "oversized" and "bytes as a message > limit 1000" in str(
+            escaped)
+        assert isinstance(plain, Document) and len(encode_message(plain)) <= 1000
+
+
 def test_an_oversized_last_line_without_a_newline_ends_the_read(tmp_path: Path) -> None:
     """Skipping the rest of an overlong line stops at the end of the file too (else the
     read never ends)."""
