@@ -18,7 +18,7 @@ from streamdedup.core.minhash import make_hasher, scheme_name
 from streamdedup.core.shingles import HASH_SCHEME, set_fingerprint, shingle, shingle_many
 from streamdedup.core.text import Normalizer, compose_text
 from streamdedup.errors import ConfigError
-from streamdedup.settings import Settings
+from streamdedup.settings import MAX_NUM_PERM, Settings
 
 
 @dataclass(frozen=True)
@@ -90,11 +90,15 @@ class Sketcher:
         self.bands, self.rows = lsh.layout(settings.threshold, settings.num_perm,
                                            settings.bands, settings.rows)
         if not settings.bands and self.recall_at_threshold() < lsh.DEFAULT_MIN_RECALL:
+            needed = lsh.min_num_perm(settings.threshold)
             raise ConfigError(
                 f"num_perm {settings.num_perm} gives at most P(candidate | s="
                 f"{settings.threshold}) = {self.recall_at_threshold():.4f} < "
-                f"{lsh.DEFAULT_MIN_RECALL}: near-duplicates would be missed; use "
-                f"num_perm >= {lsh.min_num_perm(settings.threshold)}")
+                f"{lsh.DEFAULT_MIN_RECALL}: near-duplicates would be missed; "
+                + (f"use num_perm >= {needed}" if needed <= MAX_NUM_PERM else
+                   # (it said "num_perm >= 6907755471", which the limit refuses)
+                   f"no num_perm up to {MAX_NUM_PERM} reaches it at this threshold: raise "
+                   f"--threshold, or give --bands and --rows to accept a lower recall"))
 
     def shingle_fields(self, fields: Mapping[str, str]) -> Shingled:
         return self.shingle_fields_many([fields])[0]

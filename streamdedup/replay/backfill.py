@@ -61,6 +61,7 @@ class BackfillResult:
     errors_path: Path | None = None
     report: dict[str, Any] | None = None
     report_paths: dict[str, Path] = field(default_factory=dict)
+    evicted: int = 0  # documents and sets retention removed (check says it too)
 
 
 def order(docs: list[tuple[int, Document]], how: str, field_name: str
@@ -173,6 +174,7 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
                         keep)
     result.plan = plan.counts() if plan is not None else None
     result.seconds = time.perf_counter() - start
+    result.evicted = getattr(detector, "evicted", 0)
     if keep is not None and config.report_dir is not None:
         say("report: exact Jaccard of every pair (brute force) and the band table")
         result.report, result.report_paths = _report(settings, config, docs, keep, plan,

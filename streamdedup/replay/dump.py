@@ -302,8 +302,8 @@ def _tsv_rows(path: Path, header: list[str], fields: tuple[str, ...], max_bytes:
                                               f"{exc}{_lines(first, lines.number)}")
                     index += 1
                     continue
-                reread += 1
-                if reread <= _SAID_REREAD:
+                reread += not over  # (a line over the bound is oversized, not misquoted)
+                if reread <= _SAID_REREAD and not over:
                     taken = (f" and line{'s' if len(lines.row) > 2 else ''} "
                              f"{_span(first + 1, lines.number)}, which a quote had taken in, "
                              "read again" if len(lines.row) > 1 else "")

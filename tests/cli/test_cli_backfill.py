@@ -341,3 +341,24 @@ def test_an_empty_store_is_refused_in_its_own_words(tmp_path: Path, command: str
     code, _, err = run(command, str(dump), "--store", "", "--out", "x.jsonl",
                        *(["--engine", "local"] if command == "backfill" else []))
     assert code == 2 and "store must name a directory" in err, err
+
+
+def test_backfill_says_what_retention_evicted_as_check_does(tmp_path: Path) -> None:
+    """``check --retention`` said how many documents and sets left the window; ``backfill``
+    said nothing of it."""
+    import re
+
+    dump = tmp_path / "ads.jsonl"
+    dump.write_text("".join(json.dumps({"id": i, "description": f"annuncio numero {i} " * 5,
+                                        "timestamp": 1_790_000_000 + 3600 * i}) + "\n"
+                            for i in range(1200)), encoding="utf-8")  # 50 days, by the hour
+    said = {}
+    for command in ("check", "backfill"):
+        code, _, err = run(command, str(dump), "--retention", "3d", "--store",
+                           str(tmp_path / command), "--out", str(tmp_path / f"{command}.jsonl"),
+                           *(["--engine", "local"] if command == "backfill" else []))
+        assert code == 0, err
+        found = re.search(r"retention 3d: (\d+) documents and sets evicted", err)
+        assert found, err
+        said[command] = int(found.group(1))
+    assert said["check"] == said["backfill"] > 0, said

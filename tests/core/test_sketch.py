@@ -156,6 +156,14 @@ def test_too_few_permutations_for_the_threshold_are_refused_with_the_figure() ->
     assert lsh.min_num_perm(1.0) == 1  # identical texts only: one permutation tells them
     # explicit bands and rows are the operator's choice (the reference preset's 20 x 5)
     assert Sketcher(Settings(num_perm=100, bands=20, rows=5)).bands == 20
+    # past the limit, no num_perm to ask for ("use num_perm >= 1379", then refused)
+    with pytest.raises(ConfigError, match=r"no num_perm up to 1024 reaches it.*--bands") as e:
+        Sketcher(Settings(threshold=0.005))
+    assert ">= 1379" not in str(e.value)
+    needed = lsh.min_num_perm(0.007)
+    assert 512 < needed <= 1024  # within the limit: still the figure to ask for
+    with pytest.raises(ConfigError, match=rf"use num_perm >= {needed}$"):
+        Sketcher(Settings(threshold=0.007, num_perm=512))
 
 
 @pytest.mark.parametrize("texts", [
