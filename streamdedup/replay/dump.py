@@ -273,6 +273,7 @@ def _tsv_rows(path: Path, header: list[str], fields: tuple[str, ...], max_bytes:
     bound = min(sys.maxsize, max(max_bytes, FIELD_BOUND))
     csv.field_size_limit(bound)
     reread = 0
+    keys = _keys_bound(header)
     with path.open(encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
         lines = _Lines(fh, len(header))
         next(csv.reader(lines, delimiter="\t"))  # the header, read as tsv_header reads it
@@ -326,7 +327,7 @@ def _tsv_rows(path: Path, header: list[str], fields: tuple[str, ...], max_bytes:
                 yield index, MessageError("oversized", f"{size} bytes > limit {max_bytes}")
             else:
                 row = _tsv_row(index, header, values, fields, time_field, id_field)
-                yield index, _as_sent(row, size, max_bytes, header)
+                yield index, _as_sent(row, size, max_bytes, keys)
             index += 1
 
 
@@ -343,13 +344,18 @@ def _lines(first: int, last: int) -> str:
             f"{first}, the lines up to the next quote were read as this one row)")
 
 
+def _keys_bound(names: Iterable[str]) -> int:
+    """At most the bytes a message spends on these keys, their quotes and separators, and a
+    number's digits (6 bytes a character: ``\\u0001``)."""
+    return 6 * sum(len(n) + 24 for n in names) + 16
+
+
 def _as_sent(item: Document | MessageError, size: int, max_bytes: int,
-             names: Iterable[str]) -> Document | MessageError:
+             keys: int) -> Document | MessageError:
     """A row of ``size`` bytes of values within ``max_bytes``, measured again as the message
-    ``produce`` sends when that could be over: JSON's keys, quotes and escapes (6 bytes
-    for a control character) made a row ``check`` judged a message ``run`` refused."""
-    if isinstance(item, MessageError) or 6 * (size + sum(len(n) + 24 for n in names)) + \
-            6 * len(item.id) + 16 <= max_bytes:
+    ``produce`` sends when that could be over (``keys``: ``_keys_bound`` of its fields): JSON's
+    keys, quotes and escapes made a row ``check`` judged a message ``run`` refused."""
+    if isinstance(item, MessageError) or 6 * (size + len(item.id)) + keys <= max_bytes:
         return item
     sent = len(encode_message(item))
     if sent <= max_bytes:
@@ -490,7 +496,7 @@ def _parquet_row(values: dict[str, Any], text_fields: tuple[str, ...], also: tup
         return MessageError("oversized", f"{size} bytes > limit {max_bytes}")
     try:
         return _as_sent(document_from_object(obj, text_fields, time_field, id_field, also),
-                        size, max_bytes, obj)
+                        size, max_bytes, _keys_bound(obj))
     except MessageError as exc:
         return exc
 
