@@ -234,8 +234,10 @@ def _scan(settings: Settings, topic: str, ids: set[str]
             for _, rec in observer.poll(1000):
                 read += 1
                 body = decode(rec)
-                doc_id = announcement_id(body) if topic == settings.input_topic else \
-                    None if body is None else str(body.get("id"))
+                if topic == settings.input_topic:
+                    doc_id = announcement_id(body, settings.id_field)
+                else:
+                    doc_id = None if body is None else str(body.get("id"))
                 if body is not None and doc_id in ids:
                     # Time first, then the order of reading: records of one millisecond (a
                     # fast producer; one batch under LogAppendTime; -1, none) keep their

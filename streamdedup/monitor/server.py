@@ -42,7 +42,7 @@ class Monitor:
         self.settings = settings
         self.start = start
         self.texts = texts
-        self.state = MonitorState()
+        self.state = MonitorState(id_field=settings.id_field)
         self.lock = threading.Lock()
         self.sketcher = Sketcher(settings)
         self.stopping = threading.Event()  # the topic reader's

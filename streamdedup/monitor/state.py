@@ -110,8 +110,9 @@ class Cluster:
 
 class MonitorState:
     def __init__(self, keep: int = 100_000, window_s: int = 600, growth_s: float = 300.0,
-                 clock: Any = time.time) -> None:
+                 clock: Any = time.time, id_field: str = "id") -> None:
         self.keep = keep
+        self.id_field = id_field  # where announcements hold their ids, as run reads them
         self.window_s = window_s
         self.growth_s = growth_s
         self.clock = clock
@@ -223,7 +224,7 @@ class MonitorState:
     def add_announcement(self, body: Mapping[str, Any], at: float | None = None) -> None:
         """An input record: its string fields, for titles and explanations, under the id the
         consumer gives it (an automatic one when it has none)."""
-        doc_id = announcement_id(dict(body))
+        doc_id = announcement_id(dict(body), self.id_field)
         if doc_id is not None:
             self.add_text(doc_id, {k: v for k, v in body.items() if isinstance(v, str)}, at)
 

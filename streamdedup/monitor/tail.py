@@ -102,7 +102,7 @@ def follow(settings: Settings, observer: Observer, count: int, stop: list[int],
     the verdict's time: from the beginning the small verdicts are fetched far faster than the
     ads, and 1,234 of 2,000 lines came out without their titles. On SIGTERM or Ctrl-C what
     was read is said, titled or not."""
-    state = MonitorState(keep=50_000)
+    state = MonitorState(keep=50_000, id_field=settings.id_field)
     columns = Columns()
     printed = 0
     said: set[str] = set()

@@ -62,17 +62,26 @@ def auto_id(obj: dict[str, Any]) -> str:
     return AUTO_PREFIX + xxhash.xxh3_128_hexdigest(canonical.encode("utf-8", "surrogatepass"))
 
 
-def announcement_id(obj: Any) -> str | None:
+def announcement_id(obj: Any, id_field: str = "id") -> str | None:
     """The id the consumer gives a parsed announcement, for readers of the input topic (the
-    monitor, `explain`): its own, or the automatic one when it has none (they looked for an
-    ``id`` key, so an id-less feed had no texts and no titles). None for a message with no
-    usable id (a dead letter): the consumer's own rules (``message_id``)."""
+    monitor, `tail`, `explain`): its own (read as ``--id-field`` says), or the automatic one
+    when it has none (they looked for an ``id`` key, so an id-less feed had no texts and no
+    titles). None for a message with no usable id (a dead letter): the consumer's rules."""
     if not isinstance(obj, dict):
         return None
     try:
-        return message_id(obj)
+        return message_id(with_id_field(obj, id_field)[0])
     except MessageError:
         return None
+
+
+def with_id_field(obj: dict[str, Any], id_field: str) -> tuple[dict[str, Any], str]:
+    """The object with its id where ``message_id`` reads it, and the key it came from ('':
+    ``id`` itself): ``id_field``'s value where that is there and not blank, else its ``id``
+    (what ``produce`` and the Scrapy pipeline send)."""
+    if id_field == "id" or not has_value(obj.get(id_field)):
+        return obj, ""
+    return {**{k: v for k, v in obj.items() if k != "id"}, "id": obj[id_field]}, id_field
 
 
 def message_id(obj: dict[str, Any]) -> str:
@@ -116,9 +125,7 @@ def document_from_object(obj: Any, text_fields: tuple[str, ...], time_field: str
     and link: a number there made a row the consumer judges an unreadable one)."""
     if not isinstance(obj, dict):
         raise MessageError("not_an_object", f"got JSON {_JSON_TYPES.get(type(obj), 'value')}")
-    read_from = id_field if id_field != "id" and has_value(obj.get(id_field)) else ""
-    if read_from:
-        obj = {**{k: v for k, v in obj.items() if k != "id"}, "id": obj[read_from]}
+    obj, read_from = with_id_field(obj, id_field)
     try:
         doc_id = message_id(obj)
     except MessageError as exc:

@@ -355,3 +355,25 @@ def test_explain_takes_an_ids_text_as_of_the_documents_time_across_partitions(
         assert json.loads(done.stdout)["jaccard"] == 1.0, (partitions, done.stdout)
         assert "'o' has 2 different texts" in done.stderr, done.stderr
     producer.close()
+
+
+def test_explain_reads_the_topics_ids_as_run_does_with_the_id_field(
+        kafka_bootstrap: str, kafka_topic_factory: Any) -> None:
+    """With ``--id-field link`` run filed the ads under their links while ``explain`` read
+    ``id``: "no announcement with id 'https://x/2', 'https://x/3'"."""
+    from kafka import KafkaProducer
+
+    body = {"title": "Cameriere", "description": (
+        "Ristorante in centro a Milano cerca cameriere di sala con esperienza, turni serali "
+        "e nel fine settimana, contratto a tempo determinato con possibilita di rinnovo.")}
+    topic = kafka_topic_factory(partitions=1)
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
+    for sent in ({**body, "link": "https://x/2", "id": "a"}, {**body, "link": "https://x/3"}):
+        producer.send(topic, json.dumps(sent).encode())
+    producer.flush()
+    producer.close()
+    done = subprocess.run([sys.executable, "-m", "streamdedup", "explain", "https://x/3",
+                           "https://x/2", "--json", "--bootstrap-servers", kafka_bootstrap,
+                           "--input-topic", topic, "--id-field", "link"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and json.loads(done.stdout)["jaccard"] == 1.0, done.stderr

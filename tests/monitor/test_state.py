@@ -170,6 +170,25 @@ def test_an_announcement_without_an_id_is_kept_under_the_consumers_automatic_id(
     assert st.title(doc.id) == "Cuoco a Milano" and st.title("  ") is None
 
 
+def test_announcements_are_kept_under_the_id_run_reads_with_the_id_field() -> None:
+    """With ``--id-field link`` (run reads it since the thirtieth session) the page, ``tail``
+    and ``explain`` still read ``id``: every title missing, and "no ad with that id"."""
+    import json
+
+    from streamdedup.service.message import decode_message
+
+    st = MonitorState(id_field="link")
+    sent = [{"link": "https://x/1", "title": "Cuoco"},
+            {"id": "y", "link": " ", "title": "Sarto"},
+            {"id": "x", "link": "https://x/3", "title": "Fabbro"}]
+    for body in sent:
+        st.add_announcement(body)
+    ids = [decode_message(json.dumps(b).encode(), ("title",), 1 << 20, id_field="link").id
+           for b in sent]
+    assert ids == ["https://x/1", "y", "https://x/3"]
+    assert [st.title(i) for i in ids] == ["Cuoco", "Sarto", "Fabbro"] and st.title("x") is None
+
+
 def test_the_series_is_in_time_order_whatever_order_the_partitions_gave() -> None:
     """Seconds were listed in arrival order: with 3 verdict partitions the chart's axis ended
     at the last second added, and the newest second was not drawn."""
