@@ -101,6 +101,8 @@ def explain_command(doc_id: str, other_id: str | None, dump: Path | None, fmt: s
                              result.b.text, result.b.differs, width, use_color):
         click.echo(line, color=use_color)  # click strips colours off a pipe unless told
     click.echo("")
+    if max(len(printable(result.a.id)), len(printable(result.b.id))) > (width - 3) // 2:
+        click.echo(f"left {printable(result.a.id)}\nright {printable(result.b.id)}")
     click.echo(f"exact Jaccard {result.jaccard:.3f} (threshold {result.threshold}); MinHash "
                f"estimate {result.estimate:.3f}; {result.bands_shared} of {result.bands} bands "
                f"of {result.rows} rows shared; shingles {result.a.shingles} and "
@@ -258,7 +260,7 @@ def side_by_side(a_id: str, a: str, a_marks: Sequence[tuple[int, int]], b_id: st
     col = (width - 3) // 2
     left = _wrap(a, a_marks, col, color)
     right = _wrap(b, b_marks, col, color)
-    a_id, b_id = printable(a_id)[:col], printable(b_id)[:col]
+    a_id, b_id = _fit(printable(a_id), col), _fit(printable(b_id), col)
     head = [f"{a_id:<{col}} | {b_id}", f"{'-' * col}-+-{'-' * col}"]
     rows = []
     for i in range(max(len(left), len(right))):
@@ -266,6 +268,15 @@ def side_by_side(a_id: str, a: str, a_marks: Sequence[tuple[int, int]], b_id: st
         rt, _ = right[i] if i < len(right) else ("", 0)
         rows.append(f"{lt}{' ' * max(0, col - lv)} | {rt}".rstrip())
     return head + rows
+
+
+def _fit(shown_id: str, col: int) -> str:
+    """An id in ``col`` characters, cut in its middle: two links of one site cut at their
+    end showed the same 57 characters, and which ad was which could not be told."""
+    if len(shown_id) <= col:
+        return shown_id
+    head = max(1, (col - 1) // 3)
+    return shown_id[:head] + "…" + shown_id[len(shown_id) - (col - 1 - head):]
 
 
 def _wrap(text: str, marks: Sequence[tuple[int, int]], col: int, color: bool

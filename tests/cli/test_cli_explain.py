@@ -206,3 +206,20 @@ def test_an_id_from_a_column_is_found_with_the_same_id_field(tmp_path: Path) -> 
     code, out, err = run("explain", "l1", "l0", "--dump", str(dump), "--json",
                          "--id-field", "link")
     assert code == 0 and json.loads(out)["jaccard"] == 1.0, err
+
+
+def test_two_long_ids_that_share_their_start_can_be_told_apart(tmp_path: Path) -> None:
+    """Two links of one site, cut at the column's width, showed the same 57 characters and
+    nothing else named them."""
+    site = "https://www.kijiji.it/annunci/offerta/milano-annunci-magenta/ingegnere/"
+    dump = tmp_path / "ads.jsonl"
+    dump.write_text("".join(json.dumps({"id": site + n, "title": ADS[0][0],
+                                        "description": ADS[0][1]}) + "\n"
+                            for n in ("52622326", "52622399")), encoding="utf-8")
+    code, out, err = run("explain", site + "52622399", site + "52622326", "--dump",
+                         str(dump), "--no-color", env={"COLUMNS": "120"})
+    assert code == 0, err
+    head = out.splitlines()[0]
+    assert "52622399" in head.split(" | ")[0] and "52622326" in head.split(" | ")[1], head
+    assert len(head.split(" | ")[0]) == (120 - 3) // 2
+    assert f"left {site}52622399\nright {site}52622326" in out
