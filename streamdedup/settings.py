@@ -424,6 +424,13 @@ def flag_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def setting_named(name: str) -> str:
+    """A setting as a message found wrong when it is used names it, where which of its flag
+    and variable gave the value is no longer known ("no stopword list for language 'xx'"
+    named neither)."""
+    return f"{flag_name(name)} (or {env_name(name)})"
+
+
 def field_name(flag: str) -> str:
     """The setting a flag names: ``flag_name`` undone."""
     return flag.removeprefix("--").replace("-", "_")

@@ -22,7 +22,8 @@ from streamdedup import __version__
 from streamdedup.cli.backfill import backfill_command
 from streamdedup.cli.check import check_command
 from streamdedup.cli.explain import explain_command
-from streamdedup.cli.options import failure, make_settings, settings_options
+from streamdedup.cli.options import failure, logged_settings, settings_options
+from streamdedup.cli.output import not_kept
 from streamdedup.cli.produce import produce_command
 from streamdedup.cli.replay import replay_command
 from streamdedup.cli.signals import sigterm_as_interrupt
@@ -81,13 +82,15 @@ def main() -> None:
 def run(preset: str | None, **options: Any) -> None:
     """Consume announcements from Kafka and emit a verdict (or dead letter) for each."""
     from streamdedup.service.consumer import Service, StoppedWhileConnecting
-    from streamdedup.service.logs import holding, setup_logging
 
-    with holding() as early:
-        settings = make_settings(preset, options, opens_store=True)
-    setup_logging(settings.log_level, settings.log_json, early)
+    settings = logged_settings(preset, options, opens_store=True)
+    # A store this run makes and puts nothing in is not kept, as check's: pinned to the
+    # settings of a run refused at once (topics missing), it refused the corrected command.
+    made_here = settings.store_backend == "sqlite" and not Path(settings.store).exists()
+    service: Service | None = None
     try:
-        code = Service(settings, handle_signals=True).run()
+        service = Service(settings, handle_signals=True)
+        code = service.run()
     except StoppedWhileConnecting:
         code = 0  # stopped while the store was still unreachable: nothing was consumed
     except StreamdedupError as exc:
@@ -98,6 +101,10 @@ def run(preset: str | None, **options: Any) -> None:
         logging.getLogger("streamdedup").critical("stopped by an unexpected error",
                                                   exc_info=True, extra={"exit_code": 1})
         code = 1
+    finally:
+        if made_here and (service is None or not (service.processed or service.dead)):
+            said = not_kept(True, Path(settings.store))
+            logging.getLogger("streamdedup").info("nothing was consumed%s", said)
     sys.exit(code)
 
 

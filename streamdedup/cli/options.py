@@ -108,6 +108,7 @@ def make_settings(preset: str | None, options: dict[str, Any], *,
             given.add("preset")
         names = {f.name for f in fields(Settings)} | {"preset"}
         came: set[str] = set()
+        as_flags = False  # a setting given by neither is then named as a flag too
 
         def named(match: re.Match[str]) -> str:
             word = match.group()
@@ -119,10 +120,15 @@ def make_settings(preset: str | None, options: dict[str, Any], *,
             if env_name(word) in os.environ:
                 came.add("variable")
                 return env_name(word)
-            return word  # the default's or the preset's
+            # the default's or the preset's: "give both --bands and rows" said of one flag
+            return flag_name(word) if as_flags else word
 
         # quoted values and flags the message already spells are kept as they are
-        said = re.sub(r"'[^']*'|--[a-z][a-z0-9-]*|[a-z][a-z0-9_]*", named, text)
+        words = r"'[^']*'|--[a-z][a-z0-9-]*|[a-z][a-z0-9_]*"
+        said = re.sub(words, named, text)
+        if came == {"flag"}:
+            as_flags = True
+            said = re.sub(words, named, text)
         if "variable" in came and "flag" not in came:
             raise BadSetting(said) from None
         raise click.UsageError(said) from None
@@ -156,6 +162,30 @@ class LoggedFailure(click.ClickException):
 
 class LoggedBadSetting(LoggedFailure):
     exit_code = BadSetting.exit_code
+
+
+def logged_settings(preset: str | None, options: dict[str, Any], *,
+                    opens_store: bool = False) -> Settings:
+    """``make_settings`` for the commands that log (``run``, ``monitor``), with logging set
+    up from them: a variable's bad value is said as a JSON record when ``--log-json`` (or
+    its variable) asks for JSON ("Error: STREAMDEDUP_NUM_PERM: ..." came plain among the
+    JSON lines a collector reads). A flag's comes with the usage text, as parsing says it."""
+    from streamdedup.service.logs import holding, setup_logging
+
+    try:
+        with holding() as early:
+            settings = make_settings(preset, options, opens_store=opens_store)
+    except BadSetting as exc:
+        wanted = options.get("log_json")
+        if wanted is None:  # (an unreadable value is itself refused in plain words)
+            wanted = os.environ.get(env_name("log_json"), "").strip().lower() in (
+                "1", "true", "yes", "on")
+        if not wanted:
+            raise
+        setup_logging("INFO", True)
+        raise LoggedBadSetting(exc.format_message()) from None
+    setup_logging(settings.log_level, settings.log_json, early)
+    return settings
 
 
 def failure(exc: StreamdedupError, more: str = "", logged: bool = False

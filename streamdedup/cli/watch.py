@@ -13,7 +13,13 @@ from typing import Any
 
 import click
 
-from streamdedup.cli.options import KAFKA_CLIENT, failure, make_settings, settings_options
+from streamdedup.cli.options import (
+    KAFKA_CLIENT,
+    failure,
+    logged_settings,
+    make_settings,
+    settings_options,
+)
 from streamdedup.errors import StreamdedupError, describe
 
 _FROM_HELP = ("where to start reading: 'beginning', 'latest', or an ISO 8601 time "
@@ -35,11 +41,7 @@ def monitor_command(start: str, no_texts: bool, preset: str | None, **options: A
     needs --monitor-token. Reads --output-topic, --dlq-topic and --input-topic from
     --bootstrap-servers without joining any consumer group.
     """
-    from streamdedup.service.logs import holding, setup_logging
-
-    with holding() as early:
-        settings = make_settings(preset, options)
-    setup_logging(settings.log_level, settings.log_json, early)
+    settings = logged_settings(preset, options)
     # SIGTERM and Ctrl-C are requests to stop (exit 0, the reader closed; Ctrl-C said
     # "Aborted!" and exit 1): uvicorn stops the server on each and then raises it again for
     # the handler it found, this one.

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from streamdedup.errors import ConfigError
-from streamdedup.settings import Settings
+from streamdedup.settings import Settings, setting_named
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,8 @@ def load_stopwords(spec: str) -> frozenset[str]:
     import stopwordsiso
 
     if not stopwordsiso.has_lang(spec):
-        raise ConfigError(f"no stopword list for language {spec!r} in stopwordsiso")
+        raise ConfigError(f"{setting_named('stopwords')}: no stopword list for language "
+                          f"{spec!r} in stopwordsiso")
     return frozenset(stopwordsiso.stopwords(spec))
 
 
@@ -200,8 +201,8 @@ def make_stemmer(language: str) -> Callable[[str], str]:
 
     if language not in SnowballStemmer.languages:
         raise ConfigError(
-            f"no Snowball stemmer for {language!r}; known: {', '.join(SnowballStemmer.languages)}"
-        )
+            f"{setting_named('stem_language')}: no Snowball stemmer for {language!r}; known: "
+            f"{', '.join(SnowballStemmer.languages)}")
     return _Stem(language, SnowballStemmer(language).stem)
 
 

@@ -15,9 +15,11 @@ from streamdedup.cli.main import main
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--stopwords", "xx"], "no stopword list for language 'xx'"),
+    (["--stopwords", "xx"], "--stopwords (or STREAMDEDUP_STOPWORDS): no stopword list for "
+                            "language 'xx'"),
     (["--stopwords", "/no/such/words.txt"], "cannot read stopword file"),
-    (["--stem-language", "klingon"], "no Snowball stemmer for 'klingon'"),
+    (["--stem-language", "klingon"], "--stem-language (or STREAMDEDUP_STEM_LANGUAGE): no "
+                                     "Snowball stemmer for 'klingon'"),
 ])
 def test_a_setting_found_wrong_when_used_exits_2_like_one_refused_at_parsing(
         tmp_path: Path, args: list[str], message: str) -> None:
@@ -51,6 +53,8 @@ def test_environment_and_flags_configure_settings(tmp_path: Path) -> None:
     ({"STREAMDEDUP_PRESET": "nope"}, [], "Error: unknown STREAMDEDUP_PRESET 'nope'"),
     ({"STREAMDEDUP_BANDS": "300"}, ["--rows", "5"],
      "Error: STREAMDEDUP_BANDS x --rows = 1500 exceeds num_perm = 128"),
+    # flags alone: the setting to give as well is named as a flag ("--bands and rows")
+    ({}, ["--bands", "7"], "Error: give both --bands and --rows, or neither"),
     # a flag the message already spells stays as it is (it was "----retention")
     ({}, ["--retention", "60d", "--store-backend", "redis", "--redis-url", "redis://x",
           "--redis-cluster"], "Error: --retention on Redis takes one server"),
@@ -483,6 +487,30 @@ def test_with_log_json_the_error_that_stops_run_is_a_json_line_too(tmp_path: Pat
     last = _json_lines(proc.stderr)[-1]
     assert (last["level"], last["exit_code"]) == ("error", 2)
     assert "cannot serve metrics" in str(last["msg"])
+
+
+@pytest.mark.parametrize("command", ["run", "monitor"])
+@pytest.mark.parametrize("json_from", ["flag", "variable"])
+def test_with_log_json_a_variables_bad_value_is_a_json_line_too(command: str,
+                                                                json_from: str) -> None:
+    """``STREAMDEDUP_NUM_PERM=x`` stopped them with a plain "Error: ..." although the logs
+    were asked for as JSON."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMDEDUP_")}
+    env["STREAMDEDUP_NUM_PERM"] = "x"
+    flags = ["--log-json"] if json_from == "flag" else []
+    if json_from == "variable":
+        env["STREAMDEDUP_LOG_JSON"] = "true"
+    proc = subprocess.run([sys.executable, "-m", "streamdedup", command, *flags],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    records = _json_lines(proc.stderr)
+    assert len(records) == len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert (records[0]["exit_code"], records[0]["msg"]) == (
+        2, "STREAMDEDUP_NUM_PERM: expected int, got 'x'")
 
 
 def test_with_log_json_an_unexpected_error_in_run_is_one_json_record_with_its_traceback(
