@@ -245,7 +245,8 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
                 return _error(404, f"no verdict for {shown(doc_id)} since the monitor "
                                    "started: give ?other=ID to compare two texts")
             if not found.get("duplicate_of"):
-                return _error(404, f"{shown(doc_id)} is no duplicate: give ?other=ID")
+                # known, so no 404: what is missing is the parameter saying which other
+                return _error(400, f"{shown(doc_id)} is no duplicate: give ?other=ID")
             other = str(found["duplicate_of"])
         if other == doc_id:
             return _error(400, "?other= must name another document than the one explained")

@@ -8,6 +8,7 @@ The web server (uvicorn) binds to loopback by default; bound elsewhere it needs 
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import socket
 import threading
@@ -23,7 +24,7 @@ from streamdedup.monitor.app import NotFound, create_app
 from streamdedup.monitor.observer import BEGINNING, Observer, decode
 from streamdedup.monitor.state import MonitorState, link_of
 from streamdedup.service.metrics import cannot_serve, is_loopback
-from streamdedup.settings import Settings
+from streamdedup.settings import Settings, setting_named
 
 log = logging.getLogger(__name__)
 STOP_WAIT_S = 1.0  # the wait for the topic reader at a stop
@@ -35,6 +36,7 @@ class Monitor:
 
     def __init__(self, settings: Settings, start: str = BEGINNING, texts: bool = True) -> None:
         """``texts``: also read the input topic, for titles and side-by-side texts."""
+        _check_resolves(settings.monitor_host)
         if not is_loopback(settings.monitor_host) and not settings.monitor_token:
             host = settings.monitor_host or "'' (every address)"
             raise ConfigError(f"the monitor bound to {host} is reachable from "
@@ -192,3 +194,19 @@ class Monitor:
         finally:
             self.stop()
 
+
+def _check_resolves(host: str) -> None:
+    """A host name that names no address is said as such (it was "reachable from other
+    hosts: give --monitor-token", and with a token a bind error later)."""
+    if not host or is_loopback(host):
+        return
+    try:
+        ipaddress.ip_address(host)
+        return
+    except ValueError:
+        pass
+    try:
+        socket.getaddrinfo(host, None)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise ConfigError(f"{setting_named('monitor_host')} {host!r} names no address here "
+                          f"({exc})") from None

@@ -55,6 +55,8 @@ def verdict_problem(v: Mapping[str, Any]) -> str | None:
             and 0 <= m["jaccard"] <= 1 for m in matches)):
         # a 401-digit integer passed as a number, and formatting it was an OverflowError
         return "matches is not a list of {id, jaccard} with 0 <= jaccard <= 1"
+    if "duplicate" not in v:  # every verdict says it: {"id": 5} was counted as one
+        return "no duplicate field"
     return None
 
 

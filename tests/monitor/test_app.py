@@ -116,7 +116,7 @@ def test_bad_requests_get_clear_errors(site: tuple[str, MonitorState]) -> None:
                                                              "monitor started"})
     assert get(base + "/api/cluster?id=a&limit=1001")[0] == 400
     assert get(base + "/api/cluster")[0] == 400  # no id
-    assert get(base + "/api/explain/a") == (404, {"error": "'a' is no duplicate: give "
+    assert get(base + "/api/explain/a") == (400, {"error": "'a' is no duplicate: give "
                                                            "?other=ID"})
     code, body = get(base + "/api/explain/nope")  # it said 'nope' has no duplicate_of
     assert code == 404 and body["error"].startswith("no verdict for 'nope' since"), body
@@ -206,7 +206,7 @@ def test_an_id_a_browser_reads_as_a_folder_is_found_by_query(
         code, body = get(base + "/api/verdict?id=" + urllib.parse.quote(doc_id, safe=""))
         assert code == 200 and body["id"] == doc_id, body
         code, body = get(base + "/api/explain?id=" + urllib.parse.quote(doc_id, safe=""))
-        assert code == 404 and "is no duplicate" in body["error"], body
+        assert code == 400 and "is no duplicate" in body["error"], body
     assert get(base + "/api/verdict")[0] == 400
     assert "?id=" in get(base + "/api/explain?id=")[1]["error"]
 

@@ -181,6 +181,14 @@ def test_a_port_in_use_is_one_line_before_the_monitor_says_where_it_is() -> None
                            "127.0.0.1:9"], capture_output=True, text=True, timeout=60)
     assert away.returncode == 2 and "another monitor" not in away.stderr, away.stderr
     assert "is --monitor-host an address of this machine?" in away.stderr
+    # a name that resolves to nothing was told to give a token (and with one, a bind error)
+    for token in ([], ["--monitor-token", "t"]):
+        nowhere = subprocess.run([sys.executable, "-m", "streamdedup", "monitor",
+                                  "--monitor-host", "garbage.invalid", *token,
+                                  "--bootstrap-servers", "127.0.0.1:9"],
+                                 capture_output=True, text=True, timeout=60)
+        assert nowhere.returncode == 2 and "--monitor-token" not in nowhere.stderr
+        assert "'garbage.invalid' names no address here" in nowhere.stderr, nowhere.stderr
 
 
 def test_with_log_json_every_line_of_the_monitor_is_json() -> None:

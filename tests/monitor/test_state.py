@@ -131,14 +131,14 @@ def test_records_that_are_no_verdicts_are_named_and_repeats_not_counted() -> Non
                      # 401 digits: formatting it for tail and /api/explain overflowed
                      ({"id": "a", "matches": [{"id": "b", "jaccard": 10 ** 400}]}, "jaccard"),
                      ({"id": "a", "matches": [{"id": "b", "jaccard": -0.5}]}, "jaccard"),
-                     ({"id": True}, "no id")]:
+                     ({"id": True}, "no id"), ({"id": 5}, "no duplicate field")]:
         assert why in (verdict_problem(bad) or ""), bad
     state = MonitorState(clock=lambda: 100.0)
     with pytest.raises(ValueError, match="merged is not a list"):
         state.add_verdict({"id": "a", "merged": 5})  # refused before anything is counted
     assert state.verdicts == 0
     first = {"id": "b", "seq": 2, "duplicate": True, "cluster_id": "a", "merged": []}
-    assert state.add_verdict({"id": "a", "seq": 1, "cluster_id": "a"})
+    assert state.add_verdict({"id": "a", "seq": 1, "duplicate": False, "cluster_id": "a"})
     assert state.add_verdict(first)
     assert not state.add_verdict(dict(first))  # delivered again
     assert state.add_verdict({**first, "seq": 3})  # the same id judged again: a new verdict
