@@ -292,12 +292,15 @@ def backup(directory: Path, to: Path) -> int:
     consumer: SQLite's online backup copies one snapshot (the last commit). A copy made with
     cp or tar while the consumer commits can mix two commits: in the operators' drill one
     copy in 30 had sets counting children it did not hold, and it opened without a word.
-    The copy is made beside ``to`` and renamed into place, so ``to`` is whole or absent.
+    The copy is made beside ``to`` and renamed into place (onto ``to`` if that is an empty
+    directory: made first, as one does), so ``to`` is whole or absent (or empty).
     The maps' snapshot is not copied: the copy rebuilds them at its first open (~4 s at a
     million ads). Returns the documents copied."""
     directory, to = Path(directory), Path(to)
-    if os.path.lexists(to):  # a dangling link too: the rename would fail on it
-        raise ConfigError(f"{to} exists: a backup is written to a new directory")
+    empty_dir = to.is_dir() and not to.is_symlink() and not any(to.iterdir())
+    if os.path.lexists(to) and not empty_dir:  # a dangling link too: no rename onto it
+        raise ConfigError(f"{to} exists: a backup is written to a new directory (or an "
+                          "empty one)")
     if to.resolve().is_relative_to(directory.resolve()):
         raise ConfigError(f"{to} is inside the store {directory}: write the backup elsewhere")
     with reading(directory) as conn:  # a missing or foreign store is said before anything

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import random
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -520,8 +521,13 @@ def test_backups_while_the_writer_commits_are_each_one_commit(tmp_path: Path) ->
 def test_a_backup_is_not_written_over_anything_nor_from_nothing(tmp_path: Path) -> None:
     built(tmp_path / "s", 10)
     (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "notes.txt").write_text("mine")
     with pytest.raises(ConfigError, match="exists: a backup is written to a new directory"):
         backup(tmp_path / "s", tmp_path / "taken")
+    assert [p.name for p in (tmp_path / "taken").iterdir()] == ["notes.txt"]
+    (tmp_path / "made").mkdir()  # an empty directory made first, as one does: taken
+    assert backup(tmp_path / "s", tmp_path / "made") == 10 and verify(tmp_path / "made") == []
+    shutil.rmtree(tmp_path / "made")
     with pytest.raises(StoreError, match="no store at"):
         backup(tmp_path / "none", tmp_path / "b")
     (tmp_path / "link").symlink_to(tmp_path / "nowhere")  # dangling: rename failed on it
