@@ -55,6 +55,9 @@ def parse_start(start: str) -> str | int:
     return int(when.timestamp() * 1000)
 
 
+ANNOUNCEMENTS_EARLIER_MS = 10 * 60_000
+
+
 class Observer:
     """Follows ``topics`` from ``start``; topics that do not exist yet are picked up when they
     appear (the monitor may start before the detector)."""
@@ -67,6 +70,10 @@ class Observer:
         while it waits."""
         self.topics = list(dict.fromkeys(topics))
         self.start = parse_start(start)
+        # From a time, the ads are read from ANNOUNCEMENTS_EARLIER_MS before it: a verdict
+        # written just after it is of an ad sent just before (the detector's lag), whose title
+        # was missing.
+        self.earlier = {settings.input_topic: ANNOUNCEMENTS_EARLIER_MS}
         self._options = dict(
             bootstrap_servers=settings.bootstrap_servers, group_id=None, client_id=client_id,
             enable_auto_commit=False, auto_offset_reset="earliest",
@@ -119,7 +126,9 @@ class Observer:
         elif self.start == BEGINNING:
             self.consumer.seek_to_beginning(*new)
         else:
-            found_at = self.consumer.offsets_for_times({tp: self.start for tp in new})
+            start = int(self.start)  # (a time: the words were handled above)
+            found_at = self.consumer.offsets_for_times(
+                {tp: max(0, start - self.earlier.get(tp.topic, 0)) for tp in new})
             for tp in new:
                 at = found_at.get(tp)
                 if at is None:

@@ -14,6 +14,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -377,3 +378,30 @@ def test_explain_reads_the_topics_ids_as_run_does_with_the_id_field(
                            "--input-topic", topic, "--id-field", "link"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and json.loads(done.stdout)["jaccard"] == 1.0, done.stderr
+
+
+def test_tail_from_a_time_has_the_titles_of_ads_sent_just_before_it(
+        kafka_bootstrap: str, kafka_topic_factory: Any) -> None:
+    """An ad sent at 04:30:57 and judged at 04:31:01: ``tail --from 04:31:00`` read both
+    topics from then, and printed the duplicate without its title."""
+    from kafka import KafkaProducer
+
+    ads, verdicts = kafka_topic_factory(partitions=1), kafka_topic_factory(partitions=1)
+    at = 1_790_000_000_000
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
+    for doc_id, title, sent in (("o", "Cuoco a Milano", at - 120_000),
+                                ("d", "Cuoco a Milano, subito", at - 3_000)):
+        producer.send(ads, json.dumps({"id": doc_id, "title": title}).encode(),
+                      timestamp_ms=sent)
+    producer.send(verdicts, json.dumps({
+        "id": "d", "seq": 2, "duplicate": True, "duplicate_of": "o", "cluster_id": "o",
+        "matches": [{"id": "o", "jaccard": 0.9}], "merged": []}).encode(), timestamp_ms=at + 1000)
+    producer.flush()
+    producer.close()
+    from_time = datetime.fromtimestamp(at / 1000, UTC).isoformat().replace("+00:00", "Z")
+    done = subprocess.run([sys.executable, "-m", "streamdedup", "tail", "--from", from_time,
+                           "--count", "1", "--bootstrap-servers", kafka_bootstrap,
+                           "--input-topic", ads, "--output-topic", verdicts],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Cuoco a Milano, subito" in done.stdout, done.stdout
