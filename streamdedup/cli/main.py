@@ -88,23 +88,31 @@ def run(preset: str | None, **options: Any) -> None:
     # settings of a run refused at once (topics missing), it refused the corrected command.
     made_here = settings.store_backend == "sqlite" and not Path(settings.store).exists()
     service: Service | None = None
+
+    def unused_store_dropped() -> None:
+        """Said before the error that stops run, which stays the last record."""
+        if made_here and Path(settings.store).exists() and not (
+                getattr(service, "processed", 0) or getattr(service, "dead", 0)):
+            logging.getLogger("streamdedup").info(
+                "nothing was consumed%s", not_kept(True, Path(settings.store)))
+
     try:
         service = Service(settings, handle_signals=True)
         code = service.run()
     except StoppedWhileConnecting:
         code = 0  # stopped while the store was still unreachable: nothing was consumed
     except StreamdedupError as exc:
+        unused_store_dropped()
         raise failure(exc, logged=settings.log_json) from None
     except Exception:
+        unused_store_dropped()
         if not settings.log_json:
             raise  # the traceback, as Python prints it
         logging.getLogger("streamdedup").critical("stopped by an unexpected error",
                                                   exc_info=True, extra={"exit_code": 1})
         code = 1
-    finally:
-        if made_here and (service is None or not (service.processed or service.dead)):
-            said = not_kept(True, Path(settings.store))
-            logging.getLogger("streamdedup").info("nothing was consumed%s", said)
+    else:
+        unused_store_dropped()
     sys.exit(code)
 
 
