@@ -23,7 +23,6 @@ from streamdedup.cli.backfill import backfill_command
 from streamdedup.cli.check import check_command
 from streamdedup.cli.explain import explain_command
 from streamdedup.cli.options import failure, logged_settings, settings_options
-from streamdedup.cli.output import not_kept
 from streamdedup.cli.produce import produce_command
 from streamdedup.cli.replay import replay_command
 from streamdedup.cli.signals import sigterm_as_interrupt
@@ -84,35 +83,18 @@ def run(preset: str | None, **options: Any) -> None:
     from streamdedup.service.consumer import Service, StoppedWhileConnecting
 
     settings = logged_settings(preset, options, opens_store=True)
-    # A store this run makes and puts nothing in is not kept, as check's: pinned to the
-    # settings of a run refused at once (topics missing), it refused the corrected command.
-    made_here = settings.store_backend == "sqlite" and not Path(settings.store).exists()
-    service: Service | None = None
-
-    def unused_store_dropped() -> None:
-        """Said before the error that stops run, which stays the last record."""
-        if made_here and Path(settings.store).exists() and not (
-                getattr(service, "processed", 0) or getattr(service, "dead", 0)):
-            logging.getLogger("streamdedup").info(
-                "nothing was consumed%s", not_kept(True, Path(settings.store)))
-
     try:
-        service = Service(settings, handle_signals=True)
-        code = service.run()
+        code = Service(settings, handle_signals=True).run()
     except StoppedWhileConnecting:
         code = 0  # stopped while the store was still unreachable: nothing was consumed
     except StreamdedupError as exc:
-        unused_store_dropped()
         raise failure(exc, logged=settings.log_json) from None
     except Exception:
-        unused_store_dropped()
         if not settings.log_json:
             raise  # the traceback, as Python prints it
         logging.getLogger("streamdedup").critical("stopped by an unexpected error",
                                                   exc_info=True, extra={"exit_code": 1})
         code = 1
-    else:
-        unused_store_dropped()
     sys.exit(code)
 
 

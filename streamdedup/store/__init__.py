@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from streamdedup.errors import ConfigError
+from streamdedup.errors import ConfigError, StoreParamsError
 from streamdedup.settings import Settings
 from streamdedup.store.base import DocRecord, SetRecord, Store, check_params
 
@@ -72,10 +72,25 @@ def open_store(backend: str, location: str, params: Mapping[str, Any],
             store.put_params(params)
         else:
             check_params(stored, params)
+    except StoreParamsError as exc:
+        empty = _holds_nothing(store)
+        store.close()
+        if empty:  # a run refused at once (topics missing) had pinned its settings
+            raise StoreParamsError(f"{exc}\n  it holds no documents (made by a run that "
+                                   "stopped before judging any): removing it loses "
+                                   "nothing") from None
+        raise
     except BaseException:
         store.close()
         raise
     return store
+
+
+def _holds_nothing(store: Store) -> bool:
+    try:
+        return not store.stats()["documents"]
+    except Exception:  # what the store cannot say is not said
+        return False
 
 
 def read_params(settings: Settings) -> dict[str, Any] | None:

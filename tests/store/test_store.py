@@ -295,6 +295,33 @@ def test_open_store_records_params_then_refuses_others_naming_each(
     store.close()
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_a_store_of_other_params_that_holds_nothing_says_removing_it_loses_nothing(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A run refused at once (its topics missing) had made its store, pinned to the default
+    settings: the corrected command with another --preset was refused with no word that the
+    store was empty."""
+    location = (request.getfixturevalue("redis_url") if backend == "redis"
+                else str(tmp_path / "st"))
+    namespace = f"t{uuid.uuid4().hex}"
+    open_store(backend, location, PARAMS, namespace=namespace).close()
+    other = Sketcher(Settings(num_perm=64)).params()
+    with pytest.raises(StoreParamsError, match=r"it holds no documents .*: removing it loses"):
+        open_store(backend, location, other, namespace=namespace)
+    from streamdedup.core.detector import Detector
+    from streamdedup.core.document import Document
+
+    store = open_store(backend, location, PARAMS, namespace=namespace)
+    Detector(Settings(), store).process(Document("a", {"title": "Cuoco", "description": "Roma"}))
+    store.commit()
+    store.close()
+    with pytest.raises(StoreParamsError) as err:
+        open_store(backend, location, other, namespace=namespace)
+    assert "num_perm: store has 128" in str(err.value)
+    assert "holds no documents" not in str(err.value)
+
+
 def test_an_empty_store_directory_is_refused_where_a_store_is_opened(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """--store '' put the store's files in the current directory; commands that open no
