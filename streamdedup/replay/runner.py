@@ -299,6 +299,13 @@ def replay(config: ReplayConfig, say: Callable[[str], None] = lambda _m: None) -
         bootstrap = config.bootstrap_servers
         settings = replay_settings(config, bootstrap, store, say)
         if config.run_consumer and settings.store_backend == "redis":
+            from streamdedup.store.redis.maintenance import holds_keys
+
+            if holds_keys(settings.redis_url, settings.redis_namespace, settings.redis_cluster):
+                raise ConfigError(  # (it was removed afterwards, another store with it)
+                    f"Redis namespace {settings.redis_namespace!r} already holds keys: the "
+                    "replay's consumer writes into a namespace of its own, removed "
+                    "afterwards; give another --topic-prefix")
             namespace = settings  # removed at the end, as the temporary SQLite store is
         rows, unreadable = load_rows(config.dump, config.fmt, settings)
         say(f"{len(rows):,} rows to replay ({unreadable} unreadable) to "

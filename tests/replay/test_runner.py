@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from streamdedup.replay.runner import (
     replay,
     replay_settings,
 )
-from streamdedup.settings import build_settings
+from streamdedup.settings import Settings, build_settings
 from streamdedup.store.memory import MemoryStore
 
 HEADER = ["title", "description", "location", "timestamp", "link"]
@@ -220,6 +221,19 @@ def test_a_replay_on_redis_writes_into_a_namespace_of_its_own_and_removes_it(
     assert [Verdict.from_json(line) for line in lines] == [expected[str(i)]
                                                             for i in range(len(expected))]
     assert set(client.scan_iter(count=1000)) == before  # nothing in "prod", nothing left
+    # a prefix that names a namespace another store holds: refused, and that store kept
+    # (it was removed with the replay's, after its consumer refused its parameters)
+    from streamdedup.core.sketch import Sketcher
+    from streamdedup.store import open_store
+
+    taken = f"t{uuid.uuid4().hex[:8]}."
+    open_store("redis", redis_url, Sketcher(Settings(num_perm=256)).params(),
+               namespace=taken + "prod").close()
+    held = set(client.scan_iter(match=f"*{taken}prod*", count=1000))
+    with pytest.raises(ConfigError, match=f"namespace '{taken}prod' already holds keys"):
+        replay(dataclasses.replace(config, topic_prefix=taken, report_dir=tmp_path / "r2"))
+    assert held and set(client.scan_iter(match=f"*{taken}prod*", count=1000)) == held
+    assert not (tmp_path / "r2").exists()
     client.close()
 
 

@@ -271,6 +271,14 @@ def read_verdict(url: str, namespace: str, doc_id: str, cluster: bool = False) -
     return None if raw is None else doc_record(doc_id, raw).verdict or None
 
 
+def holds_keys(url: str, namespace: str, cluster: bool = False) -> bool:
+    """Whether any key of the namespace is there (a replay refuses to use, and then remove,
+    a namespace that another store holds)."""
+    r, k = connect(url, cluster, writer=False), Keys(namespace)
+    return any(call(lambda p=pattern: next(iter(r.scan_iter(match=p, count=_CHUNK)), None))
+               is not None for pattern in k.patterns())
+
+
 def remove(url: str, namespace: str, cluster: bool = False) -> int:
     """Delete every key of a namespace; the number deleted. A replay's consumer on Redis
     writes into a namespace of the replay's own, removed afterwards as its temporary SQLite
