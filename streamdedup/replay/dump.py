@@ -415,8 +415,9 @@ def _read_jsonl(path: Path, text_fields: tuple[str, ...], also: tuple[str, ...],
             if not line:
                 continue
             try:
-                yield index, decode_message(line, text_fields, max_bytes, time_field, id_field,
-                                            also)
+                doc = decode_message(line, text_fields, max_bytes, time_field, id_field, also)
+                # its keys are in the line already; a number sent as text grows by 2 bytes
+                yield index, _as_sent(doc, len(line), max_bytes, _keys_bound(()))
             except MessageError as exc:
                 yield index, exc
 

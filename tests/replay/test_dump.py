@@ -211,7 +211,12 @@ def test_a_row_within_the_limit_whose_message_is_over_it_is_oversized(tmp_path: 
     parquet = tmp_path / "d.parquet"
     pq.write_table(pa.table({"id": ["a", "b"], "title": ["Cuoco", "Sarto"],
                              "description": ["\\" * 900, "x" * 900]}), parquet)
-    for path in (tsv, parquet):
+    jsonl = tmp_path / "d.jsonl"  # numbers are sent as text: 2 bytes more each
+    jsonl.write_text(json.dumps({"id": "a", "title": "t", **{f"k{i}": i for i in range(100)}},
+                                separators=(",", ":")) + "\n"
+                     + json.dumps({"id": "b", "title": "Sarto", "description": "x" * 900})
+                     + "\n", encoding="utf-8")
+    for path in (tsv, parquet, jsonl):
         (_, escaped), (_, plain) = read_dump(path, None, FIELDS, max_bytes=1000)
         assert outcome(escaped) == "oversized" and "bytes as a message > limit 1000" in str(
             escaped)
