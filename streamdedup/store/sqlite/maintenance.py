@@ -301,6 +301,9 @@ def backup(directory: Path, to: Path) -> int:
     if os.path.lexists(to) and not empty_dir:  # a dangling link too: no rename onto it
         raise ConfigError(f"{to} exists: a backup is written to a new directory (or an "
                           "empty one)")
+    if empty_dir and to.stat().st_dev != to.parent.stat().st_dev:  # the copy is made beside
+        raise ConfigError(f"{to} is a mount point (the copy, made beside it, could not be "  # it
+                          f"renamed onto it): give a new directory inside it, e.g. {to / 'b'}")
     if to.resolve().is_relative_to(directory.resolve()):
         raise ConfigError(f"{to} is inside the store {directory}: write the backup elsewhere")
     with reading(directory) as conn:  # a missing or foreign store is said before anything

@@ -518,6 +518,23 @@ def test_backups_while_the_writer_commits_are_each_one_commit(tmp_path: Path) ->
             documents), i
 
 
+def test_a_backup_onto_an_empty_mount_point_is_refused_before_any_copy(tmp_path: Path) -> None:
+    """An empty directory is taken, but the copy is made beside it and renamed onto it: onto
+    a mount point that fails ("Device or resource busy") after the whole copy was written
+    to the parent's file system."""
+    from mounts import tmpfs, umount
+
+    built(tmp_path / "s", 10)
+    tmpfs(tmp_path / "disk", "8m")
+    try:
+        with pytest.raises(ConfigError, match="is a mount point .* a new directory inside"):
+            backup(tmp_path / "s", tmp_path / "disk")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["disk", "s"]  # nothing beside
+        assert backup(tmp_path / "s", tmp_path / "disk" / "b") == 10
+    finally:
+        umount(tmp_path / "disk")
+
+
 def test_a_backup_is_not_written_over_anything_nor_from_nothing(tmp_path: Path) -> None:
     built(tmp_path / "s", 10)
     (tmp_path / "taken").mkdir()
