@@ -172,20 +172,25 @@ def logged_settings(preset: str | None, options: dict[str, Any], *,
     JSON lines a collector reads). A flag's comes with the usage text, as parsing says it."""
     from streamdedup.service.logs import holding, setup_logging
 
-    try:
-        with holding() as early:
+    refused: BadSetting | None = None
+    with holding() as early:
+        try:
             settings = make_settings(preset, options, opens_store=opens_store)
-    except BadSetting as exc:
-        wanted = options.get("log_json")
-        if wanted is None:  # (an unreadable value is itself refused in plain words)
-            wanted = os.environ.get(env_name("log_json"), "").strip().lower() in (
-                "1", "true", "yes", "on")
-        if not wanted:
-            raise
-        setup_logging("INFO", True)
-        raise LoggedBadSetting(exc.format_message()) from None
-    setup_logging(settings.log_level, settings.log_json, early)
-    return settings
+        except BadSetting as exc:
+            refused = exc
+    if refused is None:
+        setup_logging(settings.log_level, settings.log_json, early)
+        return settings
+    wanted = options.get("log_json")
+    if wanted is None:  # (an unreadable value is itself refused in plain words)
+        wanted = os.environ.get(env_name("log_json"), "").strip().lower() in (
+            "1", "true", "yes", "on")
+    if not wanted:
+        for record in early:  # as holding() shows them when its block fails
+            logging.lastResort.handle(record)  # type: ignore[union-attr]
+        raise refused
+    setup_logging("INFO", True, early)  # the warnings held before it, as JSON too
+    raise LoggedBadSetting(refused.format_message()) from None
 
 
 def failure(exc: StreamdedupError, more: str = "", logged: bool = False

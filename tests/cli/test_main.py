@@ -501,6 +501,7 @@ def test_with_log_json_a_variables_bad_value_is_a_json_line_too(command: str,
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMDEDUP_")}
     env["STREAMDEDUP_NUM_PERM"] = "x"
+    env["STREAMDEDUP_BOGUS"] = "1"  # its warning, held until the format is known, too
     flags = ["--log-json"] if json_from == "flag" else []
     if json_from == "variable":
         env["STREAMDEDUP_LOG_JSON"] = "true"
@@ -508,8 +509,9 @@ def test_with_log_json_a_variables_bad_value_is_a_json_line_too(command: str,
                           capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 2, proc.stderr
     records = _json_lines(proc.stderr)
-    assert len(records) == len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert (records[0]["exit_code"], records[0]["msg"]) == (
+    assert len(records) == len(proc.stderr.strip().splitlines()) == 2, proc.stderr
+    assert "STREAMDEDUP_BOGUS is not a setting" in str(records[0]["msg"])
+    assert (records[1]["exit_code"], records[1]["msg"]) == (
         2, "STREAMDEDUP_NUM_PERM: expected int, got 'x'")
 
 
