@@ -527,7 +527,7 @@ def test_a_backup_onto_an_empty_mount_point_is_refused_before_any_copy(tmp_path:
     built(tmp_path / "s", 10)
     tmpfs(tmp_path / "disk", "8m")
     try:
-        with pytest.raises(ConfigError, match="is a mount point .* a new directory inside"):
+        with pytest.raises(ConfigError, match=r"is a mount point .* a new directory inside"):
             backup(tmp_path / "s", tmp_path / "disk")
         assert sorted(p.name for p in tmp_path.iterdir()) == ["disk", "s"]  # nothing beside
         assert backup(tmp_path / "s", tmp_path / "disk" / "b") == 10
