@@ -445,16 +445,24 @@ def _env_text(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
+def switch_value(raw: str) -> bool | None:
+    """A boolean variable's value: True, False, or None for a string that is neither."""
+    low = raw.strip().lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    return None
+
+
 def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
     """Turn an environment string into the field's type (``_env_text`` is its inverse)."""
     kind: Any = type(f.default)
     if kind is bool:
-        low = raw.strip().lower()
-        if low in ("1", "true", "yes", "on"):
-            return True
-        if low in ("0", "false", "no", "off"):
-            return False
-        raise ConfigError(f"{env_name(f.name)}: expected a boolean, got {raw!r}")
+        value = switch_value(raw)
+        if value is None:
+            raise ConfigError(f"{env_name(f.name)}: expected a boolean, got {raw!r}")
+        return value
     if kind is tuple:
         return split_commas(raw)
     try:

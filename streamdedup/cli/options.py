@@ -28,6 +28,7 @@ from streamdedup.settings import (
     flag_name,
     preset_summary,
     split_commas,
+    switch_value,
 )
 
 # What a Kafka client reads: where the broker is and how to reach it.
@@ -183,8 +184,7 @@ def logged_settings(preset: str | None, options: dict[str, Any], *,
         return settings
     wanted = options.get("log_json")
     if wanted is None:  # (an unreadable value is itself refused in plain words)
-        wanted = os.environ.get(env_name("log_json"), "").strip().lower() in (
-            "1", "true", "yes", "on")
+        wanted = switch_value(os.environ.get(env_name("log_json"), "")) is True
     if not wanted:
         for record in early:  # as holding() shows them when its block fails
             logging.lastResort.handle(record)  # type: ignore[union-attr]

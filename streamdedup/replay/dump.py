@@ -39,6 +39,7 @@ from streamdedup.service.message import (
     document_from_object,
     encode_message,
     has_value,
+    with_id_field,
 )
 from streamdedup.settings import Settings
 
@@ -370,9 +371,8 @@ def _tsv_row(
     row = dict(zip(header, values, strict=True))  # as many as the header (checked)
     if any(_has_surrogates(v) for v in values):
         return MessageError("not_utf8", "the row has bytes that are not UTF-8")
-    if id_field != "id":  # (its column checked at the header)
-        if has_value(row[id_field]):
-            row["id"] = row[id_field]  # else the row's own id, as a message's (message.py)
+    if id_field != "id":  # (its column checked at the header) the rule messages follow
+        row = with_id_field(row, id_field)[0]
     elif "id" not in row:
         row["id"] = str(index)
     if "id" in row and not row["id"].strip():  # a TSV's only way to say "none", as a
