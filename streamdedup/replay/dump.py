@@ -145,7 +145,8 @@ def tsv_header(path: Path) -> list[str]:
         try:
             return next(csv.reader(fh, delimiter="\t"))
         except StopIteration:
-            raise InputError(f"{path} is empty") from None
+            raise InputError(f"{path} is empty: a TSV dump starts with a header line "
+                             f"naming its columns (a JSON lines dump may be empty)") from None
         except csv.Error as exc:
             raise InputError(f"{path} is not a TSV file: {exc}") from None
 

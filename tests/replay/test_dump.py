@@ -73,6 +73,16 @@ def test_tsv_with_an_id_column_uses_it_and_an_empty_cell_is_no_id(tmp_path: Path
     assert got[1] == got[3] == f"doc:{auto_id({'description': 'due'})}"
 
 
+def test_an_empty_tsv_is_an_error_that_says_why_an_empty_jsonl_is_not(tmp_path: Path) -> None:
+    """A TSV's header names its columns, so a file without one is no TSV dump; a JSON lines
+    file of no lines is a dump of no ads."""
+    (tmp_path / "d.tsv").write_text("", encoding="utf-8")
+    with pytest.raises(InputError, match=r"d\.tsv is empty: a TSV dump starts with a header"):
+        rows(tmp_path / "d.tsv")
+    (tmp_path / "d.jsonl").write_text("", encoding="utf-8")
+    assert list(rows(tmp_path / "d.jsonl")) == []
+
+
 def test_tsv_header_without_any_text_field_is_an_input_error(tmp_path: Path) -> None:
     path = tmp_path / "d.tsv"
     path.write_text("name\tbody\nx\ty\n", encoding="utf-8")
