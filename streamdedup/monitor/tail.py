@@ -58,13 +58,6 @@ def fields(verdict: Mapping[str, Any], state: MonitorState, width: int = 60,
             printable(title))
 
 
-def line(verdict: Mapping[str, Any], state: MonitorState, width: int = 60,
-         size: str | None = None) -> str:
-    """``id  DUPLICATE of X  J=0.923  cluster C (7)  title`` or ``id  new  cluster C (1)``:
-    ``fields`` joined, unpadded."""
-    return "  ".join(f for f in fields(verdict, state, width, size) if f)
-
-
 class Columns:
     """Pads each column but the last to the widest value said so far, at most ``cap``
     terminal columns (a CJK character takes two, ``terminal.cells``): a stream's ids ran

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from streamdedup.monitor.state import MonitorState, link_of
-from streamdedup.monitor.tail import line
+from streamdedup.monitor.tail import fields
 
 
 def v(doc_id: str, dup_of: str | None = None, cluster: str | None = None,
@@ -16,6 +16,11 @@ def v(doc_id: str, dup_of: str | None = None, cluster: str | None = None,
     return {"id": doc_id, "duplicate": dup_of is not None, "duplicate_of": dup_of,
             "matches": [{"id": dup_of, "jaccard": jaccard}] if dup_of else [],
             "cluster_id": cluster or dup_of or doc_id, "merged": list(merged)}
+
+
+def line(verdict: dict[str, Any], st: MonitorState) -> str:
+    """``tail``'s columns for a verdict, unpadded."""
+    return "  ".join(f for f in fields(verdict, st) if f)
 
 
 def test_counts_clusters_and_merges() -> None:

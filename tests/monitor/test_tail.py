@@ -9,7 +9,7 @@ from typing import Any
 from kafka import TopicPartition
 
 from streamdedup.monitor.state import MonitorState
-from streamdedup.monitor.tail import Columns, follow, line
+from streamdedup.monitor.tail import Columns, fields, follow
 from streamdedup.settings import build_settings
 
 SETTINGS = build_settings("default", env={})
@@ -194,8 +194,8 @@ def test_a_line_holds_no_control_of_the_ads_and_stays_one_line() -> None:
     state.add_text("b\x1b[2J", {"title": "Cuoco\nurgente \x1b]0;pwned\x07 \u202eEUR"})
     body = {"id": "b\x1b[2J", "duplicate": True, "duplicate_of": "a\u202e", "cluster_id": "a",
             "matches": [{"id": "a\u202e", "jaccard": 0.9}]}
-    assert line(body, state) == ("b\\x1b[2J  DUPLICATE of a\\u202e  J=0.900  cluster a (1)  "
-                                 "Cuoco urgente \\x1b]0;pwned\\x07 \\u202eEUR")
+    assert fields(body, state) == ("b\\x1b[2J", "DUPLICATE of a\\u202e  J=0.900", "cluster a (1)",
+                                   "Cuoco urgente \\x1b]0;pwned\\x07 \\u202eEUR")
 
 
 def test_columns_line_up_as_ids_and_verdicts_widen() -> None:
