@@ -264,10 +264,10 @@ def _not_json(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _finite(text: str) -> float:
-    """1e999 is valid JSON, but Python reads it as infinity, which the API cannot write back:
-    one such verdict made /api/duplicates answer 400 until 200 newer ones came."""
+def _finite(text: str) -> float | str:
+    """1e999 is valid JSON, but Python reads it as infinity, which the API cannot write back
+    (one such verdict made /api/duplicates answer 400 until 200 newer ones came): kept as its
+    text. A verdict whose ``jaccard`` that makes is a bad record; an ad holding one in a field
+    nobody reads, which the detector judges, keeps its title (it was skipped as no JSON)."""
     value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} is beyond a float")
-    return value
+    return value if math.isfinite(value) else text

@@ -39,7 +39,10 @@ EXAMPLES = {
     "empty_payload": [None, b""],
     "oversized": [json.dumps({"id": "a", "title": "x" * 200}).encode()],
     "not_utf8": [b'{"id": "a", "title": "caf\xe9"}', b"\xff\xfe{}"],
-    "malformed_json": [b'{"id": "a", "title": ', b"{'id': 'a'}", b"NaN-ish", b"[" * 100_000],
+    "malformed_json": [b'{"id": "a", "title": ', b"{'id': 'a'}", b"NaN-ish", b"[" * 100_000,
+                       # Python's, not JSON's, wherever they are (the monitor refused them)
+                       b'{"id": "a", "title": "x", "salary": NaN}',
+                       b'{"title": "x", "n": [1, -Infinity]}', b'{"id": "a", "title": NaN}'],
     "not_an_object": [b'["a", "b"]', b'"just a string"', b"42", b"null"],
     "wrong_type": [
         b'{"id": 1.5, "title": "x"}',
@@ -235,6 +238,13 @@ def test_a_utf8_byte_order_mark_is_skipped() -> None:
     assert doc.id == "1" and doc.fields["description"] == "ciao"
 
 
+def test_nan_is_malformed_json_that_says_null_is_json_and_1e999_is_a_number() -> None:
+    with pytest.raises(MessageError, match=r"^malformed_json: Infinity is not JSON \(null is\)$"):
+        decode(b'{"id": "a", "title": "x", "salary": Infinity}')
+    # JSON, a number, kept as its decimal text (it was "inf")
+    assert decode(b'{"id": "a", "title": "x", "n": 1e999}').fields["n"] == "1E+999"
+
+
 def test_a_second_byte_order_mark_is_malformed_json_as_json_loads_says() -> None:
     payload = b'\xef\xbb\xbf\xef\xbb\xbf{"id": "1", "description": "ciao"}'
     with pytest.raises(MessageError) as err:
@@ -274,7 +284,9 @@ def test_an_empty_id_is_called_empty() -> None:
 
 
 _JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    # no NaN or infinity: no message holds one (NaN is refused, 1e999 read as a Decimal)
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=5),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
                                                                   max_size=3),
     max_leaves=8)
@@ -301,6 +313,7 @@ def test_a_document_sent_on_keeps_its_id_and_fields(extra: dict[str, object]) ->
     '"salary": ' + "9" * 5000,  # parsed as a Decimal: sent as its digits
     '"link": "https://x/\\ud800"',  # a lone surrogate outside the text: valid JSON, kept
     '"id": null, "salary": 1.5e3',
+    '"salary": 1e999, "bonus": -1E+400',  # JSON, infinity to Python: sent as "Infinity"
 ])
 def test_an_id_less_message_is_sent_as_it_came(extra: str) -> None:
     payload = '{"title": "Cercasi", "description": "cameriere", ' + extra + "}"
