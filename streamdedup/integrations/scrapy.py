@@ -175,8 +175,8 @@ def _settle(done: asyncio.Future[Any], value: Any, exc: BaseException | None) ->
 
 
 def _finite(value: Any) -> Any:
-    """NaN and infinities, at any depth, as null: they are no JSON (the detector reads them,
-    the monitor and any strict reader would not). A dict key that JSON cannot hold failed
+    """NaN and infinities, at any depth, as null: they are no JSON (the detector would
+    dead-letter the whole ad as ``malformed_json``). A dict key that JSON cannot hold failed
     the pipeline (a TypeError, the item neither sent nor dropped)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
