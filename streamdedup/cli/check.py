@@ -137,7 +137,7 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
         if ahead is not None:
             ahead.close()
         store.close()
-        unwritten = _close_all(opened, settings, sys.stdout in (sink, bad))
+        unwritten = _close_all(opened, settings, sys.stdout in (sink, bad), tally.docs)
     if unwritten:
         raise click.ClickException(unwritten)
     elapsed = time.perf_counter() - start
@@ -206,23 +206,23 @@ def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO, b
                     target = sink
                     sink.write(verdict.to_json() + "\n")
     except OSError as exc:  # a full disk, a closed pipe: only writing raises it here
-        raise click.ClickException(_unwritten(target, exc, settings)) from None
+        raise click.ClickException(_unwritten(target, exc, settings, tally.docs)) from None
 
 
-def _so_far(settings: Settings) -> str:
+def _so_far(settings: Settings, judged: int | None = None) -> str:
     if settings.store_backend == "memory":
         return "nothing was kept (--store-backend memory)"
-    return "the store holds the documents judged so far, and checking the dump again gives "\
-        "the same verdicts"
+    return f"the store holds the {'' if judged is None else f'{judged} '}documents judged so " \
+        "far, and checking the dump again gives the same verdicts"
 
 
-def _unwritten(target: TextIO, exc: OSError, settings: Settings) -> str:
+def _unwritten(target: TextIO, exc: OSError, settings: Settings, judged: int) -> str:
     name = getattr(target, "name", "the output")
     name = "standard output" if name == "<stdout>" else name
-    return f"cannot write {name}: {exc.strerror or exc}; {_so_far(settings)}"
+    return f"cannot write {name}: {exc.strerror or exc}; {_so_far(settings, judged)}"
 
 
-def _close_all(opened: list[TextIO], settings: Settings, stdout: bool) -> str:
+def _close_all(opened: list[TextIO], settings: Settings, stdout: bool, judged: int) -> str:
     """Close every output, and flush standard output if it took verdicts or bad rows; what
     a failed close or flush (a buffer's last write) says, or ''. Standard output is flushed
     here, not at exit: a closed pipe that its buffer alone met (a small dump, `| head -0`)
@@ -232,5 +232,5 @@ def _close_all(opened: list[TextIO], settings: Settings, stdout: bool) -> str:
         try:
             each.flush() if each is sys.stdout else each.close()
         except OSError as exc:
-            said = said or _unwritten(each, exc, settings)
+            said = said or _unwritten(each, exc, settings, judged)
     return said

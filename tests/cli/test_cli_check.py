@@ -156,7 +156,7 @@ def test_a_full_disk_under_the_outputs_is_one_line(tmp_path: Path) -> None:
                                              "/dev/full"]):
         code, _, err = run("check", str(tsv), "--store", store, *outputs)
         assert code == 1 and "cannot write /dev/full: No space left on device" in err, err
-        assert "the store holds the documents judged so far" in err
+        assert f"the store holds the {len(ADS)} documents judged so far" in err
     code, _, err = run("check", str(tsv), "--store-backend", "memory", "--out", "/dev/full")
     assert code == 1 and err.strip().endswith(  # it said the store held them
         "No space left on device; nothing was kept (--store-backend memory)"), err
@@ -170,8 +170,9 @@ def test_verdicts_into_a_closed_pipe_are_said_unwritten(tmp_path: Path, ads: int
                                                         buffered: bool) -> None:
     """`check --out - | head -0`: whether the pipe is met by a write in the loop (300 ads)
     or only by the buffer's flush (3 ads, standard output buffered as in a shell), one line
-    says the verdicts were not written, exit 1. The flush at exit had printed the usual
-    summary and exited 141 quietly, as if every verdict had been read."""
+    says the verdicts were not written and how many the store holds, exit 1. The flush at
+    exit had printed the usual summary and exited 141 quietly, as if every verdict had been
+    read."""
     rows = [[f"annuncio {i}", f"testo numero {i} di prova per il lavoro", "Milano", "2020",
              f"l{i}"] for i in range(ads)]
     code, said = into_closed_pipe("check", str(write_tsv(tmp_path / "ads.tsv", rows)),
@@ -179,8 +180,8 @@ def test_verdicts_into_a_closed_pipe_are_said_unwritten(tmp_path: Path, ads: int
                                   buffered=buffered)
     assert code == 1, said
     assert said.strip().splitlines() == [
-        "Error: cannot write standard output: Broken pipe; the store holds the documents "
-        "judged so far, and checking the dump again gives the same verdicts"], said
+        f"Error: cannot write standard output: Broken pipe; the store holds the {ads} "
+        "documents judged so far, and checking the dump again gives the same verdicts"], said
 
 
 @pytest.mark.parametrize(("args", "message", "code"), [
