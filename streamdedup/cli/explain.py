@@ -186,9 +186,13 @@ def _texts(settings: Settings, ids: set[str], dump: Path | None, fmt: str | None
             elif item.id in ids:
                 found.setdefault(item.id, []).append((rows, dict(item.fields)))
     else:
+        try:
+            scanned = _scan(settings, settings.input_topic, ids)
+        except StreamdedupError as exc:  # no broker: the texts are in a dump too
+            raise StreamdedupError(f"{exc}; or read the texts from a dump with --dump FILE"
+                                   ) from None
         found = {i: [(n, {k: v for k, v in body.items() if isinstance(v, str)})
-                     for n, body in bodies]
-                 for i, bodies in _scan(settings, settings.input_topic, ids).items()}
+                     for n, body in bodies] for i, bodies in scanned.items()}
     missing = sorted(ids - set(found))
     if missing:
         where = str(dump) if dump else f"topic {settings.input_topic}"

@@ -188,13 +188,17 @@ def test_flags_that_would_do_nothing_are_refused(tmp_path: Path) -> None:
     assert code == 2 and "give OTHER_ID or --use-store, not both" in err, err
 
 
-def test_without_other_id_or_a_broker_it_names_the_ways_without_a_broker(tmp_path: Path) -> None:
+def test_without_a_broker_it_names_the_ways_without_one(tmp_path: Path) -> None:
     """`explain 51 --dump d.tsv` read 51's verdict from the topic and said only that no
     broker answers, though the user had a dump and a store."""
     code, _, err = run("explain", "0", "--dump", str(_dump(tmp_path)),
                        "--bootstrap-servers", "127.0.0.1:9")
     assert code == 1 and "no Kafka broker answers" in err, err
     assert "or name OTHER_ID, or take it from the store with --use-store" in err, err
+    # the texts too: `explain ID --use-store` (or two ids) without a broker did not say --dump
+    code, _, err = run("explain", "0", "1", "--bootstrap-servers", "127.0.0.1:9")
+    assert code == 1 and err.strip().endswith(
+        "; or read the texts from a dump with --dump FILE"), err
 
 
 def test_an_id_from_a_column_is_found_with_the_same_id_field(tmp_path: Path) -> None:
