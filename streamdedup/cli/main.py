@@ -22,14 +22,14 @@ from streamdedup import __version__
 from streamdedup.cli.backfill import backfill_command
 from streamdedup.cli.check import check_command
 from streamdedup.cli.explain import explain_command
-from streamdedup.cli.options import failure, logged_settings, settings_options
+from streamdedup.cli.options import failure, logged_settings, make_settings, settings_options
 from streamdedup.cli.produce import produce_command
 from streamdedup.cli.replay import replay_command
 from streamdedup.cli.signals import sigterm_as_interrupt
 from streamdedup.cli.store import store_command
 from streamdedup.cli.watch import monitor_command, tail_command
 from streamdedup.errors import StreamdedupError
-from streamdedup.settings import MAX_NUM_PERM, Settings
+from streamdedup.settings import MAX_NUM_PERM
 
 
 class _Commands(click.Group):
@@ -99,40 +99,30 @@ def run(preset: str | None, **options: Any) -> None:
 
 
 @main.command(short_help="Plot the LSH S-curve P(candidate | similarity).")
-@click.option("--threshold", type=float, default=None,
-              help=f"mark this similarity [default: {Settings.threshold}]")
-@click.option("--num-perm", type=int, default=None,
-              help=f"permutations; bands chosen for them [default: {Settings.num_perm}, or "
-                   "bands x rows when more]")
-@click.option("--bands", type=int, default=None,
-              help="LSH bands; give --rows too [default: chosen from --threshold]")
-@click.option("--rows", type=int, default=None,
-              help="rows per band; give --bands too [default: chosen from --threshold]")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False),
               default=Path("scurve.png"), show_default=True,
               help="the plot (PNG unless the name says another format matplotlib writes)")
-def scurve(threshold: float | None, num_perm: int | None, bands: int | None,
-           rows: int | None, out: Path) -> None:
-    """Plot P(candidate | s) = 1 - (1 - s^r)^b, with the threshold marked. From these flags
-    and the default preset only (no STREAMDEDUP_* variables): for a store's curve, give its
-    --bands and --rows (`streamdedup store stats` shows them)."""
-    from dataclasses import replace
-
+@settings_options(shown=("threshold", "num_perm", "bands", "rows"))
+def scurve(out: Path, preset: str | None, **options: Any) -> None:
+    """Plot P(candidate | s) = 1 - (1 - s^r)^b, with the threshold marked, for the settings
+    every command reads (flags, STREAMDEDUP_* variables, --preset). --bands and --rows alone
+    take the rows they need; for a store's curve, give its --bands and --rows (`streamdedup
+    store stats` shows them)."""
+    # (it read its four flags alone: the default's curve under STREAMDEDUP_PRESET=reference)
     from streamdedup.cli.output import checked_output
     from streamdedup.core.lsh import layout, p_candidate
     from streamdedup.errors import ConfigError
     from streamdedup.replay.plots import image_formats, plot_scurve
 
-    given: dict[str, Any] = {k: v for k, v in {"threshold": threshold, "num_perm": num_perm,
-                                               "bands": bands, "rows": rows}.items()
-                             if v is not None}
-    if bands and rows and num_perm is None:  # a curve of its own: as many rows as it needs
+    bands, rows = options["bands"], options["rows"]
+    if bands and rows and options["num_perm"] is None:  # a curve of its own
         if bands * rows > MAX_NUM_PERM:  # said as "num_perm must be <= 1024", not given
             raise click.UsageError(f"--bands x --rows must be <= {MAX_NUM_PERM} (a signature's "
                                    f"rows at most), not {bands} x {rows} = {bands * rows}")
-        given["num_perm"] = max(Settings.num_perm, bands * rows)
-    try:  # the settings' own checks
-        settings = replace(Settings(), **given)
+        unless = make_settings(preset, {**options, "bands": None, "rows": None}).num_perm
+        options["num_perm"] = max(unless, bands * rows)
+    settings = make_settings(preset, options)
+    try:  # the layout's own checks
         bands, rows = layout(settings.threshold, settings.num_perm, settings.bands,
                              settings.rows)
         at = p_candidate(settings.threshold, bands, rows)

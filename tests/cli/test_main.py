@@ -126,16 +126,33 @@ def test_a_report_directory_that_cannot_be_made_is_refused_before_the_run(
 @pytest.mark.parametrize(("args", "says"), [
     (["--threshold", "2"], "threshold must be in (0, 1]"),
     (["--threshold", "0"], "threshold must be in (0, 1]"),
-    (["--num-perm", "-5"], "num_perm must be >= 1"),
-    (["--num-perm", "0"], "num_perm must be >= 1"),  # was ignored: the default's plot
-    (["--num-perm", "100000000"], "num_perm must be <= 1024"),
-    (["--bands", "30", "--rows", "5", "--num-perm", "128"], "exceeds num_perm"),
+    (["--num-perm", "-5"], "--num-perm must be >= 1"),
+    (["--num-perm", "0"], "--num-perm must be >= 1"),  # was ignored: the default's plot
+    (["--num-perm", "100000000"], "--num-perm must be <= 1024"),
+    (["--bands", "30", "--rows", "5", "--num-perm", "128"], "exceeds --num-perm"),
 ])
 def test_scurve_refuses_what_the_settings_refuse(tmp_path: Path, args: list[str],
                                                  says: str) -> None:
     """These were tracebacks, or silently the default's curve."""
     code, _, err = run("scurve", *args, "--out", str(tmp_path / "s.png"))
     assert code == 2 and says in err and not (tmp_path / "s.png").exists(), err
+
+
+def test_scurve_reads_the_settings_as_every_command_does(tmp_path: Path) -> None:
+    """It took its four flags alone: under STREAMDEDUP_PRESET=reference it drew the default
+    preset's curve (25 x 5) without a word."""
+    out = str(tmp_path / "s.png")
+    for args, env in (([], {"STREAMDEDUP_PRESET": "reference"}), (["--preset", "reference"], {})):
+        code, stdout, err = run("scurve", *args, "--out", out, env=env)
+        assert code == 0 and "20 bands x 5 rows: P(candidate | s=0.8)" in stdout, err
+    code, stdout, err = run("scurve", "--out", out, env={"STREAMDEDUP_THRESHOLD": "0.9"})
+    assert code == 0 and "16 bands x 8 rows: P(candidate | s=0.9)" in stdout, err
+    code, _, err = run("scurve", "--out", out, env={"STREAMDEDUP_NUM_PERM": "x"})
+    assert code == 2 and "STREAMDEDUP_NUM_PERM" in err, err
+    # bands and rows alone still take the rows they need, past the variable's num_perm too
+    code, stdout, err = run("scurve", "--bands", "32", "--rows", "8", "--out", out,
+                            env={"STREAMDEDUP_NUM_PERM": "64"})
+    assert code == 0 and "32 bands x 8 rows" in stdout, err
 
 
 def test_scurve_of_bands_and_rows_alone_takes_the_rows_it_needs(tmp_path: Path) -> None:
@@ -452,7 +469,9 @@ def test_a_command_that_reads_or_writes_kafka_says_at_once_that_no_broker_answer
     assert code == 1 and err.strip() == (
         "Error: no Kafka broker answers at 127.0.0.1:9; pass the address of a running one "
         "with --bootstrap-servers (from a checkout, `scripts/kafka-local start` starts one, "
-        "and `python scripts/replay.py` starts and stops its own)"), err
+        "and `python scripts/replay.py` starts and stops its own)"
+        + ("; or read the texts from a dump with --dump FILE" if args[0] == "explain"
+           else "")), err
 
 
 def test_tail_refuses_a_bad_from_before_it_asks_for_a_broker() -> None:
