@@ -58,3 +58,9 @@ def printable_json(text: str) -> str:
     and U+2028/U+2029. Its own line breaks and indents stay."""
     return "".join(f"\\u{ord(ch):04x}" if _acts(ch) and ch not in "\n\t" else ch
                    for ch in text)
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 document``, ``3 documents``: a summary of a dump of one ad said "1 documents, 1
+    bad rows". Regular plurals only (every noun the commands count is one)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -46,3 +46,9 @@ def test_json_keeps_accents_and_escapes_what_json_leaves_raw() -> None:
     assert "\\u2028" in out and "\\ud800" in out
     assert not any(ch in out for ch in "\u202e\x9b\x7f\u2028\ud800")
     assert out.count("\n") == json.dumps(value, indent=2).count("\n")  # its lines kept
+
+
+def test_counted_says_one_in_the_singular() -> None:
+    from streamdedup.terminal import counted
+
+    assert [counted(n, "bad row") for n in (0, 1, 2)] == ["0 bad rows", "1 bad row", "2 bad rows"]

@@ -18,6 +18,7 @@ from streamdedup.errors import StoreError, StoreUnavailableError, StreamdedupErr
 from streamdedup.replay.config import ENGINES, ORDERS, BackfillConfig
 from streamdedup.replay.dump import FORMATS, detect_format
 from streamdedup.settings import flag_name
+from streamdedup.terminal import counted
 
 DEFAULT = BackfillConfig  # its fields' defaults are the flags'
 
@@ -198,8 +199,10 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         bar.close()
     rate = result.documents / result.seconds if result.seconds else 0.0
     where = f"spark {master}" if engine == "spark" and result.documents else "local"
-    parts = [f"{result.documents} documents, {result.duplicates} duplicates, "
-             f"{result.bad_rows} bad rows ({config.errors_place}), {result.seconds:.1f} s, "
+    parts = [f"{counted(result.documents, 'document')}, "
+             f"{counted(result.duplicates, 'duplicate')}, "
+             f"{counted(result.bad_rows, 'bad row')} ({config.errors_place}), "
+             f"{result.seconds:.1f} s, "
              f"{rate:.0f} documents/s ({where})"]
     if result.sketch_seconds:
         parts.append(f"sketching took {result.sketch_seconds:.1f} s")

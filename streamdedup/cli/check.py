@@ -22,6 +22,7 @@ from streamdedup.cli.options import failure, make_settings, settings_options
 from streamdedup.errors import StoreUnavailableError, StreamdedupError
 from streamdedup.replay.dump import FORMATS
 from streamdedup.settings import Settings
+from streamdedup.terminal import counted
 
 
 @click.command(name="check",
@@ -128,7 +129,8 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
                           "command again goes on from what the store kept") from None
         raise failure(exc) from None
     except KeyboardInterrupt:  # as produce says it: where it stopped, and that again is safe
-        click.echo(f"interrupted: {tally.docs} documents judged, {tally.errors} bad rows; "
+        click.echo(f"interrupted: {counted(tally.docs, 'document')} judged, "
+                   f"{counted(tally.errors, 'bad row')}; "
                    f"{_so_far(settings)}" + again_with_retention(settings), err=True)
         raise click.exceptions.Exit(130) from None
     finally:
@@ -143,7 +145,8 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
     elapsed = time.perf_counter() - start
     docs, untimed, first_error = tally.docs, tally.untimed, tally.first_error
     click.echo(
-        f"{docs} documents, {tally.dups} duplicates, {tally.errors} bad rows, {elapsed:.2f} s, "
+        f"{counted(docs, 'document')}, {counted(tally.dups, 'duplicate')}, "
+        f"{counted(tally.errors, 'bad row')}, {elapsed:.2f} s, "
         f"{docs / elapsed if elapsed else 0:.0f} documents/s; {sketcher.bands} bands x "
         f"{sketcher.rows} rows, P(candidate | s={settings.threshold}) = "
         f"{sketcher.recall_at_threshold():.6f}"

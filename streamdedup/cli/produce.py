@@ -14,6 +14,7 @@ import click
 from streamdedup.cli.options import KAFKA_CLIENT, failure, make_settings, settings_options
 from streamdedup.errors import StreamdedupError, describe
 from streamdedup.replay.dump import FORMATS
+from streamdedup.terminal import counted
 
 PRODUCE_FLUSH_S = 60.0  # the wait for the broker's acknowledgements at the end
 CLOSE_S = 5.0  # what closing the producer may add after an interruption or a failure
@@ -37,7 +38,8 @@ class _Acks:
         self.refused.append(exc)
 
     def said(self, sent: int) -> str:
-        return (f"{sent} announcements handed to the producer, {self.acked} acknowledged by "
+        return (f"{counted(sent, 'announcement')} handed to the producer, {self.acked} "
+                f"acknowledged by "
                 f"the broker" + (f", {len(self.refused)} refused" if self.refused else ""))
 
 
@@ -124,8 +126,9 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
     except StreamdedupError as exc:  # found while reading (the dump is read as it is sent)
         raise click.ClickException(f"{exc} ({tally.said(sent)} before it)") from None
     except KeyboardInterrupt:  # say where it stopped: sending again resends from the start
-        click.echo(f"interrupted: {tally.said(sent)}, {bad} rows not readable; sending the "
-                   "dump again is safe (the detector judges an id and text it has seen once)",
+        click.echo(f"interrupted: {tally.said(sent)}, {counted(bad, 'row')} not readable; "
+                   "sending the dump again is safe (the detector judges an id and text it "
+                   "has seen once)",
                    err=True)
         raise click.exceptions.Exit(130) from None
     except KafkaError as exc:  # the broker went away: send() blocked past its limit
@@ -142,6 +145,7 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
             f"the broker refused {len(tally.refused)} of {sent} announcements "
             f"({describe(tally.refused[0])}); {tally.acked} were "
             f"written to {settings.input_topic}, {bad} rows not sent")
-    click.echo(f"{sent} announcements sent to {settings.input_topic}, {bad} rows not sent",
+    click.echo(f"{counted(sent, 'announcement')} sent to {settings.input_topic}, "
+               f"{counted(bad, 'row')} not sent",
                err=True)
     sys.exit(1 if bad and not sent else 0)

@@ -18,7 +18,7 @@ def test_backfill_with_only_duplicates_writes_what_check_writes(tmp_path: Path) 
     assert code == 0, err
     lines = (tmp_path / "v.jsonl").read_text(encoding="utf-8").splitlines()
     assert [json.loads(v)["id"] for v in lines] == ["1"]
-    assert "3 documents, 1 duplicates" in err and "nothing kept (--store-backend memory)" in err
+    assert "3 documents, 1 duplicate," in err and "nothing kept (--store-backend memory)" in err
 
 
 def test_a_backfill_of_which_no_row_can_be_judged_is_an_error(tmp_path: Path) -> None:
@@ -313,7 +313,7 @@ def test_bad_rows_on_standard_output_are_said_to_be_there(tmp_path: Path) -> Non
                     + "\n{not json\n", encoding="utf-8")
     code, out, err = run("backfill", str(dump), "--engine", "local", "--store",
                          str(tmp_path / "s"), "--out", str(tmp_path / "v.jsonl"), "--errors", "-")
-    assert code == 0 and "1 bad rows (on standard output)" in err, err
+    assert code == 0 and "1 bad row (on standard output)" in err, err
     assert [json.loads(line)["row"] for line in out.splitlines()] == [1]
 
 

@@ -23,7 +23,7 @@ def test_check_writes_one_verdict_per_row_and_a_summary(tmp_path: Path) -> None:
     verdicts = [json.loads(line) for line in out.read_text().splitlines()]
     assert [v["id"] for v in verdicts] == ["0", "1", "2"]
     assert [v["duplicate_of"] for v in verdicts] == [None, "0", None]
-    assert "3 documents, 1 duplicates, 0 bad rows" in err
+    assert "3 documents, 1 duplicate, 0 bad rows" in err
     assert "25 bands x 5 rows" in err and err.rstrip().endswith(f"; store: {tmp_path / 's'}")
 
     # Same file, same store: identical verdicts, nothing is its own duplicate.
@@ -95,7 +95,7 @@ def test_check_with_only_duplicates_writes_the_duplicates_and_the_bad_rows(
     records = [json.loads(line) for line in stdout.splitlines()]
     assert [(r.get("id"), r.get("duplicate_of"), r.get("error")) for r in records] == [
         ("1", "0", None), (None, None, "empty_text")]
-    assert "3 documents, 1 duplicates, 1 bad rows" in err
+    assert "3 documents, 1 duplicate, 1 bad row" in err
 
 
 def test_a_flag_left_unset_leaves_the_environments_value_and_a_flag_given_wins(
@@ -128,7 +128,7 @@ def test_check_bad_rows_become_error_records_and_the_rest_is_processed(tmp_path:
     assert [r.get("error") for r in records] == [None, "malformed_row", "not_utf8",
                                                 "empty_text", None]
     assert records[4]["duplicate_of"] == "0"
-    assert "2 documents, 1 duplicates, 3 bad rows" in err
+    assert "2 documents, 1 duplicate, 3 bad rows" in err
 
 
 def test_check_errors_writes_the_bad_rows_apart_from_the_verdicts(tmp_path: Path) -> None:

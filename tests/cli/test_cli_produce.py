@@ -91,10 +91,10 @@ def test_produce_warns_of_row_number_ids_and_refuses_a_rate_that_is_no_number(
     args = ["produce", str(tsv), "--bootstrap-servers", kafka_bootstrap, "--input-topic",
             f"produce-{uuid.uuid4().hex[:8]}"]
     code, _, err = run(*args)
-    assert code == 0 and "has no id column" in err and "1 announcements sent" in err, err
+    assert code == 0 and "has no id column" in err and "1 announcement sent" in err, err
     linked = [*args[:-1], args[-1] + "-link", "--id-field", "link"]  # the link is the id
     code, _, err = run(*linked)
-    assert code == 0 and "no id column" not in err and "1 announcements sent" in err, err
+    assert code == 0 and "no id column" not in err and "1 announcement sent" in err, err
     sent = topic_records(kafka_bootstrap, linked[-3], 10_000)
     assert [r.key for r in sent] == [b"l"] and json.loads(sent[0].value)["id"] == "l"
     code, _, err = run(*args, "--rate", "nan")
@@ -147,7 +147,7 @@ def test_produce_sends_no_message_over_the_limit_the_consumer_holds_it_to(
     for path in (dump, tsv):
         code, _, err = run("produce", str(path), "--bootstrap-servers", kafka_bootstrap,
                            "--input-topic", topic, "--max-message-bytes", "1000")
-        assert code == 0 and "1 announcements sent" in err and "1 rows not sent" in err, err
+        assert code == 0 and "1 announcement sent" in err and "1 row not sent" in err, err
         assert "bytes as a message > limit 1000" in err, err
     records = topic_records(kafka_bootstrap, topic, 10_000)
     assert [rec.key.decode() for rec in records] == ["ok", "1"]
