@@ -118,7 +118,10 @@ def message_id(obj: dict[str, Any]) -> str:
             raise MessageError("id_too_long", f"the id has more than {MAX_ID_BYTES} bytes")
         return raw_id
     if isinstance(raw_id, int | Decimal) and not isinstance(raw_id, bool):
-        return str(raw_id)
+        digits = str(raw_id)  # past 4,000 digits a Decimal: held to the same limit
+        if len(digits) > MAX_ID_BYTES:
+            raise MessageError("id_too_long", f"the id has more than {MAX_ID_BYTES} bytes")
+        return digits
     got = (("only spaces" if raw_id else "an empty string") if isinstance(raw_id, str)
            else type(raw_id).__name__)
     raise MessageError("wrong_type", f"id must be a non-empty string or an integer, got {got}")

@@ -56,7 +56,10 @@ EXAMPLES = {
     "reserved_id": [b'{"id": "auto-0123456789abcdef0123456789abcdef", "title": "x"}'],
     "id_too_long": [json.dumps({"id": "i" * 4097, "title": "x"}).encode(),
                     # 2,049 characters, 4,098 bytes: the limit is in bytes
-                    json.dumps({"id": "è" * 2049, "title": "x"}, ensure_ascii=False).encode()],
+                    json.dumps({"id": "è" * 2049, "title": "x"}, ensure_ascii=False).encode(),
+                    # an integer too: 300,000 digits made a verdict over max_output_bytes
+                    b'{"id": ' + b"9" * 4097 + b', "title": "x"}',
+                    b'{"id": ' + b"9" * 300_000 + b', "title": "x"}'],
     "bad_time": [
         b'{"id": "a", "title": "x", "timestamp": "21 ottobre, 17:41"}',
         b'{"id": "a", "title": "x", "timestamp": true}',
@@ -256,8 +259,10 @@ def test_a_second_byte_order_mark_is_malformed_json_as_json_loads_says() -> None
 
 def test_integers_past_pythons_digit_limit_are_valid_json() -> None:
     huge = "9" * 5000
-    doc = decode_message(f'{{"id": {huge}, "description": "ciao"}}'.encode(), FIELDS, 1 << 20)
-    assert doc.id == huge
+    longest = "9" * 4096  # an id's limit, in digits as in bytes
+    doc = decode_message(f'{{"id": {longest}, "description": "ciao"}}'.encode(), FIELDS,
+                         1 << 20)
+    assert doc.id == longest
     doc = decode_message(f'{{"salary": {huge}, "description": "ciao"}}'.encode(), FIELDS,
                          1 << 20)
     assert doc.id.startswith("auto-") and doc.fields["salary"] == huge
