@@ -328,6 +328,24 @@ def test_the_text_of_an_expired_root_comes_back_into_its_cluster(store: Store) -
     assert not run(det, [ad("a3", " ".join(words), 80.5)])[0].merged
 
 
+def test_an_old_text_of_a_live_id_sent_again_after_its_set_left_gets_its_first_verdict(
+        store: Store) -> None:
+    """A's first text X leaves the window while A, replaced by Y, lives: X sent again (a
+    redelivery) gets A's first verdict back and A stays Y, whether or not another ad brought
+    X back meanwhile. SQLite forgot the version with its set's number: X was judged anew
+    (a second answer for one (id, text) pair) and A went back to X."""
+    x, y, z = (" ".join(f"{w}{i}" for i in range(12)) for w in "xyz")
+    det = Detector(WORDS.replace(retention="10d"), store)
+    first = run(det, [ad("A", x, 0), ad("A", y, 5), ad("B", z, 12)])
+    again = run(det, [ad("A", x, 0), ad("C", x, 13), ad("A", x, 0), ad("A", y, 5)])
+    assert [v.seq for v in again] == [first[0].seq, first[2].seq + 1, first[0].seq,
+                                      first[1].seq]
+    assert again[0].to_json() == again[2].to_json() == first[0].to_json()
+    assert again[3].to_json() == first[1].to_json()
+    doc = store.get_doc("A")
+    assert doc is not None and doc.seq == first[1].seq  # still its second text
+
+
 def test_documents_without_a_time_arrive_now(store: Store) -> None:
     det = Detector(RETAIN, store)
     v = run(det, [Document("a", {"description": "w1 w2 w3"}),

@@ -47,14 +47,21 @@ R = TypeVar("R")
 
 DB_NAME = "index.sqlite"
 LOCK_NAME = "store.lock"
-SCHEMA_VERSION = 6  # 2: metadata apart from blobs; 3: sets numbered, bucket log per set;
+SCHEMA_VERSION = 7  # 2: metadata apart from blobs; 3: sets numbered, bucket log per set;
 # 4: versions (the first verdict of every (id, set) pair, kept when a document is replaced;
 # written at the replacement since issue 15, a row for every document before: both read alike),
 # positions (how far each input partition is stored) and crowded sets (edges capped);
 # 5: retention (a time per document, the newest time, child count and tombstone per set);
-# 6: a checksum per verdict (a flipped bit in a verdict's JSON was returned as it read).
+# 6: a checksum per verdict (a flipped bit in a verdict's JSON was returned as it read);
+# 7: a version's set id (with retention its set's number goes when the set leaves the
+# window, while the version of a live id stays: its old text sent again was judged anew).
 # Schemas an open brings up to this one in place, and how (older ones are refused).
-UPGRADES = {5: "ALTER TABLE verdicts ADD COLUMN checksum INTEGER"}  # 5's rows keep NULL
+UPGRADES = {
+    5: ("ALTER TABLE verdicts ADD COLUMN checksum INTEGER",),  # 5's rows keep NULL
+    6: ("ALTER TABLE versions ADD COLUMN set_id INTEGER",  # a version of a set gone: NULL
+        "UPDATE versions SET set_id = (SELECT s.set_id FROM sets s "
+        "WHERE s.set_no = versions.set_no)"),
+}
 # Verified candidates are read again while their bucket stays hot. Bounded by bytes: a set
 # of a long ad is ~8 KB, and 65,536 of them (the former bound) were half a GiB of RSS.
 _PAGE_CACHE_KIB = 128 * 1024
@@ -82,7 +89,7 @@ CREATE TABLE IF NOT EXISTS positions (
     PRIMARY KEY (topic, partition)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS versions (
     doc_id TEXT NOT NULL, set_no INTEGER NOT NULL, verdict_row INTEGER NOT NULL,
-    PRIMARY KEY (doc_id, set_no)) WITHOUT ROWID;
+    set_id INTEGER, PRIMARY KEY (doc_id, set_no)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS sets (
     set_no INTEGER PRIMARY KEY, set_id INTEGER NOT NULL, first_seq INTEGER, first_id TEXT,
     parent INTEGER, shingles_row INTEGER, last_time INTEGER,
@@ -225,7 +232,8 @@ def _upgrade(conn: sqlite3.Connection, version: int) -> None:
     (SQLite's DDL is transactional; Python's module opens no transaction for it itself)."""
     conn.execute("BEGIN IMMEDIATE")
     for step in range(version, SCHEMA_VERSION):
-        conn.execute(UPGRADES[step])
+        for statement in UPGRADES[step]:
+            conn.execute(statement)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     conn.commit()
 

@@ -240,23 +240,29 @@ class SqliteStore(Store):
         # The current version is kept in ``versions`` only now that it is replaced: a row
         # for every document was one more random-key insert per document (~15 us of CPU
         # and a page written per commit) for the few ids that ever get a second text.
-        self._conn.execute("INSERT OR IGNORE INTO versions (doc_id, set_no, verdict_row) "
-                           "SELECT doc_id, set_no, verdict_row FROM docs WHERE doc_id = ?",
+        self._conn.execute("INSERT OR IGNORE INTO versions (doc_id, set_no, verdict_row, "
+                           "set_id) SELECT d.doc_id, d.set_no, d.verdict_row, s.set_id FROM "
+                           "docs d LEFT JOIN sets s ON s.set_no = d.set_no WHERE d.doc_id = ?",
                            (doc_id,))
         self._conn.execute("DELETE FROM docs WHERE doc_id = ?", (doc_id,))
 
     @store_errors
     def get_version(self, doc_id: str, set_id: int) -> str | None:
         number = self._numbers.get(set_id)
-        if number is None:
-            return None
-        for table in ("versions", "docs"):  # a replaced version holds the first verdict
-            row = self._conn.execute(
-                f"SELECT {VERDICT}, v.checksum FROM {table} x JOIN verdicts v ON v.row = "
-                "x.verdict_row WHERE x.doc_id = ? AND x.set_no = ?", (doc_id, number)).fetchone()
-            if row:
-                return checked_verdict(self.path, doc_id, row[0], row[1])
-        return None
+        if number is not None:
+            for table in ("versions", "docs"):  # a replaced version holds the first verdict
+                row = self._conn.execute(
+                    f"SELECT {VERDICT}, v.checksum FROM {table} x JOIN verdicts v ON v.row = "
+                    "x.verdict_row WHERE x.doc_id = ? AND x.set_no = ?", (doc_id, number)
+                ).fetchone()
+                if row:
+                    return checked_verdict(self.path, doc_id, row[0], row[1])
+        # A version whose set left the window (its number went, or a new set of the same
+        # text has another): the id is live, so the version stays, as in the other stores.
+        row = self._conn.execute(
+            f"SELECT {VERDICT}, v.checksum FROM versions x JOIN verdicts v ON v.row = "
+            "x.verdict_row WHERE x.doc_id = ? AND x.set_id = ?", (doc_id, set_id)).fetchone()
+        return checked_verdict(self.path, doc_id, row[0], row[1]) if row else None
 
     @store_errors
     def members(self, set_id: int, limit: int, since: int | None = None

@@ -391,7 +391,8 @@ def test_sqlite_store_of_schema_5_is_upgraded_in_place(tmp_path: Path) -> None:
     they are, without a checksum) and checks every verdict written after the upgrade."""
     d = sqlite_dir(tmp_path)
     verdicts = built(d, 30)
-    damage(d, "ALTER TABLE verdicts DROP COLUMN checksum", "PRAGMA user_version = 5")
+    damage(d, "ALTER TABLE verdicts DROP COLUMN checksum",
+           "ALTER TABLE versions DROP COLUMN set_id", "PRAGMA user_version = 5")
     # Read-only commands beside a consumer of an older release: the store as it is.
     assert verify(d) == [] and read_verdict(d, "ad3") == verdicts[3]
     assert sum(1 for _ in export_lines(d)) == 30
@@ -401,11 +402,29 @@ def test_sqlite_store_of_schema_5_is_upgraded_in_place(tmp_path: Path) -> None:
     store.commit()
     store.close()
     conn = sqlite3.connect(d / DB_NAME)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert conn.execute("SELECT count(*), count(checksum) FROM verdicts").fetchone() == (31, 1)
     conn.close()
     damage(d, "DELETE FROM docs WHERE doc_id = 'new'", "DELETE FROM verdicts WHERE row = 31")
     assert verify(d) == []
+
+
+def test_sqlite_store_of_schema_6_gets_its_versions_set_ids(tmp_path: Path) -> None:
+    """Schema 7 names each version's set id: with retention a set's number goes when it
+    leaves the window, while the version of a live id stays (sent again, its text was judged
+    anew). An upgraded store's versions name their sets' ids, as a new store's do."""
+    d = sqlite_dir(tmp_path)
+    store = SqliteStore(d)
+    store.put_doc(DocRecord("a", 1, 7, '{"v":1}'))
+    store.put_doc(DocRecord("a", 2, 8, '{"v":2}'))
+    store.commit()
+    store.close()
+    damage(d, "ALTER TABLE versions DROP COLUMN set_id", "PRAGMA user_version = 6")
+    SqliteStore(d).close()
+    conn = sqlite3.connect(d / DB_NAME)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    assert conn.execute("SELECT doc_id, set_id FROM versions").fetchall() == [("a", 7)]
+    conn.close()
 
 
 def test_sqlite_an_upgrade_that_fails_leaves_the_store_as_it_was(
@@ -416,9 +435,11 @@ def test_sqlite_an_upgrade_that_fails_leaves_the_store_as_it_was(
 
     d = sqlite_dir(tmp_path)
     built(d, 10)
-    damage(d, "ALTER TABLE verdicts DROP COLUMN checksum", "PRAGMA user_version = 5")
-    monkeypatch.setattr(sqlite_file, "SCHEMA_VERSION", 7)
-    monkeypatch.setattr(sqlite_file, "UPGRADES", {**sqlite_file.UPGRADES, 6: "NOT SQL"})
+    damage(d, "ALTER TABLE verdicts DROP COLUMN checksum",
+           "ALTER TABLE versions DROP COLUMN set_id", "PRAGMA user_version = 5")
+    monkeypatch.setattr(sqlite_file, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    monkeypatch.setattr(sqlite_file, "UPGRADES", {**sqlite_file.UPGRADES,
+                                                  SCHEMA_VERSION: ("NOT SQL",)})
     with pytest.raises(StoreCorruptError):
         SqliteStore(d)
     conn = sqlite3.connect(d / DB_NAME)
@@ -464,7 +485,8 @@ def test_sqlite_store_with_a_version_row_for_every_document_reads_alike(
     store.add_set(SetRecord(7, 1, "a", 7), u64(1, 2, 3))
     store.add_set(SetRecord(8, 2, "a", 8), u64(4, 5, 6))
     store.put_doc(DocRecord("a", 1, 7, '{"v":1}'))
-    store._conn.execute("INSERT INTO versions SELECT doc_id, set_no, verdict_row FROM docs")
+    store._conn.execute("INSERT INTO versions (doc_id, set_no, verdict_row) SELECT doc_id, "
+                        "set_no, verdict_row FROM docs")
     assert store.get_version("a", 7) == '{"v":1}'
     store.delete_doc("a")
     store.put_doc(DocRecord("a", 2, 8, '{"v":2}'))
