@@ -248,21 +248,16 @@ class SqliteStore(Store):
 
     @store_errors
     def get_version(self, doc_id: str, set_id: int) -> str | None:
+        # A replaced version holds the first verdict, by set id once its set left the window
         number = self._numbers.get(set_id)
-        if number is not None:
-            for table in ("versions", "docs"):  # a replaced version holds the first verdict
-                row = self._conn.execute(
-                    f"SELECT {VERDICT}, v.checksum FROM {table} x JOIN verdicts v ON v.row = "
-                    "x.verdict_row WHERE x.doc_id = ? AND x.set_no = ?", (doc_id, number)
-                ).fetchone()
-                if row:
-                    return checked_verdict(self.path, doc_id, row[0], row[1])
-        # A version whose set left the window (its number went, or a new set of the same
-        # text has another): the id is live, so the version stays, as in the other stores.
-        row = self._conn.execute(
-            f"SELECT {VERDICT}, v.checksum FROM versions x JOIN verdicts v ON v.row = "
-            "x.verdict_row WHERE x.doc_id = ? AND x.set_id = ?", (doc_id, set_id)).fetchone()
-        return checked_verdict(self.path, doc_id, row[0], row[1]) if row else None
+        for table, column, key in (("versions", "set_no", number), ("docs", "set_no", number),
+                                   ("versions", "set_id", set_id)):
+            row = None if key is None else self._conn.execute(
+                f"SELECT {VERDICT}, v.checksum FROM {table} x JOIN verdicts v ON v.row = "
+                f"x.verdict_row WHERE x.doc_id = ? AND x.{column} = ?", (doc_id, key)).fetchone()
+            if row:
+                return checked_verdict(self.path, doc_id, row[0], row[1])
+        return None
 
     @store_errors
     def members(self, set_id: int, limit: int, since: int | None = None
