@@ -163,6 +163,16 @@ def _warn_if_not_durable(client: Any, url: str) -> None:
                     conf.get("appendfsync"))
 
 
+def ping(r: Any) -> None:
+    """PING the server, or every master of a cluster: redis-py asks one node, whose PONG
+    said nothing of a master down (the consumer's wait for the store returned at once, and
+    it logged "retrying in 30.0s" every second)."""
+    if isinstance(r, redis.RedisCluster):
+        call(r.ping, target_nodes=redis.RedisCluster.PRIMARIES)
+    else:
+        call(r.ping)
+
+
 def run_ids(r: Any) -> frozenset[str]:
     """The run id of a server, or of each master of a cluster (redis-py asks one node of a
     cluster unless told): new at every start."""
@@ -188,7 +198,8 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 def store_error(exc: Exception) -> StoreError:
     """A Redis failure as the store contract names it: unavailable (retried by the consumer)
-    when the server is away, still loading its data, or a cluster is moving slots."""
+    when the server is away, still loading its data, or a cluster is moving slots (a script
+    meeting a key already moved says "non local key": a reshard stopped `backfill` with it)."""
     text = str(exc)  # a failed pipeline's names its command, with a set's shingles in bytes
     text = text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS] + "…"
     message = f"Redis: {type(exc).__name__}: {text}"
@@ -196,7 +207,8 @@ def store_error(exc: Exception) -> StoreError:
     # raises for it, so a member started while its cluster was down exited instead of waiting.
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError | redis.BusyLoadingError
                   | redis.exceptions.ClusterDownError | redis.exceptions.TryAgainError) or any(
-            word in str(exc) for word in ("LOADING", "CLUSTERDOWN", "TRYAGAIN", "STOREGONE")):
+            word in str(exc) for word in ("LOADING", "CLUSTERDOWN", "TRYAGAIN", "STOREGONE",
+                                          "non local key")):
         return StoreUnavailableError(message)
     return StoreError(message)
 

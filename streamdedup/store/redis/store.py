@@ -51,7 +51,7 @@ from streamdedup.errors import ConfigError
 from streamdedup.settings import Settings
 from streamdedup.store.base import DEFAULT_EDGE_CAP, DocRecord, SetRecord, Store, check_params
 from streamdedup.store.payload import decode_shingles, encode_shingles
-from streamdedup.store.redis.client import Keys, call, connect, run_ids
+from streamdedup.store.redis.client import Keys, call, connect, ping, run_ids
 from streamdedup.store.redis.edges import Edges
 from streamdedup.store.redis.lock import WriterLock
 from streamdedup.store.redis.records import (
@@ -137,7 +137,7 @@ class RedisStore(Store):
         return call(fn, *args)
 
     def ping(self) -> None:
-        call(self.r.ping)
+        ping(self.r)
         if self._lock is not None:
             self._lock.check()
 
@@ -160,8 +160,9 @@ class RedisStore(Store):
         if self._mode is not None:
             self._claim_mode(self._mode)
         self._runs = runs  # only now: a server still loading refuses the reads above
-        if not lost:
-            return "Redis restarted"
+        if not lost:  # a cluster's new master id: a restart, a failover or a node added
+            return ("a master of the Redis Cluster restarted, failed over or joined"
+                    if len(runs) > 1 else "Redis restarted")
         return ("Redis restarted without the store (no persistence?): it starts again "
                 "empty, with these parameters")
 
