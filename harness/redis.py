@@ -106,11 +106,12 @@ class RedisServer:
         one node down gets that node back), else new ones (a cluster then starts empty: its
         nodes' files name the old ports). Never while some of its nodes run: that start
         deleted the running nodes' files and left them orphaned."""
+        recorded = self._recorded_kind()
+        if recorded is not None and recorded != self.cluster:
+            self._refuse_other_kind(recorded)
         try:
             state = self._state()
             ports = list(state["ports"])
-            if state.get("cluster", 0) != self.cluster:
-                raise RedisError("not reusable")
             if not all(port_free("127.0.0.1", p) or _ping(p) for p in ports):
                 raise RedisError("not reusable")
         except (RedisError, KeyError):
@@ -132,6 +133,24 @@ class RedisServer:
         (self.state_dir / STATE_FILE).write_text(json.dumps({"ports": ports,
                                                              "cluster": self.cluster}))
         return ports
+
+    def _refuse_other_kind(self, recorded: int) -> None:
+        """A state directory holds one server or one cluster: started as the other kind, it
+        wrote over the record, and the next start as the first kind deleted every node's
+        files (a stopped cluster's data, lost to a `start` without ``--cluster``)."""
+        def kind(n: int) -> str:
+            return f"a Redis Cluster of {n} masters" if n else "one redis-server"
+
+        again = f"--cluster {recorded}" if recorded else "without --cluster"
+        raise RedisError(f"{self.state_dir} holds {kind(recorded)}, not {kind(self.cluster)}: "
+                         f"start it {again}, or give another --state-dir for a new one")
+
+    def _recorded_kind(self) -> int | None:
+        """The cluster size the state directory's record names (0: one server), if any."""
+        try:
+            return int(self._state().get("cluster", 0))
+        except (RedisError, TypeError, ValueError):
+            return None
 
     def _recorded_ports(self) -> list[int]:
         try:

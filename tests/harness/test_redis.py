@@ -77,3 +77,33 @@ def test_a_cluster_with_a_node_down_gets_that_node_back_at_start(tmp_path: Path)
                     for n in range(3)} - {pid}) == 3
     finally:
         server.stop()
+
+
+def test_a_stopped_cluster_is_not_started_as_one_server_nor_wiped(tmp_path: Path) -> None:
+    """`start` without --cluster on a stopped cluster's state directory wrote over its record,
+    and the next `start --cluster 3` took new ports and deleted every node's files."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("no redis-server (scripts/setup installs it as root)")
+    import redis
+
+    from harness.redis import RedisError, RedisServer
+
+    cluster = RedisServer(tmp_path, cluster=3)
+    try:
+        url = cluster.start()
+        redis.RedisCluster.from_url(url).set("kept", "yes")
+    finally:
+        cluster.stop()
+    try:
+        with pytest.raises(RedisError, match=r"holds a Redis Cluster of 3 masters, not one "
+                                             r"redis-server: start it --cluster 3"):
+            RedisServer(tmp_path).start()
+        with pytest.raises(RedisError, match="start it --cluster 3"):
+            RedisServer(tmp_path, cluster=4).start()
+    finally:  # (without the refusal, a server started: stopped by its pid file)
+        RedisServer(tmp_path).stop()
+    try:
+        assert cluster.start() == url
+        assert redis.RedisCluster.from_url(url).get("kept") == b"yes"
+    finally:
+        cluster.stop()
