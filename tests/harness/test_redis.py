@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# Every test here runs real servers (scripts/setup installs Debian's as root).
+pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
+                                reason="no redis-server (scripts/setup installs it as root)")
 
 
 def test_redis_local_start_status_stop(tmp_path: Path) -> None:
-    if shutil.which("redis-server") is None:
-        pytest.skip("no redis-server (scripts/setup installs it as root)")
     script = [str(ROOT / "scripts" / "redis-local"), "--state-dir", str(tmp_path)]
 
     def run(cmd: str) -> subprocess.CompletedProcess[str]:
@@ -34,8 +35,6 @@ def test_redis_local_start_status_stop(tmp_path: Path) -> None:
 def test_a_server_is_durable_unless_it_serves_a_baseline(tmp_path: Path, durable: bool) -> None:
     """The store's servers write every command to the AOF; a benchmark's baseline server
     (datasketch on Redis, as its users run it) keeps none."""
-    if shutil.which("redis-server") is None:
-        pytest.skip("no redis-server (scripts/setup installs it as root)")
     import redis
 
     from harness.redis import RedisServer
@@ -51,8 +50,6 @@ def test_a_server_is_durable_unless_it_serves_a_baseline(tmp_path: Path, durable
 def test_a_cluster_with_a_node_down_gets_that_node_back_at_start(tmp_path: Path) -> None:
     """`start --cluster 3` with one node killed took the ports as gone: new ports, every
     node's files deleted (the running ones' too), the survivors left orphaned."""
-    if shutil.which("redis-server") is None:
-        pytest.skip("no redis-server (scripts/setup installs it as root)")
     import os
     import signal
     import time
@@ -82,8 +79,6 @@ def test_a_cluster_with_a_node_down_gets_that_node_back_at_start(tmp_path: Path)
 def test_a_stopped_cluster_is_not_started_as_one_server_nor_wiped(tmp_path: Path) -> None:
     """`start` without --cluster on a stopped cluster's state directory wrote over its record,
     and the next `start --cluster 3` took new ports and deleted every node's files."""
-    if shutil.which("redis-server") is None:
-        pytest.skip("no redis-server (scripts/setup installs it as root)")
     import redis
 
     from harness.redis import RedisError, RedisServer
