@@ -105,8 +105,11 @@ def connect(url: str, cluster: bool = False, writer: bool = True) -> Any:
             raise ConfigError(f"redis_url {safe_url(url)!r} names a database this server "
                               "does not have (its `databases` setting; 16 by default: "
                               "/0 to /15)") from None
+        tls = (" (rediss:// speaks TLS, and a server without it never answers the "
+               "handshake: is it redis://?)" if url.startswith("rediss://") and isinstance(
+                   exc, redis.TimeoutError | redis.ConnectionError) else "")
         raise StoreUnavailableError(f"Redis at {safe_url(url)} cannot be used: "
-                                    f"{type(exc).__name__}: {exc}") from exc
+                                    f"{type(exc).__name__}: {exc}{tls}") from exc
     if clustered:
         client.close()
         raise ConfigError(f"Redis at {safe_url(url)} is a node of a Redis Cluster: add "

@@ -93,6 +93,17 @@ def test_the_lock_renewal_never_aborts_its_own_writers_commit(redis_url: str) ->
     store.close()
 
 
+def test_rediss_to_a_server_without_tls_says_so(redis_url: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """It said "TimeoutError: Timeout connecting to server" after 30 s, no word of TLS."""
+    from streamdedup.store.redis import client
+
+    monkeypatch.setattr(client, "TIMEOUT_S", 1)  # the handshake's wait (30 s)
+    with pytest.raises(StoreUnavailableError, match=r"rediss:// speaks TLS, .*is it "
+                                                    r"redis://\?\)$"):
+        RedisStore(redis_url.replace("redis://", "rediss://"), "t-tls")
+
+
 def test_bad_urls_and_unreachable_servers_are_one_clear_line() -> None:
     with pytest.raises(ConfigError, match="redis_url must be"):
         RedisStore("http://127.0.0.1:1")
