@@ -346,6 +346,18 @@ def test_an_old_text_of_a_live_id_sent_again_after_its_set_left_gets_its_first_v
     assert doc is not None and doc.seq == first[1].seq  # still its second text
 
 
+def test_a_set_number_a_version_names_is_not_given_to_a_new_set(store: Store) -> None:
+    """SQLite numbered a new set past the highest number left: once retention deleted the
+    newest set, its number came again, and a version still naming it (A's first text S)
+    answered for the new set's text U: A:U got A's verdict for S, not a duplicate of D."""
+    s, t, u = (" ".join(f"{w}{i}" for i in range(12)) for w in "stu")
+    det = Detector(WORDS.replace(retention="10d"), store)
+    run(det, [ad("Z", t, 5), ad("A", s, 1), ad("A", t, 6), ad("Z2", t, 12), ad("Z3", t, 12.1),
+              ad("D", u, 12.5)])
+    last = run(det, [ad("A", u, 13)])[0]
+    assert last.duplicate and last.duplicate_of == "D" and last.exact
+
+
 def test_documents_without_a_time_arrive_now(store: Store) -> None:
     det = Detector(RETAIN, store)
     v = run(det, [Document("a", {"description": "w1 w2 w3"}),

@@ -212,6 +212,14 @@ def open_db(directory: Path, read: Callable[[sqlite3.Connection], None] = lambda
     return conn
 
 
+def next_set_number(conn: sqlite3.Connection) -> int:
+    """The number the next new set gets. SQLite gives a rowid past those there are, so the
+    newest set's number came again once retention deleted that set, and a version still
+    naming it then named the new set (its first verdict given for another text)."""
+    return 1 + int(conn.execute("SELECT max(coalesce((SELECT max(set_no) FROM sets), 0), "
+                                "coalesce((SELECT max(set_no) FROM versions), 0))").fetchone()[0])
+
+
 def check_schema(conn: sqlite3.Connection, path: Path) -> int:
     """The file's schema version if this release reads it (its own, or one an open upgrades
     in place); else a ``StoreCorruptError``. Opening and the read-only commands both ask."""

@@ -48,6 +48,7 @@ from streamdedup.store.sqlite.file import (
     decode_log_row,
     encode_log_row,
     file_bytes,
+    next_set_number,
     open_db,
     os_problem,
     rebuild_maps,
@@ -92,6 +93,7 @@ class SqliteStore(Store):
             self._release_lock()
             raise
         self._seq, self._clock = self._counters()
+        self._next_set = next_set_number(self._conn)  # never a number a version names
         self._evicting = False  # maps changed as a rollback cannot undo (evictions)
         self._unbucket: list[int] = []  # sets to take out of the buckets (``_flush``)
         self._store_id = self._load_store_id()
@@ -112,9 +114,9 @@ class SqliteStore(Store):
         """The set's number, numbering it now (a row without data) if it has none."""
         number = self._numbers.get(set_id)
         if number is None:
-            number = self._conn.execute(
-                "INSERT INTO sets (set_id) VALUES (?)", (set_id,)).lastrowid
-            assert number is not None
+            number, self._next_set = self._next_set, self._next_set + 1
+            self._conn.execute("INSERT INTO sets (set_no, set_id) VALUES (?, ?)",
+                               (number, set_id))
             self._numbers.add(set_id, number)
         return number
 
@@ -237,9 +239,8 @@ class SqliteStore(Store):
     @store_errors
     def delete_doc(self, doc_id: str) -> None:
         self._members_cache.clear()
-        # The current version is kept in ``versions`` only now that it is replaced: a row
-        # for every document was one more random-key insert per document (~15 us of CPU
-        # and a page written per commit) for the few ids that ever get a second text.
+        # The current version goes to ``versions`` only when replaced: a row per document
+        # was a random-key insert each (~15 us, a page a commit) for the few ids re-texted.
         self._conn.execute("INSERT OR IGNORE INTO versions (doc_id, set_no, verdict_row, "
                            "set_id) SELECT d.doc_id, d.set_no, d.verdict_row, s.set_id FROM "
                            "docs d LEFT JOIN sets s ON s.set_no = d.set_no WHERE d.doc_id = ?",
@@ -248,10 +249,9 @@ class SqliteStore(Store):
 
     @store_errors
     def get_version(self, doc_id: str, set_id: int) -> str | None:
-        # A replaced version holds the first verdict, by set id once its set left the window
+        # A replaced version holds the first verdict, found by set id (its set may have left)
         number = self._numbers.get(set_id)
-        for table, column, key in (("versions", "set_no", number), ("docs", "set_no", number),
-                                   ("versions", "set_id", set_id)):
+        for table, column, key in (("versions", "set_id", set_id), ("docs", "set_no", number)):
             row = None if key is None else self._conn.execute(
                 f"SELECT {VERDICT}, v.checksum FROM {table} x JOIN verdicts v ON v.row = "
                 f"x.verdict_row WHERE x.doc_id = ? AND x.{column} = ?", (doc_id, key)).fetchone()
@@ -322,10 +322,10 @@ class SqliteStore(Store):
             return
         values = (record.first_seq, record.first_id, record.parent, row, record.last_time)
         if number is None:
-            number = self._conn.execute(
-                "INSERT INTO sets (first_seq, first_id, parent, shingles_row, last_time, set_id)"
-                " VALUES (?, ?, ?, ?, ?, ?)", (*values, record.set_id)).lastrowid
-            assert number is not None
+            number, self._next_set = self._next_set, self._next_set + 1
+            self._conn.execute(
+                "INSERT INTO sets (first_seq, first_id, parent, shingles_row, last_time, set_id,"
+                " set_no) VALUES (?, ?, ?, ?, ?, ?, ?)", (*values, record.set_id, number))
             self._numbers.add(record.set_id, number)
             # As read back (children 0, not evicted): the verdict reads it at once.
             self._set_cache[record.set_id] = SetRecord(

@@ -485,8 +485,8 @@ def test_sqlite_store_with_a_version_row_for_every_document_reads_alike(
     store.add_set(SetRecord(7, 1, "a", 7), u64(1, 2, 3))
     store.add_set(SetRecord(8, 2, "a", 8), u64(4, 5, 6))
     store.put_doc(DocRecord("a", 1, 7, '{"v":1}'))
-    store._conn.execute("INSERT INTO versions (doc_id, set_no, verdict_row) SELECT doc_id, "
-                        "set_no, verdict_row FROM docs")
+    store._conn.execute("INSERT INTO versions SELECT d.doc_id, d.set_no, d.verdict_row, "
+                        "s.set_id FROM docs d JOIN sets s USING (set_no)")  # as upgraded
     assert store.get_version("a", 7) == '{"v":1}'
     store.delete_doc("a")
     store.put_doc(DocRecord("a", 2, 8, '{"v":2}'))
