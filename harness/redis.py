@@ -130,8 +130,9 @@ class RedisServer:
                 if self.cluster:
                     shutil.rmtree(home)
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        (self.state_dir / STATE_FILE).write_text(json.dumps({"ports": ports,
-                                                             "cluster": self.cluster}))
+        record = self.state_dir / (STATE_FILE + ".new")  # whole or not at all
+        record.write_text(json.dumps({"ports": ports, "cluster": self.cluster}))
+        record.replace(self.state_dir / STATE_FILE)
         return ports
 
     def _refuse_other_kind(self, recorded: int) -> None:
@@ -146,11 +147,16 @@ class RedisServer:
                          f"start it {again}, or give another --state-dir for a new one")
 
     def _recorded_kind(self) -> int | None:
-        """The cluster size the state directory's record names (0: one server), if any."""
+        """The cluster size the state directory's record names (0: one server), else what
+        its nodes' files say (a cluster node keeps a ``nodes.conf``: a record emptied by a
+        crash let a cluster start over a server's files), else None (nothing there)."""
         try:
             return int(self._state().get("cluster", 0))
         except (RedisError, TypeError, ValueError):
-            return None
+            pass
+        homes = [h for h in self.state_dir.glob("node*") if any(h.iterdir())]
+        clustered = [h for h in homes if (h / "nodes.conf").exists()]
+        return len(clustered) if clustered else 0 if homes else None
 
     def _recorded_ports(self) -> list[int]:
         try:

@@ -72,6 +72,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         STDOUT,
         again_with_retention,
         checked_output,
+        judged_before,
         none_judged,
         not_kept,
         not_utf8_warning,
@@ -157,7 +158,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         """What the store holds now (it is kept), or that it was removed (nothing judged)."""
         if settings.store_backend == "memory":
             return "; nothing was kept (--store-backend memory)"
-        return dropped() or (f"; the store holds the {judged} documents judged so far, and "
+        return dropped() or (f"; the store holds {counted(judged, 'document')}, and "
                              "backfilling the dump again goes on from there"
                              + again_with_retention(settings))
 
@@ -179,8 +180,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     except StreamdedupError as exc:
         gone = dropped()
         if isinstance(exc, StoreUnavailableError) and committed and not gone:  # Redis
-            gone = (f"; the {committed} documents judged before it stand, and the same "
-                    "command again goes on from what the store kept")
+            gone = judged_before(committed)
         raise failure(exc, gone) from None
     except OSError as exc:  # the outputs: checked above, refused by the file system now
         name = str(exc.filename)

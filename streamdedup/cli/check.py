@@ -48,6 +48,7 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
         STDOUT,
         again_with_retention,
         checked_output,
+        judged_before,
         named_file,
         none_judged,
         not_kept,
@@ -125,8 +126,7 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
             store.close()  # before its directory goes (SQLite: closing again does nothing)
             raise failure(exc, not_kept(True, directory)) from None
         if isinstance(exc, StoreUnavailableError) and tally.docs:  # Redis gone or restarted
-            raise failure(exc, f"; the {tally.docs} documents judged before it stand, and the same "
-                          "command again goes on from what the store kept") from None
+            raise failure(exc, judged_before(tally.docs)) from None
         raise failure(exc) from None
     except KeyboardInterrupt:  # as produce says it: where it stopped, and that again is safe
         click.echo(f"interrupted: {counted(tally.docs, 'document')} judged, "
@@ -152,8 +152,8 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
         f"{sketcher.recall_at_threshold():.6f}"
         + (f"; retention {settings.retention}: {getattr(detector, 'evicted', 0)} documents "
            f"and sets evicted" if settings.retention else "")
-        + (f"; {untimed} documents without a {settings.time_field!r} field took the clock's"
-           f" time (the newest seen; on a fresh store, their batch's first)"
+        + (f"; {counted(untimed, 'document')} without a {settings.time_field!r} field took "
+           "the clock's time (the newest seen; on a fresh store, their batch's first)"
            if settings.read_time_field and untimed else "")
         # a dump of a header and no row: the new store was empty but pinned to these settings
         + (not_kept(True, directory) if made_here and not docs and not tally.errors
@@ -215,8 +215,9 @@ def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO, b
 def _so_far(settings: Settings, judged: int | None = None) -> str:
     if settings.store_backend == "memory":
         return "nothing was kept (--store-backend memory)"
-    return f"the store holds the {'' if judged is None else f'{judged} '}documents judged so " \
-        "far, and checking the dump again gives the same verdicts"
+    these = ("the documents judged so far are" if judged is None else
+             f"the {counted(judged, 'document')} judged so far {'is' if judged == 1 else 'are'}")
+    return f"{these} in the store, and checking the dump again gives the same verdicts"
 
 
 def _unwritten(target: TextIO, exc: OSError, settings: Settings, judged: int) -> str:

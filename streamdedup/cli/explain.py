@@ -239,7 +239,7 @@ def _scan(settings: Settings, topic: str, ids: set[str]
         while any(observer.consumer.position(tp) < end for tp, end in ends.items()):
             for _, rec in observer.poll(1000):
                 read += 1
-                body = decode(rec)
+                body = decode(rec, announcement=topic == settings.input_topic)
                 if topic == settings.input_topic:
                     doc_id = announcement_id(body, settings.id_field)
                 else:

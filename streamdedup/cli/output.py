@@ -19,6 +19,7 @@ import click
 
 from streamdedup.replay.config import STDOUT
 from streamdedup.settings import Settings
+from streamdedup.terminal import counted
 
 __all__ = ["STDOUT", "again_with_retention", "checked_output", "named_file", "none_judged",
            "not_kept", "not_utf8_warning", "open_output", "store_directory",
@@ -97,6 +98,13 @@ def not_kept(remove: bool, directory: Path | None) -> str:
         return ""
     shutil.rmtree(directory, ignore_errors=True)
     return f"; the store it started at {directory} is not kept"
+
+
+def judged_before(documents: int) -> str:
+    """What a store outage (Redis away, restarted) leaves of a `check` or `backfill`."""
+    return (f"; the {counted(documents, 'document')} judged before it "
+            f"{'stands' if documents == 1 else 'stand'}, and the same command again goes on "
+            "from what the store kept")
 
 
 def none_judged(path: Path, first_error: str, where: str = "") -> str:

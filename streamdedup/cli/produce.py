@@ -142,9 +142,9 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
             "and text it has seen once)")
     if tally.refused:  # e.g. an announcement over the topic's max.message.bytes
         raise click.ClickException(
-            f"the broker refused {len(tally.refused)} of {sent} announcements "
-            f"({describe(tally.refused[0])}); {tally.acked} were "
-            f"written to {settings.input_topic}, {bad} rows not sent")
+            f"the broker refused {len(tally.refused)} of {counted(sent, 'announcement')} "
+            f"({describe(tally.refused[0])}); {tally.acked} were written to "
+            f"{settings.input_topic}, {counted(bad, 'row')} not sent")
     click.echo(f"{counted(sent, 'announcement')} sent to {settings.input_topic}, "
                f"{counted(bad, 'row')} not sent",
                err=True)

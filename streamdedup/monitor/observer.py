@@ -23,6 +23,7 @@ from kafka.errors import KafkaError
 from streamdedup.errors import ConfigError
 from streamdedup.service.kafka import client_options
 from streamdedup.service.logs import Throttle
+from streamdedup.service.message import read_json
 from streamdedup.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -212,10 +213,13 @@ _said = Throttle(SKIPPED_SAID_EVERY_S, kinds=1000)  # per (topic, what)
 _skipped: dict[tuple[str, str], int] = {}  # (topic, what) said before -> skipped since
 
 
-def decode(rec: Any) -> dict[str, Any] | None:
-    """A record's JSON object, or None (said) for anything else."""
+def decode(rec: Any, announcement: bool = False) -> dict[str, Any] | None:
+    """A record's JSON object, or None (said) for anything else. ``announcement``: an input
+    record, read as the consumer reads it (``message.read_json``): its automatic id is the
+    consumer's, and only its text is kept."""
     try:  # NaN and Infinity are not JSON (Python reads them; the API could not answer them)
-        value = json.loads(rec.value, parse_constant=_not_json, parse_float=_finite)
+        value = (read_json(rec.value) if announcement else
+                 json.loads(rec.value, parse_constant=_not_json, parse_float=_finite))
     except (TypeError, ValueError, UnicodeDecodeError, RecursionError):  # 100,000 [s deep
         _skip(rec, "not JSON")
         return None
@@ -234,7 +238,7 @@ _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 def _without_lone_surrogates(value: dict[str, Any]) -> dict[str, Any]:
     """The record with each lone surrogate as '?' (a pair, an emoji, is one character)."""
-    text = json.dumps(value, ensure_ascii=False)
+    text = json.dumps(value, ensure_ascii=False, default=str)  # (an announcement's Decimal)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -267,7 +271,7 @@ def _not_json(name: str) -> Any:
 def _finite(text: str) -> float | str:
     """1e999 is valid JSON, but Python reads it as infinity, which the API cannot write back
     (one such verdict made /api/duplicates answer 400 until 200 newer ones came): kept as its
-    text. A verdict whose ``jaccard`` that makes is a bad record; an ad holding one in a field
-    nobody reads, which the detector judges, keeps its title (it was skipped as no JSON)."""
+    text, in a record of the verdict or dead-letter topics (a verdict whose ``jaccard`` that
+    makes is a bad record; an ad's is read as the consumer reads it, ``decode``)."""
     value = float(text)
     return value if math.isfinite(value) else text

@@ -79,7 +79,7 @@ class Monitor:
             with self.lock:
                 self.state.broker = health
                 for topic, rec in records:
-                    body = decode(rec)
+                    body = decode(rec, announcement=topic == s.input_topic)
                     if topic == s.input_topic:  # (settings keep the three topics apart)
                         if body is not None:
                             self.state.add_announcement(body, rec.timestamp / 1000)

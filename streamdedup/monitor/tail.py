@@ -120,7 +120,7 @@ def follow(settings: Settings, observer: Observer, count: int, stop: list[int],
     try:
         while not stop and (not count or printed < count):
             for topic, rec in observer.poll(500):
-                body = decode(rec)
+                body = decode(rec, announcement=topic == settings.input_topic)
                 if body is None:
                     continue
                 if topic == settings.input_topic:

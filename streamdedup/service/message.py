@@ -45,12 +45,16 @@ def _parse_int(text: str) -> int | Decimal:
     return int(text) if len(text) <= _INT_DIGITS else Decimal(text)
 
 
+class BigFloat(Decimal):
+    """A JSON number past a float's range (1e999), which Python reads as infinity and JSON
+    cannot write back: kept as a Decimal, as a big integer is, so ``produce`` sends it as its
+    text and the consumer computes the same automatic id (sent as ``Infinity``, it was no
+    JSON to the consumer). A float still, so never an id."""
+
+
 def _parse_float(text: str) -> float | Decimal:
-    """1e999 is JSON, but infinity to Python, which JSON cannot write back: a Decimal, as a
-    big integer is, so ``produce`` sends it as its text and the consumer computes the same
-    automatic id (sent as ``Infinity``, it was no JSON to the consumer)."""
     value = float(text)
-    return value if math.isfinite(value) else Decimal(text)
+    return value if math.isfinite(value) else BigFloat(text)
 
 
 def _not_json(name: str) -> Any:
@@ -117,13 +121,13 @@ def message_id(obj: dict[str, Any]) -> str:
                 > MAX_ID_BYTES:
             raise MessageError("id_too_long", f"the id has more than {MAX_ID_BYTES} bytes")
         return raw_id
-    if isinstance(raw_id, int | Decimal) and not isinstance(raw_id, bool):
+    if isinstance(raw_id, int | Decimal) and not isinstance(raw_id, bool | BigFloat):
         digits = str(raw_id)  # past 4,000 digits a Decimal: held to the same limit
         if len(digits) > MAX_ID_BYTES:
             raise MessageError("id_too_long", f"the id has more than {MAX_ID_BYTES} bytes")
         return digits
     got = (("only spaces" if raw_id else "an empty string") if isinstance(raw_id, str)
-           else type(raw_id).__name__)
+           else "float" if isinstance(raw_id, BigFloat) else type(raw_id).__name__)
     raise MessageError("wrong_type", f"id must be a non-empty string or an integer, got {got}")
 
 
@@ -204,6 +208,13 @@ def json_bytes(body: Any, default: Callable[[Any], Any],
         return text.encode("utf-8")
     except UnicodeEncodeError:
         return json.dumps(body, separators=separators, default=default).encode("ascii")
+
+
+def read_json(payload: bytes) -> Any:
+    """A message's JSON as the consumer reads it (a byte order mark skipped; big numbers as
+    Decimals, NaN refused: ValueError), for readers of the input topic, whose automatic ids
+    must be the consumer's (the monitor read 1e999 otherwise, and named the ad another id)."""
+    return _DECODER.decode(payload.decode("utf-8").removeprefix("\ufeff"))
 
 
 def decode_message(

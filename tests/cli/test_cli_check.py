@@ -156,7 +156,7 @@ def test_a_full_disk_under_the_outputs_is_one_line(tmp_path: Path) -> None:
                                              "/dev/full"]):
         code, _, err = run("check", str(tsv), "--store", store, *outputs)
         assert code == 1 and "cannot write /dev/full: No space left on device" in err, err
-        assert f"the store holds the {len(ADS)} documents judged so far" in err
+        assert f"the {len(ADS)} documents judged so far are in the store" in err
     code, _, err = run("check", str(tsv), "--store-backend", "memory", "--out", "/dev/full")
     assert code == 1 and err.strip().endswith(  # it said the store held them
         "No space left on device; nothing was kept (--store-backend memory)"), err
@@ -180,8 +180,8 @@ def test_verdicts_into_a_closed_pipe_are_said_unwritten(tmp_path: Path, ads: int
                                   buffered=buffered)
     assert code == 1, said
     assert said.strip().splitlines() == [
-        f"Error: cannot write standard output: Broken pipe; the store holds the {ads} "
-        "documents judged so far, and checking the dump again gives the same verdicts"], said
+        f"Error: cannot write standard output: Broken pipe; the {ads} documents judged so "
+        "far are in the store, and checking the dump again gives the same verdicts"], said
 
 
 @pytest.mark.parametrize(("args", "message", "code"), [
@@ -421,3 +421,15 @@ def test_a_row_read_with_its_quotes_as_characters_is_said_by_check(tmp_path: Pat
         assert done.returncode == 0 and "2 documents" in done.stderr, done.stderr
         assert "row 0 (line 2) has quotes a TSV's quoted fields do not have" in done.stderr
         assert [json.loads(line)["id"] for line in done.stdout.splitlines()] == ["a", "b"]
+
+
+def test_one_document_is_said_in_the_singular_everywhere(tmp_path: Path) -> None:
+    """"the store holds the 1 documents judged so far", "1 documents without a 'posted'
+    field": every count of `check`'s lines agrees with its noun."""
+    tsv = write_tsv(tmp_path / "ads.tsv", [[*ADS[0], "Milano", "2020", "l0"]])
+    code, _, err = run("check", str(tsv), "--store", str(tmp_path / "s"), "--out", "/dev/full")
+    assert code == 1 and "the 1 document judged so far is in the store" in err, err
+    code, _, err = run("check", str(tsv), "--store-backend", "memory", "--retention", "60d",
+                       "--time-field", "posted", "--out", str(tmp_path / "v.jsonl"))
+    assert code == 0 and "1 document, 0 duplicates, 0 bad rows" in err, err
+    assert "; 1 document without a 'posted' field took the clock's time" in err, err

@@ -102,3 +102,29 @@ def test_a_stopped_cluster_is_not_started_as_one_server_nor_wiped(tmp_path: Path
         assert redis.RedisCluster.from_url(url).get("kept") == b"yes"
     finally:
         cluster.stop()
+    (tmp_path / "redis.json").write_text("")  # a record a crash emptied: the nodes' files say
+    try:
+        with pytest.raises(RedisError, match="holds a Redis Cluster of 3 masters"):
+            RedisServer(tmp_path).start()
+    finally:
+        RedisServer(tmp_path).stop()
+
+
+def test_a_stopped_server_is_not_started_as_a_cluster_even_without_its_record(
+        tmp_path: Path) -> None:
+    import redis
+
+    from harness.redis import RedisError, RedisServer
+
+    server = RedisServer(tmp_path)
+    try:
+        redis.Redis.from_url(server.start()).set("keep", "me")
+    finally:
+        server.stop()
+    (tmp_path / "redis.json").write_text("")
+    try:
+        with pytest.raises(RedisError, match="holds one redis-server, not a Redis Cluster"):
+            RedisServer(tmp_path, cluster=3).start()
+    finally:
+        RedisServer(tmp_path).stop()
+    assert any((tmp_path / "node0").iterdir())  # its files are still there

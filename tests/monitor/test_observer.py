@@ -245,6 +245,17 @@ def test_nan_and_nesting_too_deep_are_not_json_to_the_monitor_1e999_is() -> None
     verdict = decode(rec(b'{"id": "b", "duplicate": true, "matches": [{"id": "a", '
                          b'"jaccard": 1e999}]}'))
     assert verdict is not None and "matches is not" in str(verdict_problem(verdict))
+    # An ad is read as the consumer reads it: its automatic id is the consumer's (it was
+    # another, so the ad had no title), and NaN is no JSON there either.
+    from streamdedup.service.message import announcement_id, decode_message
+    for ad in (b'{"title": "Saldatore", "salary": 1e999}', b'{"title": "t", "x": [-1E400]}',
+               b'\xef\xbb\xbf{"title": "t", "n": 1e999}'):
+        body = decode(rec(ad), announcement=True)
+        assert body is not None, ad
+        assert announcement_id(body) == decode_message(ad, ("title",), 1 << 20).id, ad
+    assert decode(rec(b'{"title": "t", "x": NaN}'), announcement=True) is None
+    lone = decode(rec(b'{"title": "t \\ud800", "n": 1e999}'), announcement=True)
+    assert lone == {"title": "t ?", "n": "1E+999"}
     deep = b"[" * 100_000 + b"]" * 100_000  # one such input froze the page and ended tail
     assert decode(rec(deep)) is None
     # a lone surrogate is JSON but not UTF-8: /api/clusters answered 400, tail a traceback

@@ -46,6 +46,7 @@ EXAMPLES = {
     "not_an_object": [b'["a", "b"]', b'"just a string"', b"42", b"null"],
     "wrong_type": [
         b'{"id": 1.5, "title": "x"}',
+        b'{"id": 1e999, "title": "x"}',  # a float past a float's range: no id either
         b'{"id": true, "title": "x"}',
         b'{"id": "", "title": "x"}',
         b'{"id": "  ", "title": "x"}',

@@ -107,7 +107,7 @@ def connect(url: str, cluster: bool = False, writer: bool = True) -> Any:
                               "/0 to /15)") from None
         tls = (" (rediss:// speaks TLS, and a server without it never answers the "
                "handshake: is it redis://?)" if url.startswith("rediss://") and isinstance(
-                   exc, redis.TimeoutError | redis.ConnectionError) else "")
+                   exc, redis.TimeoutError) else "")  # (not "refused": nothing answered)
         raise StoreUnavailableError(f"Redis at {safe_url(url)} cannot be used: "
                                     f"{type(exc).__name__}: {exc}{tls}") from exc
     if clustered:

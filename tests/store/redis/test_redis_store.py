@@ -102,6 +102,9 @@ def test_rediss_to_a_server_without_tls_says_so(redis_url: str,
     with pytest.raises(StoreUnavailableError, match=r"rediss:// speaks TLS, .*is it "
                                                     r"redis://\?\)$"):
         RedisStore(redis_url.replace("redis://", "rediss://"), "t-tls")
+    with pytest.raises(StoreUnavailableError) as info:  # nothing answered: no word of TLS
+        RedisStore("rediss://127.0.0.1:9/0", "t-tls")
+    assert "TLS" not in str(info.value)
 
 
 def test_bad_urls_and_unreachable_servers_are_one_clear_line() -> None:
