@@ -173,8 +173,10 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
                 store.rollback()
             raise
         finally:
+            judged = committed  # what this run committed, if the store cannot say more
             try:
-                judged = store.stats()["documents"]
+                with contextlib.suppress(StoreError):  # away: the error above is the one
+                    judged = store.stats()["documents"]  # to say (Ctrl-C became it)
             finally:
                 store.close()
     except StreamdedupError as exc:

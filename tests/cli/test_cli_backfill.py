@@ -362,3 +362,32 @@ def test_backfill_says_what_retention_evicted_as_check_does(tmp_path: Path) -> N
         assert found, err
         said[command] = int(found.group(1))
     assert said["check"] == said["backfill"] > 0, said
+
+
+def test_an_interrupt_while_the_store_is_away_is_said_as_an_interrupt(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The count asked of the store at the end raised in a `finally`: Ctrl-C while Redis was
+    away became Redis's error (exit 1), and a store that cannot count put it in the place
+    of whatever had stopped the run."""
+    import streamdedup.replay.backfill as backfill
+    from streamdedup.errors import StoreUnavailableError
+    from streamdedup.store.sqlite import SqliteStore
+
+    real, gone = SqliteStore.stats, []
+
+    def interrupted(*_args: object) -> None:
+        gone.append(True)  # the store goes away, then Ctrl-C
+        raise KeyboardInterrupt
+
+    def away(self: SqliteStore) -> dict[str, int]:
+        if gone:
+            raise StoreUnavailableError("Redis: ConnectionError: refused")
+        return real(self)
+
+    monkeypatch.setattr(backfill, "_decide", interrupted)
+    monkeypatch.setattr(SqliteStore, "stats", away)
+    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020", f"l{i}"]
+                                           for i, (t, d) in enumerate(ADS)])
+    code, _, err = run("backfill", str(tsv), "--engine", "local", "--out",
+                       str(tmp_path / "v.jsonl"), "--store", str(tmp_path / "s"))
+    assert code == 130 and "interrupted;" in err and "Redis" not in err, err
