@@ -31,11 +31,12 @@ def test_a_duplicate_shows_its_shared_words_and_numbers() -> None:
 
 
 def test_an_exact_copy_once_normalized_is_said_so() -> None:
-    """It said "25 bands shared" of a pair the exact-set shortcut found without a band."""
+    """It said "25 bands shared" of a pair the exact-set shortcut found without a band; then
+    "found by the exact-set shortcut", which a shared Redis store does not take."""
     e = explain(Sketcher(WORDS), "a", d("Alpha, beta gamma!"), "b", d("alpha beta  gamma"))
     assert e.duplicate and e.jaccard == 1.0
-    assert e.reason == ("an exact copy once normalized: the same 3 shingles, found by the "
-                        "detector's exact-set shortcut before any band")
+    assert e.reason == ("an exact copy once normalized: the same 3 shingles, one set "
+                        "(`exact` in its verdict)")
 
 
 def test_each_reason_for_not_being_a_duplicate() -> None:
