@@ -143,6 +143,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     restore = sigterm_as_interrupt()
     made_here = directory is not None and not directory.exists()
     judged = 0
+    counted_by_store = False  # judged is the store's count (else this run's)
     committed = 0  # documents this run judged and committed
 
     def advance(n: int) -> None:
@@ -158,7 +159,10 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         """What the store holds now (it is kept), or that it was removed (nothing judged)."""
         if settings.store_backend == "memory":
             return "; nothing was kept (--store-backend memory)"
-        return dropped() or (f"; the store holds {counted(judged, 'document')}, and "
+        held = (f"the store holds {counted(judged, 'document')}" if counted_by_store else
+                f"the {counted(judged, 'document')} this run committed "
+                f"{'is' if judged == 1 else 'are'} in the store")
+        return dropped() or (f"; {held}, and "
                              "backfilling the dump again goes on from there"
                              + again_with_retention(settings))
 
@@ -177,6 +181,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
             try:
                 with contextlib.suppress(StoreError):  # away: the error above is the one
                     judged = store.stats()["documents"]  # to say (Ctrl-C became it)
+                    counted_by_store = True
             finally:
                 store.close()
     except StreamdedupError as exc:

@@ -171,6 +171,7 @@ def _texts(settings: Settings, ids: set[str], dump: Path | None, fmt: str | None
     """Every text of each id, with its row in the dump or its record time in the topic,
     in that order."""
     from streamdedup.core.document import Document
+    from streamdedup.monitor.state import writable
     from streamdedup.replay.dump import read_dump
 
     found: dict[str, list[tuple[int, dict[str, str]]]] = {}
@@ -191,7 +192,7 @@ def _texts(settings: Settings, ids: set[str], dump: Path | None, fmt: str | None
         except StreamdedupError as exc:  # no broker: the texts are in a dump too
             raise StreamdedupError(f"{exc}; or read the texts from a dump with --dump FILE"
                                    ) from None
-        found = {i: [(n, {k: v for k, v in body.items() if isinstance(v, str)})
+        found = {i: [(n, {k: writable(v) for k, v in body.items() if isinstance(v, str)})
                      for n, body in bodies] for i, bodies in scanned.items()}
     missing = sorted(ids - set(found))
     if missing:

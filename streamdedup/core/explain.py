@@ -104,7 +104,7 @@ def explain(sketcher: Sketcher, a_id: str, a: Mapping[str, str], b_id: str,
     elif np.array_equal(sets[0], sets[1]):  # "25 bands shared" of a pair no band found
         # (not "found by the exact-set shortcut": a shared Redis store probes copies too)
         reason = (f"an exact copy once normalized: the same {sets[0].size} shingles, one set "
-                  "(`exact` in its verdict)")
+                  "(the later copy's verdict says `exact`)")
     else:
         reason = f"a duplicate: {shared_bands} bands shared, exact Jaccard {sim:.3f}"
     return Explanation(sides[0], sides[1], s.threshold, sim,

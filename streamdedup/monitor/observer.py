@@ -215,8 +215,9 @@ _skipped: dict[tuple[str, str], int] = {}  # (topic, what) said before -> skippe
 
 def decode(rec: Any, announcement: bool = False) -> dict[str, Any] | None:
     """A record's JSON object, or None (said) for anything else. ``announcement``: an input
-    record, read as the consumer reads it (``message.read_json``): its automatic id is the
-    consumer's, and only its text is kept."""
+    record, read as the consumer reads it (``message.read_json``), lone surrogates and all:
+    its automatic id is the consumer's (``MonitorState.add_announcement`` keeps its text
+    writable)."""
     try:  # NaN and Infinity are not JSON (Python reads them; the API could not answer them)
         value = (read_json(rec.value) if announcement else
                  json.loads(rec.value, parse_constant=_not_json, parse_float=_finite))
@@ -226,7 +227,7 @@ def decode(rec: Any, announcement: bool = False) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         _skip(rec, "JSON but no object")
         return None
-    if _SURROGATE.search(rec.value):
+    if not announcement and _SURROGATE.search(rec.value):
         return _without_lone_surrogates(value)
     return value
 
@@ -238,7 +239,7 @@ _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 def _without_lone_surrogates(value: dict[str, Any]) -> dict[str, Any]:
     """The record with each lone surrogate as '?' (a pair, an emoji, is one character)."""
-    text = json.dumps(value, ensure_ascii=False, default=str)  # (an announcement's Decimal)
+    text = json.dumps(value, ensure_ascii=False)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

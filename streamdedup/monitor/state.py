@@ -64,6 +64,16 @@ TEXT_VERSIONS = 4  # texts kept per id (a scraper's id may come again, its ad ed
 V = TypeVar("V")
 
 
+def writable(text: str) -> str:
+    """The text as UTF-8 can write it: a lone surrogate (JSON may carry "\\ud800") as '?'
+    (one in a title made /api/clusters answer 400 and `tail` end in a traceback)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
 def link_of(fields: Mapping[str, str]) -> str | None:
     """An ad's own address (its first of LINK_FIELDS), http or https only: the page puts it
     in a link, and ``javascript:`` there would run the ad's code on a click."""
@@ -227,8 +237,9 @@ class MonitorState:
         """An input record: its string fields, for titles and explanations, under the id the
         consumer gives it (an automatic one when it has none)."""
         doc_id = announcement_id(dict(body), self.id_field)
-        if doc_id is not None:
-            self.add_text(doc_id, {k: v for k, v in body.items() if isinstance(v, str)}, at)
+        if doc_id is not None:  # the id as the consumer reads it; the text as UTF-8 writes it
+            self.add_text(doc_id, {k: writable(v) for k, v in body.items() if isinstance(v, str)},
+                          at)
 
     def add_text(self, doc_id: str, fields: Mapping[str, str], at: float | None = None
                  ) -> None:

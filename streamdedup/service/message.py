@@ -71,7 +71,7 @@ _DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float,
 _NUMBERS = (int, float, Decimal)  # kept as their decimal text (bool, an int, is not)
 # JSON's names for what a message that is no object holds ("got JSON NoneType" said Python's)
 _JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", Decimal: "number",
-               bool: "true/false", type(None): "null"}
+               BigFloat: "number", bool: "true/false", type(None): "null"}
 
 
 def auto_id(obj: dict[str, Any]) -> str:
@@ -210,10 +210,13 @@ def json_bytes(body: Any, default: Callable[[Any], Any],
         return json.dumps(body, separators=separators, default=default).encode("ascii")
 
 
-def read_json(payload: bytes) -> Any:
+def read_json(payload: bytes | None) -> Any:
     """A message's JSON as the consumer reads it (a byte order mark skipped; big numbers as
     Decimals, NaN refused: ValueError), for readers of the input topic, whose automatic ids
-    must be the consumer's (the monitor read 1e999 otherwise, and named the ad another id)."""
+    must be the consumer's (the monitor read 1e999 otherwise, and named the ad another id).
+    A record without a value (the consumer's ``empty_payload``) is a ValueError too."""
+    if not payload:
+        raise ValueError("the message has no value")
     return _DECODER.decode(payload.decode("utf-8").removeprefix("\ufeff"))
 
 

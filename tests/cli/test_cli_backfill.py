@@ -384,10 +384,14 @@ def test_an_interrupt_while_the_store_is_away_is_said_as_an_interrupt(
             raise StoreUnavailableError("Redis: ConnectionError: refused")
         return real(self)
 
-    monkeypatch.setattr(backfill, "_decide", interrupted)
-    monkeypatch.setattr(SqliteStore, "stats", away)
     tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020", f"l{i}"]
                                            for i, (t, d) in enumerate(ADS)])
-    code, _, err = run("backfill", str(tsv), "--engine", "local", "--out",
-                       str(tmp_path / "v.jsonl"), "--store", str(tmp_path / "s"))
+    args = ["backfill", str(tsv), "--engine", "local", "--out", str(tmp_path / "v.jsonl"),
+            "--store", str(tmp_path / "s")]
+    assert run(*args)[0] == 0  # the store holds 3 documents
+    monkeypatch.setattr(backfill, "_decide", interrupted)
+    monkeypatch.setattr(SqliteStore, "stats", away)
+    code, _, err = run(*args)
     assert code == 130 and "interrupted;" in err and "Redis" not in err, err
+    # what the store cannot count is not said as its count ("holds 0 documents")
+    assert "; the 0 documents this run committed are in the store" in err, err

@@ -36,7 +36,7 @@ def test_an_exact_copy_once_normalized_is_said_so() -> None:
     e = explain(Sketcher(WORDS), "a", d("Alpha, beta gamma!"), "b", d("alpha beta  gamma"))
     assert e.duplicate and e.jaccard == 1.0
     assert e.reason == ("an exact copy once normalized: the same 3 shingles, one set "
-                        "(`exact` in its verdict)")
+                        "(the later copy's verdict says `exact`)")
 
 
 def test_each_reason_for_not_being_a_duplicate() -> None:

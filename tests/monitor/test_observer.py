@@ -254,8 +254,19 @@ def test_nan_and_nesting_too_deep_are_not_json_to_the_monitor_1e999_is() -> None
         assert body is not None, ad
         assert announcement_id(body) == decode_message(ad, ("title",), 1 << 20).id, ad
     assert decode(rec(b'{"title": "t", "x": NaN}'), announcement=True) is None
-    lone = decode(rec(b'{"title": "t \\ud800", "n": 1e999}'), announcement=True)
-    assert lone == {"title": "t ?", "n": "1E+999"}
+    assert decode(rec(None), announcement=True) is None  # no value: it ended the reader
+    # A lone surrogate outside the texts is judged: the id is the consumer's (it was made
+    # of '?'), the text kept is one UTF-8 writes.
+    from streamdedup.monitor.state import MonitorState
+    ad = b'{"title": "Ingegnere", "company": "\\ud800x", "n": 1e999}'
+    body = decode(rec(ad), announcement=True)
+    assert body is not None
+    doc_id = decode_message(ad, ("title",), 1 << 20).id
+    assert announcement_id(body) == doc_id
+    state = MonitorState()
+    state.add_announcement(body)
+    assert state.title(doc_id) == "Ingegnere"
+    assert state.text(doc_id)[1]["company"] == "?x"  # type: ignore[index]
     deep = b"[" * 100_000 + b"]" * 100_000  # one such input froze the page and ended tail
     assert decode(rec(deep)) is None
     # a lone surrogate is JSON but not UTF-8: /api/clusters answered 400, tail a traceback

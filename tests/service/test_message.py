@@ -43,7 +43,7 @@ EXAMPLES = {
                        # Python's, not JSON's, wherever they are (the monitor refused them)
                        b'{"id": "a", "title": "x", "salary": NaN}',
                        b'{"title": "x", "n": [1, -Infinity]}', b'{"id": "a", "title": NaN}'],
-    "not_an_object": [b'["a", "b"]', b'"just a string"', b"42", b"null"],
+    "not_an_object": [b'["a", "b"]', b'"just a string"', b"42", b"null", b"1e999"],
     "wrong_type": [
         b'{"id": 1.5, "title": "x"}',
         b'{"id": 1e999, "title": "x"}',  # a float past a float's range: no id either
@@ -245,6 +245,8 @@ def test_a_utf8_byte_order_mark_is_skipped() -> None:
 def test_nan_is_malformed_json_that_says_null_is_json_and_1e999_is_a_number() -> None:
     with pytest.raises(MessageError, match=r"^malformed_json: Infinity is not JSON \(null is\)$"):
         decode(b'{"id": "a", "title": "x", "salary": Infinity}')
+    with pytest.raises(MessageError, match=r"got JSON number$"):  # it said "JSON value"
+        decode(b"1e999")
     # JSON, a number, kept as its decimal text (it was "inf")
     assert decode(b'{"id": "a", "title": "x", "n": 1e999}').fields["n"] == "1E+999"
 
