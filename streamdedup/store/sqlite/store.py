@@ -239,8 +239,7 @@ class SqliteStore(Store):
     @store_errors
     def delete_doc(self, doc_id: str) -> None:
         self._members_cache.clear()
-        # The current version goes to ``versions`` only when replaced: a row per document
-        # was a random-key insert each (~15 us, a page a commit) for the few ids re-texted.
+        # Into ``versions`` only when replaced (a row per document: ~15 us each, and a page)
         self._conn.execute("INSERT OR IGNORE INTO versions (doc_id, set_no, verdict_row, "
                            "set_id) SELECT d.doc_id, d.set_no, d.verdict_row, s.set_id FROM "
                            "docs d LEFT JOIN sets s ON s.set_no = d.set_no WHERE d.doc_id = ?",
@@ -249,8 +248,9 @@ class SqliteStore(Store):
 
     @store_errors
     def get_version(self, doc_id: str, set_id: int) -> str | None:
-        # A replaced version holds the first verdict, found by set id (its set may have left)
-        number = self._numbers.get(set_id)
+        # By set id: its set may have left the window (with retention, so with a clock)
+        if (number := self._numbers.get(set_id)) is None and self._clock is None:
+            return None  # a set never seen: no version names it (a query an edit saved)
         for table, column, key in (("versions", "set_id", set_id), ("docs", "set_no", number)):
             row = None if key is None else self._conn.execute(
                 f"SELECT {VERDICT}, v.checksum FROM {table} x JOIN verdicts v ON v.row = "
