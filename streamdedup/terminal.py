@@ -19,6 +19,16 @@ BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
 _BREAKS = frozenset("\t\n\v\f\r\x1c\x1d\x1e\x85\u2028\u2029")
 
 
+def writable(text: str) -> str:
+    """The text as UTF-8 can write it: a lone surrogate (JSON may carry "\\ud800") as '?'
+    (one in a title made /api/clusters answer 400 and `tail` end in a traceback)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
 def printable(text: str) -> str:
     """``text`` with line breaks as spaces and every other control character, lone
     surrogate and bidirectional control written out as Python writes it (``\\x1b``,

@@ -52,3 +52,11 @@ def test_counted_says_one_in_the_singular() -> None:
     from streamdedup.terminal import counted
 
     assert [counted(n, "bad row") for n in (0, 1, 2)] == ["0 bad rows", "1 bad row", "2 bad rows"]
+
+
+def test_writable_makes_each_lone_surrogate_a_question_mark() -> None:
+    from streamdedup.terminal import writable
+
+    assert writable("t \ud800 x") == "t ? x"
+    text = "Cuoco \U0001f600 è"  # a pair is one character: kept, the same object
+    assert writable(text) is text

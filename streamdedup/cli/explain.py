@@ -25,7 +25,7 @@ from streamdedup.cli.options import KAFKA_CLIENT, failure, make_settings, settin
 from streamdedup.errors import InputError, StreamdedupError
 from streamdedup.replay.dump import FORMATS
 from streamdedup.settings import Settings
-from streamdedup.terminal import cells, printable, printable_json
+from streamdedup.terminal import cells, printable, printable_json, writable
 
 MARK, PLAIN = "\x1b[30;43m", "\x1b[0m"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -171,7 +171,6 @@ def _texts(settings: Settings, ids: set[str], dump: Path | None, fmt: str | None
     """Every text of each id, with its row in the dump or its record time in the topic,
     in that order."""
     from streamdedup.core.document import Document
-    from streamdedup.monitor.state import writable
     from streamdedup.replay.dump import read_dump
 
     found: dict[str, list[tuple[int, dict[str, str]]]] = {}

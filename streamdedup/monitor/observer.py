@@ -23,8 +23,9 @@ from kafka.errors import KafkaError
 from streamdedup.errors import ConfigError
 from streamdedup.service.kafka import client_options
 from streamdedup.service.logs import Throttle
-from streamdedup.service.message import read_json
+from streamdedup.service.message import not_json, read_json
 from streamdedup.settings import Settings
+from streamdedup.terminal import writable
 
 log = logging.getLogger(__name__)
 LOOK_EVERY_S = 2.0  # how often missing topics are looked for and the broker is asked
@@ -220,7 +221,7 @@ def decode(rec: Any, announcement: bool = False) -> dict[str, Any] | None:
     writable)."""
     try:  # NaN and Infinity are not JSON (Python reads them; the API could not answer them)
         value = (read_json(rec.value) if announcement else
-                 json.loads(rec.value, parse_constant=_not_json, parse_float=_finite))
+                 json.loads(rec.value, parse_constant=not_json, parse_float=_finite))
     except (TypeError, ValueError, UnicodeDecodeError, RecursionError):  # 100,000 [s deep
         _skip(rec, "not JSON")
         return None
@@ -240,11 +241,8 @@ _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 def _without_lone_surrogates(value: dict[str, Any]) -> dict[str, Any]:
     """The record with each lone surrogate as '?' (a pair, an emoji, is one character)."""
     text = json.dumps(value, ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return dict(json.loads(text.encode("utf-8", "replace")))
-    return value
+    shown = writable(text)
+    return value if shown is text else dict(json.loads(shown))
 
 
 def _skip(rec: Any, what: str) -> None:
@@ -263,10 +261,6 @@ def _skip(rec: Any, what: str) -> None:
         log.warning("skipping a record that is %s at %s (more on %s are counted, said once a "
                     "minute)", what, where, rec.topic)
     _skipped[key] = 0
-
-
-def _not_json(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _finite(text: str) -> float | str:

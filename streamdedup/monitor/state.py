@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from streamdedup.core.verdict import match_jaccard
 from streamdedup.service.message import announcement_id
+from streamdedup.terminal import writable
 
 TITLE_FIELD = "title"
 # Where an ad says its own address: Kijiji's dump has "link", a Scrapy item often "url".
@@ -62,16 +63,6 @@ def verdict_problem(v: Mapping[str, Any]) -> str | None:
 
 TEXT_VERSIONS = 4  # texts kept per id (a scraper's id may come again, its ad edited)
 V = TypeVar("V")
-
-
-def writable(text: str) -> str:
-    """The text as UTF-8 can write it: a lone surrogate (JSON may carry "\\ud800") as '?'
-    (one in a title made /api/clusters answer 400 and `tail` end in a traceback)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "replace").decode("utf-8")
-    return text
 
 
 def link_of(fields: Mapping[str, str]) -> str | None:

@@ -57,7 +57,7 @@ def _parse_float(text: str) -> float | Decimal:
     return value if math.isfinite(value) else BigFloat(text)
 
 
-def _not_json(name: str) -> Any:
+def not_json(name: str) -> Any:
     """NaN, Infinity and -Infinity are Python's, not JSON's: the monitor, ``tail`` and any
     strict reader refuse them, so a message holding one in a field nobody judged was judged
     here and its ad never titled there."""
@@ -67,7 +67,7 @@ def _not_json(name: str) -> Any:
 # One decoder for every message: ``json.loads`` with ``parse_int`` builds a decoder and its
 # scanner on each call (15 -> 10 us for a generated ad).
 _DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float,
-                            parse_constant=_not_json)
+                            parse_constant=not_json)
 _NUMBERS = (int, float, Decimal)  # kept as their decimal text (bool, an int, is not)
 # JSON's names for what a message that is no object holds ("got JSON NoneType" said Python's)
 _JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", Decimal: "number",
