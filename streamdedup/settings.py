@@ -43,6 +43,9 @@ _MAX_COUNT = 2**31 - 1
 _MAX_SEED = 2**63 - 1  # the hash seed is mixed as a 64-bit word
 MINHASH_SCHEMES = ("oph", "multiply-shift")  # core/minhash.py signs with each
 SHINGLE_KINDS = ("char", "word")
+# Each changed normalize()'s output for some input; stores pin theirs, because shingles of
+# two versions are not comparable. 2: a '<' that opens no tag is text (core/text.py).
+NORMALIZER_VERSIONS = (1, 2)
 _AT_LEAST_ONE = ("shingle_size", "num_perm", "max_matches", "max_candidates",
                  "max_message_bytes", "poll_max_records", "commit_every", "topic_partitions")
 
@@ -98,6 +101,10 @@ class Settings:
         " link; where it is blank or missing, the ad's 'id', else one made from its content."
         " A TSV without an id column numbers its rows", group="text")
     strip_html: bool = _opt(True, "turn HTML into plain text", group="text")
+    normalizer_version: int = _opt(
+        NORMALIZER_VERSIONS[-1], "2 reads a '<' that opens no tag as text; 1 (stores made "
+        "before 2 was the default) drops the words after it, as an HTML parser does",
+        group="text")
     lowercase: bool = _opt(True, "lowercase the text", group="text")
     strip_punctuation: bool = _opt(True, "replace punctuation by spaces", group="text")
     strip_digits: bool = _opt(True, "replace digits by spaces", group="text")
@@ -217,6 +224,9 @@ class Settings:
             raise ConfigError(f"shingle_kind must be 'char' or 'word', not {self.shingle_kind!r}")
         if self.minhash not in MINHASH_SCHEMES:
             raise ConfigError(f"minhash must be 'oph' or 'multiply-shift', not {self.minhash!r}")
+        if self.normalizer_version not in NORMALIZER_VERSIONS:
+            raise ConfigError(f"normalizer_version must be 1 or 2, not "
+                              f"{self.normalizer_version}")
         for name in _AT_LEAST_ONE:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, not {getattr(self, name)}")

@@ -291,7 +291,9 @@ class Store(ABC):
 
 # Where a stored parameter comes from when its name is not a setting's.
 _PARAM_HINTS = {"minhash_scheme": " (set by --minhash: 'multiply-shift' reads stores made "
-                                  "before 'oph' became the default)"}
+                                  "before 'oph' became the default)",
+                "normalizer_version": " (set by --normalizer-version: 1 reads stores made "
+                                      "before 2 became the default)"}
 
 
 def refuse_a_restart(store: Store) -> None:

@@ -214,6 +214,36 @@ def test_check_refuses_a_store_built_with_other_settings(tmp_path: Path) -> None
     assert "num_perm: store has 128, settings give 100" in result.output
 
 
+def test_two_ads_that_differ_after_a_lone_angle_bracket_are_not_exact_copies(
+        tmp_path: Path) -> None:
+    """A '<' that opens no tag is text from normalizer version 2 on; a store made by version
+    1 is refused by name, and opened with --normalizer-version 1 it keeps its answers."""
+    rows = [["Operaio", "turni <a rotazione, orario 9-18, Milano, stipendio 1200 euro",
+             "a", "b", "x"],
+            ["Operaio", "turni <a rotazione, orario notturno, Torino, contratto a termine",
+             "a", "b", "y"]]
+    tsv = write_tsv(tmp_path / "ads.tsv", rows)
+    out = tmp_path / "v.jsonl"
+    code, _, err = run("check", str(tsv), "--store", str(tmp_path / "s2"), "--out", str(out))
+    assert code == 0, err
+    assert [json.loads(line)["duplicate_of"] for line in out.read_text().splitlines()] == [
+        None, None]
+
+    old = str(tmp_path / "s1")
+    code, _, err = run("check", str(tsv), "--store", old, "--normalizer-version", "1",
+                       "--out", str(out))
+    assert code == 0, err
+    second = json.loads(out.read_text().splitlines()[1])
+    assert (second["duplicate_of"], second["exact"]) == ("0", True)  # what version 1 said
+    code, _, err = run("check", str(tsv), "--store", old, "--out", str(tmp_path / "no"))
+    assert code == 1
+    assert "normalizer_version: store has 1, settings give 2 (set by --normalizer-version" in err
+    code, _, err = run("check", str(tsv), "--store", old, "--normalizer-version", "1",
+                       "--out", str(tmp_path / "again"))
+    assert code == 0, err
+    assert (tmp_path / "again").read_text() == out.read_text()
+
+
 def test_check_with_retention_says_how_many_documents_had_no_time(tmp_path: Path) -> None:
     """A --time-field no row has (a typo) made every time an arrival, silently."""
     tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020-01-01T00:00:00Z", f"l{i}"]

@@ -11,14 +11,13 @@ from hypothesis import strategies as st
 
 from streamdedup.core.sketch import Sketcher
 from streamdedup.core.text import (
-    NORMALIZER_VERSION,
     Normalizer,
     compose_text,
     html_to_text,
     load_stopwords,
 )
 from streamdedup.errors import ConfigError
-from streamdedup.settings import Settings
+from streamdedup.settings import NORMALIZER_VERSIONS, Settings
 
 # Every step off: each test switches on exactly the step it looks at.
 BARE = Settings(
@@ -69,6 +68,31 @@ def test_head_is_not_visible_text() -> None:
 )
 def test_plain_text_is_returned_unchanged(plain: str) -> None:
     assert html_to_text(plain) == plain
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("turni <a rotazione, 9-18", ["turni", "<a", "rotazione,", "9-18"]),
+    ("età <anni 30 & oltre", ["età", "<anni", "30", "&", "oltre"]),
+    # a lone '<' before real markup: the markup still goes
+    ("turni <a rotazione <b>notte</b> fine", ["turni", "<a", "rotazione", "notte", "fine"]),
+    # a comment holding markup is still one comment
+    ("<!-- <div>vecchio</div> --> nuovo", ["nuovo"]),
+    ("a<b and c>d", ["a", "d"]),  # it closes: a tag to the parser, as to a browser
+])
+def test_a_lone_angle_bracket_is_text_from_version_2(text: str, words: list[str]) -> None:
+    assert html_to_text(text).split() == words
+
+
+def test_version_1_drops_what_follows_a_lone_angle_bracket_as_it_always_did() -> None:
+    """Stores made by version 1 pin it: opened with it, they must judge as they did."""
+    assert html_to_text("turni <a rotazione, 9-18", version=1).split() == ["turni"]
+    one, two = Normalizer(Settings(normalizer_version=1)), Normalizer(Settings())
+    a, b = "turni <a rotazione, Milano 1200 euro", "turni <a rotazione, Torino, a termine"
+    assert one(a) == one(b) == "turn"
+    assert two(a) != two(b)
+    assert two.describe()["normalizer_version"] == 2 != one.describe()["normalizer_version"]
+    with pytest.raises(ConfigError, match="normalizer_version must be 1 or 2, not 3"):
+        Settings(normalizer_version=3)
 
 
 def test_tags_separate_words() -> None:
@@ -175,7 +199,7 @@ def test_study_pipeline_end_to_end() -> None:
 
 def test_describe_records_what_makes_outputs_comparable() -> None:
     d = Normalizer(Settings()).describe()
-    assert d["normalizer_version"] == NORMALIZER_VERSION
+    assert d["normalizer_version"] == NORMALIZER_VERSIONS[-1] == 2
     assert d["stopwords"] == "it" and d["stopword_count"] == len(load_stopwords("it"))
     assert d["text_fields"] == ["title", "description"]
     assert Normalizer(Settings(strip_digits=False)).describe() != d
