@@ -58,12 +58,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 
 from harness.chaos.resources import dir_bytes  # noqa: E402
-from streamdedup.core.detector import Detector  # noqa: E402
 from streamdedup.core.document import Document  # noqa: E402
 from streamdedup.core.jaccard import jaccard_many, size_bounds  # noqa: E402
 from streamdedup.core.shingles import set_fingerprint, shingle  # noqa: E402
 from streamdedup.core.sketch import Sketcher  # noqa: E402
 from streamdedup.core.text import compose_text  # noqa: E402
+from streamdedup.detection.detector import Detector  # noqa: E402
 from streamdedup.errors import MessageError  # noqa: E402
 from streamdedup.replay.config import BATCH  # noqa: E402  (as check and backfill batch)
 from streamdedup.replay.dump import read_dump  # noqa: E402

@@ -130,7 +130,7 @@ def hot_run(docs: list[Any], preset: str, batch: int = BATCH) -> dict[str, Any]:
     garbage collector settled as ``run`` and ``check`` settle it (otherwise every full
     collection also walks the 100,000 documents held here: 26 of ~256 ms each)."""
     from streamdedup import garbage
-    from streamdedup.core.detector import Detector
+    from streamdedup.detection.detector import Detector
     from streamdedup.settings import build_settings
     from streamdedup.store import open_store
 

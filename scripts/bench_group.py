@@ -46,10 +46,10 @@ from harness import run_argv
 from harness.broker import LocalBroker, create_topics
 from harness.generator import Generator, learn
 from harness.redis import RedisServer
-from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
-from streamdedup.core.shared_detector import SharedDetector
 from streamdedup.core.sketch import Sketcher
+from streamdedup.detection.detector import Detector
+from streamdedup.detection.shared_detector import SharedDetector
 from streamdedup.process import ChildProcess, free_port
 from streamdedup.store.redis import SharedRedisStore
 from streamdedup.store.sqlite import SqliteStore

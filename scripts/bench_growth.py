@@ -30,8 +30,8 @@ from bench import (
 )
 
 from harness.chaos.resources import dir_bytes
-from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
+from streamdedup.detection.detector import Detector
 from streamdedup.store import open_store
 
 

@@ -9,10 +9,10 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
 from streamdedup.core.sketch import Sketcher
 from streamdedup.core.verdict import Verdict
+from streamdedup.detection.detector import Detector
 from streamdedup.settings import Settings
 
 WORDS = Settings(

@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
 from streamdedup.core.jaccard import jaccard
 from streamdedup.core.sketch import Sketcher
 from streamdedup.core.verdict import Verdict
+from streamdedup.detection.detector import Detector
 from streamdedup.replay import truth as tr
 from streamdedup.settings import Settings, build_settings
 from streamdedup.store.memory import MemoryStore

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
 from streamdedup.core.sketch import Sketcher
+from streamdedup.detection.detector import Detector
 from streamdedup.settings import Settings, build_settings
 from streamdedup.store.base import SetRecord
 from streamdedup.store.sqlite import SqliteStore

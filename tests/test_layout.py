@@ -5,8 +5,10 @@ Layers, lowest first (docs/ARCHITECTURE.md draws them):
 
     streamdedup/{errors,settings,extras,garbage,heap,pids,process,terminal}.py
                the foundation every layer may import
-    store/     the Store interface and its backends (knows nothing of sketches)
-    core/      pure functions and the detector, which talks to the Store interface
+    core/      pure functions: text -> shingles -> signature -> band keys -> verdict
+    store/     the Store interface and its backends (knows nothing of sketches: it does
+               not import core either, although the order would let it)
+    detection/ the detector, driving the core's steps against the Store interface
     service/   the Kafka consumer: checkpoint, records, metrics, logs
     replay/    dumps, replays through Kafka, backfill, ground truth and reports
     monitor/   the web monitor and the topic observer behind it and `tail`
@@ -27,7 +29,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "streamdedup"
-LAYERS = ("", "store", "core", "service", "replay", "monitor", "integrations", "cli")
+LAYERS = ("", "core", "store", "detection", "service", "replay", "monitor", "integrations",
+          "cli")
 MAX_LINES = 600
 
 
@@ -70,9 +73,10 @@ def test_imports_are_absolute(module: str) -> None:
 
 def test_the_scan_sees_every_layer() -> None:
     assert {layer(m) for m in MODULES} == set(range(len(LAYERS)))
-    assert layer("streamdedup.settings") == 0 and layer("streamdedup.store") == 1
-    assert layer("streamdedup.core.detector") == 2 and layer("streamdedup.cli.main") == 7
-    assert layer("streamdedup.monitor.app") == 5 and layer("streamdedup.integrations.scrapy") == 6
+    assert layer("streamdedup.settings") == 0 and layer("streamdedup.core.text") == 1
+    assert layer("streamdedup.store") == 2 and layer("streamdedup.detection.detector") == 3
+    assert layer("streamdedup.monitor.app") == 6 and layer("streamdedup.integrations.scrapy") == 7
+    assert layer("streamdedup.cli.main") == 8
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
@@ -106,6 +110,16 @@ def test_no_import_cycles() -> None:
 def test_modules_stay_small(module: str) -> None:
     lines = MODULES[module].read_text(encoding="utf-8").count("\n")
     assert lines <= MAX_LINES, f"{module}: {lines} lines; split it by concept"
+
+
+def test_the_core_does_no_io_and_the_store_knows_nothing_of_sketches() -> None:
+    """The core reaches no store (the layer order says so too); the store does not import
+    the core, so a backend is written without knowing how a signature is made."""
+    for module, path in MODULES.items():
+        if layer(module) in (LAYERS.index("core"), LAYERS.index("store")):
+            other = "store" if layer(module) == LAYERS.index("core") else "core"
+            found = sorted(i for i in imports(path) if layer(i) == LAYERS.index(other))
+            assert not found, f"{module} imports the {other}: {found}"
 
 
 def test_no_backend_imports_another() -> None:

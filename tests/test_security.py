@@ -113,9 +113,9 @@ def loose_umask() -> Iterator[None]:
 
 
 def test_store_files_are_private(tmp_path: Path, loose_umask: None) -> None:
-    from streamdedup.core.detector import Detector
     from streamdedup.core.document import Document
     from streamdedup.core.sketch import Sketcher
+    from streamdedup.detection.detector import Detector
     from streamdedup.store import open_store
 
     settings = build_settings("reference", env={})

@@ -59,8 +59,8 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
     )
     from streamdedup.cli.progress import progress_bar
     from streamdedup.cli.signals import sigterm_as_interrupt
-    from streamdedup.core.shared_detector import detector_for
     from streamdedup.core.sketch import Sketcher
+    from streamdedup.detection.shared_detector import detector_for
     from streamdedup.replay.config import BATCH
     from streamdedup.replay.dump import batched, read_dump, row_number_warning
     from streamdedup.replay.read_ahead import ReadAhead

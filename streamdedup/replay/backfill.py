@@ -31,12 +31,12 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
 from streamdedup.core.retention import parse_time
-from streamdedup.core.shared_detector import detector_for
 from streamdedup.core.sketch import Shingled, Sketcher
 from streamdedup.core.verdict import Verdict
+from streamdedup.detection.detector import Detector
+from streamdedup.detection.shared_detector import detector_for
 from streamdedup.errors import ConfigError, InputError, MessageError
 from streamdedup.replay.config import BATCH, ENGINES, ORDERS, STDOUT, BackfillConfig
 from streamdedup.replay.dump import bad_row_line, read_dump, row_number_warning

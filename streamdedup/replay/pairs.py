@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from streamdedup.core.detector import Planned
 from streamdedup.core.jaccard import jaccard_many, size_bounds
 from streamdedup.core.sketch import Sketcher
+from streamdedup.detection.detector import Planned
 from streamdedup.settings import Settings
 from streamdedup.store.payload import decode_shingles, encode_shingles
 

@@ -24,9 +24,9 @@ from kafka.errors import FencedInstanceIdError, KafkaError
 
 from streamdedup import __version__, garbage
 from streamdedup.core.document import Document
-from streamdedup.core.shared_detector import detector_for
 from streamdedup.core.sketch import Sketcher
 from streamdedup.core.verdict import Verdict
+from streamdedup.detection.shared_detector import detector_for
 from streamdedup.errors import MessageError, StoreError, StoreUnavailableError, describe
 from streamdedup.service.checkpoint import FLUSH_TIMEOUT_S, Checkpoint, CheckpointFailed
 from streamdedup.service.fence import FenceWatch

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from harness.generator import EDIT_KINDS, Generator, learn, write_jsonl
-from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
 from streamdedup.core.sketch import Sketcher
+from streamdedup.detection.detector import Detector
 from streamdedup.settings import build_settings
 from streamdedup.store import open_store
 

@@ -22,7 +22,7 @@ import pytest
 from scrapy.exceptions import DropItem
 from topics import topic_keys, topic_records
 
-from streamdedup.core.detector import Detector
+from streamdedup.detection.detector import Detector
 from streamdedup.integrations.scrapy import AnnouncementPipeline
 from streamdedup.service.message import decode_message
 from streamdedup.settings import Settings, build_settings, unknown_variables

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
 from streamdedup.core.sketch import Sketcher
+from streamdedup.detection.detector import Detector
 from streamdedup.errors import StoreParamsError
 from streamdedup.replay.backfill import BackfillConfig, backfill, order
 from streamdedup.replay.dump import read_dump

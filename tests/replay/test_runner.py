@@ -19,9 +19,9 @@ import pytest
 from evaluation_cases import generated_docs, naive_true_pairs
 
 from streamdedup.cli import main as cli_main
-from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
 from streamdedup.core.verdict import Verdict
+from streamdedup.detection.detector import Detector
 from streamdedup.errors import ConfigError, InputError
 from streamdedup.replay import report as report_module
 from streamdedup.replay.runner import (

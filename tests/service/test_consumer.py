@@ -28,8 +28,8 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from topics import records_until
 
-from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
+from streamdedup.detection.detector import Detector
 from streamdedup.process import free_port
 from streamdedup.settings import build_settings
 from streamdedup.store.memory import MemoryStore

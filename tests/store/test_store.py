@@ -309,8 +309,8 @@ def test_a_store_of_other_params_that_holds_nothing_says_removing_it_loses_nothi
     other = Sketcher(Settings(num_perm=64)).params()
     with pytest.raises(StoreParamsError, match=r"it holds no documents .*: removing it loses"):
         open_store(backend, location, other, namespace=namespace)
-    from streamdedup.core.detector import Detector
     from streamdedup.core.document import Document
+    from streamdedup.detection.detector import Detector
 
     store = open_store(backend, location, PARAMS, namespace=namespace)
     Detector(Settings(), store).process(Document("a", {"title": "Cuoco", "description": "Roma"}))
@@ -453,7 +453,7 @@ def test_memory_rollback_is_refused(make_store: Callable[..., Store]) -> None:
 
 def test_a_store_built_by_the_detector_keeps_texts_and_is_several_times_smaller(
         tmp_path: Path, kijiji_path: Path) -> None:
-    from streamdedup.core.detector import Detector
+    from streamdedup.detection.detector import Detector
     from streamdedup.replay.dump import read_dump
 
     docs = [d for _, d in read_dump(kijiji_path, None, ("title", "description"))][:1500]

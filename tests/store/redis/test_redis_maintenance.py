@@ -16,8 +16,8 @@ import pytest
 import redis
 from store_records import SETTINGS, ads, replacements
 
-from streamdedup.core.shared_detector import detector_for
 from streamdedup.core.sketch import Sketcher
+from streamdedup.detection.shared_detector import detector_for
 from streamdedup.store import open_store
 from streamdedup.store.redis import maintenance
 from streamdedup.store.redis.client import Keys

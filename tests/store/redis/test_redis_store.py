@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
+from streamdedup.detection.detector import Detector
 from streamdedup.errors import ConfigError, StoreParamsError, StoreUnavailableError
 from streamdedup.replay.dump import read_dump
 from streamdedup.settings import build_settings

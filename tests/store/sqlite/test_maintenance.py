@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from store_records import SETTINGS, ads, built, damage, replacements
 
-from streamdedup.core.detector import Detector
 from streamdedup.core.document import Document
+from streamdedup.detection.detector import Detector
 from streamdedup.errors import ConfigError, StoreCorruptError, StoreError, StoreLockedError
 from streamdedup.store.sqlite import SqliteStore
 from streamdedup.store.sqlite.file import DB_NAME

@@ -12,7 +12,7 @@ import pytest
 from conftest import SHARED_STORES
 from detector_oracle import WORDS, Oracle, doc, observable, random_stream, text, ws
 
-from streamdedup.core.shared_detector import SharedDetector
+from streamdedup.detection.shared_detector import SharedDetector
 
 
 @pytest.mark.parametrize("kind", SHARED_STORES)
@@ -94,7 +94,7 @@ def test_a_bridge_of_three_clusters_names_the_two_absorbed_in_sorted_order(
         kind: str, make_shared: Callable[..., Any]) -> None:
     """As the single writer: the earliest cluster keeps its label, the others are named in
     ``merged`` sorted (here not their arrival order), so both detectors' verdicts agree."""
-    from streamdedup.core.detector import Detector
+    from streamdedup.detection.detector import Detector
     from streamdedup.store.memory import MemoryStore
 
     settings = WORDS.replace(threshold=0.3)

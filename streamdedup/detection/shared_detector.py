@@ -25,11 +25,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from streamdedup.core.detector import Detector, rank_candidates, rank_matches
 from streamdedup.core.document import Document
 from streamdedup.core.jaccard import jaccard_many, size_bounds
 from streamdedup.core.sketch import Shingled, Sketcher, Sketches
 from streamdedup.core.verdict import Verdict
+from streamdedup.detection.detector import Detector, rank_candidates, rank_matches
 from streamdedup.settings import Settings
 from streamdedup.store.base import Store
 from streamdedup.store.shared_store import Claim, SharedStore

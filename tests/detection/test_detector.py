@@ -18,10 +18,10 @@ from detector_oracle import WORDS, Oracle, doc, observable, random_stream, run, 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamdedup.core.detector import Detector, rank_matches
 from streamdedup.core.document import Document
 from streamdedup.core.sketch import Sketcher
 from streamdedup.core.verdict import Match, Verdict
+from streamdedup.detection.detector import Detector, rank_matches
 from streamdedup.replay.dump import read_dump
 from streamdedup.replay.truth import all_pairs
 from streamdedup.settings import Settings, build_settings
