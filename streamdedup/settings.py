@@ -44,7 +44,7 @@ _MAX_SEED = 2**63 - 1  # the hash seed is mixed as a 64-bit word
 MINHASH_SCHEMES = ("oph", "multiply-shift")  # core/minhash.py signs with each
 SHINGLE_KINDS = ("char", "word")
 # Each changed normalize()'s output for some input; stores pin theirs, because shingles of
-# two versions are not comparable. 2: a '<' that opens no tag is text (core/text.py).
+# two versions are not comparable. 2: a '<' where no tag stands is text (core/markup.py).
 NORMALIZER_VERSIONS = (1, 2)
 _AT_LEAST_ONE = ("shingle_size", "num_perm", "max_matches", "max_candidates",
                  "max_message_bytes", "poll_max_records", "commit_every", "topic_partitions")
@@ -102,8 +102,8 @@ class Settings:
         " A TSV without an id column numbers its rows", group="text")
     strip_html: bool = _opt(True, "turn HTML into plain text", group="text")
     normalizer_version: int = _opt(
-        NORMALIZER_VERSIONS[-1], "2 reads a '<' that opens no tag as text; 1 (stores made "
-        "before 2 was the default) drops the words after it, as an HTML parser does",
+        NORMALIZER_VERSIONS[-1], "2 reads a '<' where no HTML tag stands as text; 1 (stores "
+        "made before 2 was the default) drops the words after it, as an HTML parser does",
         group="text")
     lowercase: bool = _opt(True, "lowercase the text", group="text")
     strip_punctuation: bool = _opt(True, "replace punctuation by spaces", group="text")

@@ -8,7 +8,6 @@ list from an installed package or a file) and then maps str -> str with no I/O.
 from __future__ import annotations
 
 import hashlib
-import html
 import importlib.abc
 import importlib.util
 import logging
@@ -21,8 +20,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from streamdedup.core.markup import html_to_text
 from streamdedup.errors import ConfigError
-from streamdedup.settings import NORMALIZER_VERSIONS, Settings, setting_named
+from streamdedup.settings import Settings, setting_named
 
 log = logging.getLogger(__name__)
 
@@ -30,55 +30,6 @@ _PUNCT = re.compile(r"[^\w\s]|_")
 _DIGITS = re.compile(r"\d")
 _PUNCT_AND_DIGITS = re.compile(r"[^\w\s]|[\d_]")  # both in one pass
 _WORD_MEMO_SIZE = 1 << 18
-_MAX_PARSED_TAGS = 4096
-_MAX_TAG_TOKENS = 1024  # attributes of one element: the parser is quadratic in them
-_ANY_TAG = re.compile(r"<[^<>]*>")
-_TAG_OR_TAIL = re.compile(r"<[^<>]*(?:>|$)")  # a tag, or an unclosed one at the end
-_TAG_HINT = re.compile(r"<[A-Za-z!/?]|&(#\d+|#x[0-9A-Fa-f]+|[A-Za-z]+);")
-# A '<' that closes no tag before the next '<' or the end; and the same, or a comment (kept
-# whole: it may hold markup). The alternation makes a search 7x slower (18 us for a 1.7 KB
-# ad of 64 tags), so it runs only where the first finds one.
-_LONE_OPEN = re.compile(r"<(?=[A-Za-z!/?][^<>]*(?:<|\Z))")
-_LONE_OPEN_OR_COMMENT = re.compile(r"(<!--.*?(?:-->|\Z))|<(?=[A-Za-z!/?][^<>]*(?:<|\Z))",
-                                   re.DOTALL)
-
-
-def _lone_open_as_text(text: str) -> str:
-    """Escapes each '<' that opens no tag (``turni <a rotazione, 9-18``): the HTML parser
-    reads it as a tag running to the next '>' or the end, and drops the words it holds, so
-    normalizer version 1 called two ads that differ only after it exact copies."""
-    if _LONE_OPEN.search(text) is None:
-        return text  # most HTML: 2.6 us for that ad
-    return _LONE_OPEN_OR_COMMENT.sub(lambda m: m.group(1) or "&lt;", text)
-
-
-def html_to_text(text: str, *, version: int = NORMALIZER_VERSIONS[-1]) -> str:
-    """Visible text of an HTML fragment; tolerant of broken markup, decodes entities.
-
-    From normalizer version 2 on, a '<' that closes no tag before the next '<' or the end
-    of the text is text, as the regex below already read it (``_lone_open_as_text``).
-
-    The HTML parser's time grows with the square of the nesting depth (40,000 nested
-    ``<div>`` take seconds) and of the attributes of one element (40,000 take 2.7 s; one tag
-    of 209,000 attributes took 13 minutes), so a text with more than ``_MAX_PARSED_TAGS``
-    tags or an element of more than ``_MAX_TAG_TOKENS`` words, which no real ad has, is
-    stripped by a linear regex instead: tags removed, entities decoded.
-    """
-    if ("<" not in text and "&" not in text) or not _TAG_HINT.search(text):
-        return text  # plain text: skip the parser (most scraped ads)
-    if text.count("<") > _MAX_PARSED_TAGS or any(
-            m.end() - m.start() > _MAX_TAG_TOKENS and len(m.group().split()) > _MAX_TAG_TOKENS
-            for m in _TAG_OR_TAIL.finditer(text)):
-        return html.unescape(_ANY_TAG.sub(" ", text))
-    if version >= 2:
-        text = _lone_open_as_text(text)
-    from selectolax.lexbor import LexborHTMLParser
-
-    tree = LexborHTMLParser(text)
-    for node in tree.css("script, style, noscript"):
-        node.decompose()
-    root = tree.body or tree.root
-    return root.text(separator=" ") if root is not None else ""
 
 
 def fold_accents(text: str) -> str:

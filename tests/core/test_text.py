@@ -9,13 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamdedup.core.markup import html_to_text
 from streamdedup.core.sketch import Sketcher
-from streamdedup.core.text import (
-    Normalizer,
-    compose_text,
-    html_to_text,
-    load_stopwords,
-)
+from streamdedup.core.text import Normalizer, compose_text, load_stopwords
 from streamdedup.errors import ConfigError
 from streamdedup.settings import NORMALIZER_VERSIONS, Settings
 
@@ -35,69 +31,7 @@ def norm(text: str, **changes: object) -> str:
     return Normalizer(BARE.replace(**changes))(text)
 
 
-# --- HTML
-
-
-def test_html_tags_go_and_entities_are_decoded() -> None:
-    out = html_to_text("<p>Caf&eacute; &amp; <b>bar</b> &#233;&#x41;</p>")
-    assert out.split() == ["Café", "&", "bar", "éA"]
-
-
-def test_script_style_and_noscript_content_is_dropped() -> None:
-    html = (
-        "<style>p { color: red }</style><p>visible</p>"
-        "<script>var hidden = '<b>no</b>';</script><noscript>also hidden</noscript>"
-    )
-    assert html_to_text(html).split() == ["visible"]
-    assert html_to_text("<script>only code()</script>").strip() == ""
-
-
-def test_malformed_markup_keeps_the_text() -> None:
-    out = html_to_text("<div><p>unclosed <b>bold <i>italic</div> tail &lt;x&gt; <br/ >end")
-    assert out.split() == ["unclosed", "bold", "italic", "tail", "<x>", "end"]
-
-
-def test_head_is_not_visible_text() -> None:
-    html = "<html><head><title>T</title></head><body>B</body></html>"
-    assert html_to_text(html).split() == ["B"]
-
-
-@pytest.mark.parametrize(
-    "plain",
-    ["5 < 10 and 7 > 3", "a<3 b", "R&D team & co", "<<<>>>", "", "no markup at all\n\tok"],
-)
-def test_plain_text_is_returned_unchanged(plain: str) -> None:
-    assert html_to_text(plain) == plain
-
-
-@pytest.mark.parametrize(("text", "words"), [
-    ("turni <a rotazione, 9-18", ["turni", "<a", "rotazione,", "9-18"]),
-    ("età <anni 30 & oltre", ["età", "<anni", "30", "&", "oltre"]),
-    # a lone '<' before real markup: the markup still goes
-    ("turni <a rotazione <b>notte</b> fine", ["turni", "<a", "rotazione", "notte", "fine"]),
-    # a comment holding markup is still one comment
-    ("<!-- <div>vecchio</div> --> nuovo", ["nuovo"]),
-    ("a<b and c>d", ["a", "d"]),  # it closes: a tag to the parser, as to a browser
-])
-def test_a_lone_angle_bracket_is_text_from_version_2(text: str, words: list[str]) -> None:
-    assert html_to_text(text).split() == words
-
-
-def test_version_1_drops_what_follows_a_lone_angle_bracket_as_it_always_did() -> None:
-    """Stores made by version 1 pin it: opened with it, they must judge as they did."""
-    assert html_to_text("turni <a rotazione, 9-18", version=1).split() == ["turni"]
-    one, two = Normalizer(Settings(normalizer_version=1)), Normalizer(Settings())
-    a, b = "turni <a rotazione, Milano 1200 euro", "turni <a rotazione, Torino, a termine"
-    assert one(a) == one(b) == "turn"
-    assert two(a) != two(b)
-    assert two.describe()["normalizer_version"] == 2 != one.describe()["normalizer_version"]
-    with pytest.raises(ConfigError, match="normalizer_version must be 1 or 2, not 3"):
-        Settings(normalizer_version=3)
-
-
-def test_tags_separate_words() -> None:
-    assert html_to_text("<li>uno</li><li>due</li>").split() == ["uno", "due"]
-
+# --- HTML (the step itself: tests/core/test_markup.py)
 
 def test_strip_html_switch() -> None:
     assert norm("<b>ciao</b>", strip_html=True) == "ciao"
@@ -270,28 +204,6 @@ def test_the_stemmer_is_pinned_by_its_behaviour() -> None:
     assert it == Normalizer(Settings()).describe()["stemmer_sha256"]
 
 
-def test_an_element_with_too_many_attributes_never_reaches_the_parser(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 17 item 2: one tag with 209,000 attributes spent 13 minutes in the HTML parser
-    (quadratic in the attributes of one element); such markup is stripped by the linear
-    regex. The parser is replaced by one that fails, so this cannot pass by being fast."""
-    import selectolax.lexbor
-
-    bomb = "<p>Cercasi <div " + " ".join(f"a{i}=x" for i in range(50_000)) + ">sviluppatore</div>"
-    normal = "<p>Cercasi <div " + " ".join(f"a{i}=x" for i in range(100)) + ">sviluppatore</div>"
-    assert html_to_text(normal).split() == ["Cercasi", "sviluppatore"]
-
-    def refuse(*_: object) -> None:
-        raise AssertionError("the HTML parser was called")
-
-    monkeypatch.setattr(selectolax.lexbor, "LexborHTMLParser", refuse)
-    assert html_to_text(bomb).split() == ["Cercasi", "sviluppatore"]
-    unclosed = "<p>Cercasi <div " + " ".join(f"a{i}" for i in range(50_000))
-    assert html_to_text(unclosed).split()[0] == "Cercasi"
-    with pytest.raises(AssertionError, match="parser was called"):
-        html_to_text(normal)
-
-
 # --- the per-token memo gives what the steps give over the whole text
 
 def _whole(n: Normalizer, text: str) -> str:
@@ -299,7 +211,7 @@ def _whole(n: Normalizer, text: str) -> str:
     (what ``Normalizer`` did before it worked token by token)."""
     s = n.settings
     if s.strip_html:
-        text = html_to_text(text)
+        text = html_to_text(text, version=s.normalizer_version)
     if s.lowercase:
         text = text.lower()
     if s.fold_accents:
