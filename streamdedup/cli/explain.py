@@ -88,8 +88,8 @@ def explain_command(doc_id: str, other_id: str | None, dump: Path | None, fmt: s
         raise click.ClickException(f"cannot read from {settings.bootstrap_servers}: {exc}"
                                    ) from None
     said = [x for x in (built, disagreement(verdict, other_id, result)) if x]
-    warning = (f"{'; '.join(said)}: give explain the detector's --preset and shingle "
-               "settings" if said else "")
+    warning = (f"{'; '.join(said)}: give explain the detector's --preset, shingle "
+               "settings and --normalizer-version" if said else "")
     if as_json:
         click.echo(printable_json(json.dumps(
             {**result.to_dict(), **({"warning": warning} if warning else {})},

@@ -127,8 +127,8 @@ class Monitor:
                            f"{doc_id!r}'s last is shown, and {other!r}'s as it was then")
         apart = disagreement(verdict, other, found)
         if apart:  # the monitor explains with its own settings
-            out["warning"] = (f"{apart}: start the monitor with the detector's --preset "
-                              "and shingle settings")
+            out["warning"] = (f"{apart}: start the monitor with the detector's --preset, "
+                              "shingle settings and --normalizer-version")
         return out
 
     def app(self) -> Any:
