@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import FencedInstanceIdError, KafkaError
 
 from streamdedup import __version__, garbage
@@ -44,6 +44,7 @@ from streamdedup.service.kafka import (
 from streamdedup.service.logs import Throttle
 from streamdedup.service.message import decode_message
 from streamdedup.service.metrics import HealthServer, Metrics, is_loopback
+from streamdedup.service.rebalance import Rebalance
 from streamdedup.service.records import (
     Outgoing,
     Source,
@@ -64,7 +65,6 @@ STATS_EVERY_S = 15.0
 LAG_EVERY_S = 1.0
 MOSTLY_DEAD_AT_LEAST = 20  # dead letters between two throughput lines, before it is said
 CONSUMER_RETRY_BACKOFF_MS = 10
-REVOKE_WAIT_S = 5.0  # the listener waits this long for the loop to park, then skips
 STUCK_AFTER = 3  # failures in a row after which /readyz answers 503
 EXIT_FINAL_COMMIT_FAILED = 1
 EXIT_REFUSED = 2
@@ -345,7 +345,8 @@ class Service(Stoppable):
                                 commit_interval_s=s.commit_interval_s,
                                 shrink=lambda o, why: too_large_letter(s.dlq_topic, o, why),
                                 renew_producer=self._renew_producer)
-        consumer.subscribe([s.input_topic], listener=_Revoked(self, checkpoint))
+        consumer.subscribe([s.input_topic], listener=Rebalance(
+            checkpoint, self.metrics.lag, self.store_in_use, lambda: self.fenced.is_set()))
 
         def refuse_if_fenced() -> None:
             if self.fenced.is_set():  # held verdicts and store writes: the new member's now
@@ -560,41 +561,3 @@ class Service(Stoppable):
                 return          # ended the consumer, 1 test run in 3 with Redis killed)
             self.metrics.store_documents.set(stats["documents"])
             self.metrics.store_bytes.set(stats["bytes"])
-
-
-class _Revoked(ConsumerRebalanceListener):
-    """Before partitions move to another consumer, commit what was done with them.
-
-    kafka-python 3 calls this on its IO thread while the loop is parked in ``poll()`` or
-    ``close()``. The store belongs to the loop's thread, so the listener takes it only through
-    ``Service.store_in_use``, which the loop lets go of exactly then (the pre-rebalance commit
-    used to fail every time: the SQLite connection refused a second thread). The offsets go
-    with ``commit_async``: a blocking commit is refused on the IO thread, and the request is
-    queued ahead of the group's rejoin.
-    """
-
-    def __init__(self, service: Service, checkpoint: Checkpoint) -> None:
-        self.service = service
-        self.checkpoint = checkpoint
-
-    def on_partitions_revoked(self, revoked: Any) -> None:
-        for tp in revoked:  # another member's to report now (summed, it counted twice)
-            with contextlib.suppress(KeyError):
-                self.service.metrics.lag.remove(str(tp.partition))
-        self.checkpoint.forget(revoked)
-        if self.checkpoint.empty or self.service.fenced.is_set():  # fenced: nothing goes out
-            return
-        if not self.service.store_in_use.acquire(timeout=REVOKE_WAIT_S):
-            log.warning("commit before rebalance skipped (the loop holds the store); %d "
-                        "messages will be redelivered", self.checkpoint.messages)
-            return
-        try:
-            done = self.checkpoint.commit(wait=False)
-            log.info("committed %d messages before the rebalance", done)
-        except CheckpointFailed as exc:
-            log.warning("commit before rebalance failed; messages will be redelivered: %s", exc)
-        finally:
-            self.service.store_in_use.release()
-
-    def on_partitions_assigned(self, assigned: Any) -> None:
-        log.info("assigned %s", sorted(f"{tp.topic}/{tp.partition}" for tp in assigned))

@@ -969,7 +969,8 @@ def test_a_partition_revoked_leaves_the_lag_to_its_new_member() -> None:
     from kafka import TopicPartition
 
     from streamdedup.service.checkpoint import Checkpoint
-    from streamdedup.service.consumer import Service, _Revoked
+    from streamdedup.service.consumer import Service
+    from streamdedup.service.rebalance import Rebalance
     from streamdedup.settings import Settings
 
     service = Service(Settings(metrics_port=0, store_backend="memory"), store=MemoryStore())
@@ -977,7 +978,8 @@ def test_a_partition_revoked_leaves_the_lag_to_its_new_member() -> None:
                             commit_interval_s=1.0)
     for partition, lag in ((0, 3), (1, 5)):
         service.metrics.lag.labels(str(partition)).set(lag)
-    listener = _Revoked(service, checkpoint)
+    listener = Rebalance(checkpoint, service.metrics.lag, service.store_in_use,
+                         service.fenced.is_set)
     listener.on_partitions_revoked({TopicPartition("jobs", 1), TopicPartition("jobs", 7)})
     samples = {s.labels["partition"]: s.value
                for s in service.metrics.lag.collect()[0].samples}
