@@ -7,13 +7,14 @@ words it holds, so two ads that differ only there were exact copies (normalizer 
 Telling such a '<' from a tag by its shape took three rules and three reviews, each of
 which found plain text read as a tag or real markup read as text. Version 2 asks instead
 whether the text is HTML: an editor or a CMS writes a '<' of the text as ``&lt;``, and
-writes end tags, ``<br>`` and the like, which plain text does not.
+writes what plain text does not: end tags, ``<br>``, comments, attributes with values.
 
-- Plain text (no sign of HTML): every '<' is text; entities are decoded, as before.
-- HTML: the parser reads it, as in version 1, with two exceptions: a '<' whose would-be
-  tag runs into the next '<' (``turni <a rotazione, 9-18<br>``) is text, and an element
-  whose content is not markup (``<script>``, ``<style>``, ...) counts only where its end
-  tag follows, so that one named in passing does not take the rest of the ad.
+- Plain text (no such sign): every '<' is text; entities are decoded, as before.
+- HTML: the parser reads it, as in version 1, with two exceptions: a '<' that runs into
+  the next '<' without an '=' on the way (``turni <a rotazione, 9-18<br>``) is text, and an
+  element whose content is not markup (``<script>``, ``<style>``, ...) counts only where
+  its end tag follows or nothing but its content does, so that one named in passing does
+  not take the rest of the ad.
 """
 
 from __future__ import annotations
@@ -28,17 +29,21 @@ _TAG_OR_TAIL = re.compile(r"<[^<>]*(?:>|$)")  # a tag, or an unclosed one at the
 _TAG_HINT = re.compile(r"<[A-Za-z!/?]|&(#\d+|#x[0-9A-Fa-f]+|[A-Za-z]+);")
 
 # What plain text does not write: an end tag, <br>, a comment or a doctype, or a start
-# tag of a common element with nothing in it or a first attribute with a quoted value.
-_COMMON = ("a|b|big|blockquote|body|center|code|dd|div|dl|dt|em|font|h[1-6]|head|html|i|li|ol|"
-           "p|pre|small|span|strike|strong|sub|sup|table|tbody|td|th|thead|tr|tt|u|ul")
+# tag of a common element with a first attribute 'name=value'. A bare start tag is no sign:
+# "<Meta>", "<link>", "<HR>", "<TD>" (tempo determinato), "<B>" (patente B) are plain
+# text's, and so are tags named in a web developer's ad.
+_COMMON = ("a|b|big|blockquote|body|center|code|dd|div|dl|dt|em|font|h[1-6]|head|html|i|img|"
+           "input|li|link|meta|ol|p|pre|small|span|strike|strong|sub|sup|table|tbody|td|th|"
+           "thead|tr|tt|u|ul")
 _HTML_SIGN = re.compile(  # searched in the text in lower case: 2x faster than ignoring it
-    r"<(?:/[a-z][a-z0-9:-]*+\s*+>|(?:br|hr|wbr)\s*+/?>|!--|!doctype"
-    rf"""|(?:img|input|meta|link|{_COMMON})(?:\s++[a-z-]++\s*+=\s*+["'][^<>]*+)?>)""")
-# A '<' and a letter whose tag, read with its quoted values (quotes only after '='), runs
-# into the next '<': not a tag. One that runs to the end of the text is a tag a scraper
-# cut off, as the parser reads it.
-_RUNS_INTO_NEXT = re.compile(
-    r"""<(?=[A-Za-z](?:[^<>"'=]++|=\s*+"[^"]*+"|=\s*+'[^']*+'|[="'])*+<)""")
+    r"<(?:/[a-z][a-z0-9:-]*+\s*+>|br(?:[\s/][^<>]*+)?>|!--|!doctype"
+    rf"""|(?:{_COMMON})\s++[a-z-]++\s*+=\s*+(?:["']|[^\s"'<>=`]++[\s/>]))""")
+# In HTML, a '<' and a letter that runs into the next '<' without an '=' on the way is not
+# a tag ("turni <a rotazione, 9-18<br>"). One with an '=' is a tag that lost its '>'
+# (<span style="x"<b>), and one that runs to the end of the text is a tag a scraper cut
+# off: the parser reads both, as before. Each scan stops at the next '<', '>' or '=':
+# linear (a lookahead that read quoted values took 33 s for 1 MB of them holding '<').
+_RUNS_INTO_NEXT = re.compile(r"<(?=[A-Za-z][^<>=]*+<)")
 # Elements whose content is not markup: one named in passing (an ad asking for "HTML
 # (<div>, <script>)") would take the rest of the ad with it.
 _RAW_TEXT = "iframe|noembed|noframes|noscript|script|style|template|textarea|title|xmp"
@@ -55,8 +60,9 @@ _FORMATTING = "a|b|big|code|em|font|i|nobr|s|small|strike|strong|tt|u"
 _FORMATTING_TAG = re.compile(rf"<(/?)(?:{_FORMATTING})(?=[\s/>])", re.IGNORECASE)
 _MAX_OPEN_FORMATTING = 64
 _MAX_FORMATTING_ATTRIBUTES = 16  # 64 open of 16 before 1,900 pieces of text: 0.18 s
-_QUOTED_TAG_OR_TAIL = re.compile(  # a '>' in a quoted value does not end it
-    r"""<(?:[^<>"'=]++|=\s*+"[^"]*+"|=\s*+'[^']*+'|[="'])*+(?:>|\Z)""")
+_QUOTED_TAG_OR_TAIL = re.compile(  # a '>' in a quoted value does not end it, nor a '<' (as
+    # the parser reads it): every match runs to a '>' or the end, so finditer is linear
+    r"""<(?:[^>"'=]++|=\s*+"[^"]*+"|=\s*+'[^']*+'|[="'])*+(?:>|\Z)""")
 _QUOTED_VALUE = re.compile(r"""=\s*+(?:"[^"]*+"|'[^']*+')""")
 _ATTRIBUTE_START = re.compile(r"""[\s/"'][^\s/"'=<>]""")  # once quoted values are out
 
@@ -101,20 +107,33 @@ def html_to_text(text: str, *, version: int) -> str:
 
 
 def _close_raw_text(text: str) -> str:
-    """A ``<script>``-like element with no end tag after it, escaped: it is text. One
-    written ``<iframe ... />`` (not empty to a browser, which takes the rest of the page
-    as its content) gets its end tag. The end tags are found in one pass: linear."""
+    """A ``<script>``-like element with no end tag after it but more markup, escaped: it
+    is text. With nothing but its content after it, it is one a scraper cut off (a
+    ``<style>`` of Word's, JSON-LD), as the parser reads it. One written ``<iframe ... />``
+    (not empty to a browser, which takes the rest of the page as its content) gets its end
+    tag. The end tags and the last markup are found in one pass each: linear."""
     if _RAW_OPEN.search(text) is None:
         return text
     last_end = {m.group(1).lower(): m.start() for m in _RAW_END.finditer(text)}
+    last_markup = _last_markup(text)
 
     def close(m: re.Match[str]) -> str:
         tag, name = m.group(), m.group(1).lower()
-        if last_end.get(name, -1) > m.start() or not tag.endswith(">"):
-            return tag  # its end tag follows, or the text ends in it (a cut)
+        if last_end.get(name, -1) > m.start() or last_markup < m.end():
+            return tag  # its end tag follows, or nothing but its content (a cut)
         return tag + f"</{name}>" if tag.endswith("/>") else "&lt;" + tag[1:]
 
     return _RAW_OPEN.sub(close, text)
+
+
+def _last_markup(text: str) -> int:
+    """Where the last '<' followed by a letter or '/' is, or -1."""
+    i = len(text)
+    while (i := text.rfind("<", 0, i)) >= 0:
+        after = text[i + 1:i + 2]
+        if after == "/" or (after.isascii() and after.isalpha()):
+            return i
+    return -1
 
 
 def _slow_to_parse(text: str, version: int) -> bool:

@@ -95,7 +95,7 @@ def test_an_element_with_too_many_attributes_never_reaches_the_parser(
     def refuse(*_: object) -> None:
         raise AssertionError("the HTML parser was called")
 
-    unclosed = "<p>Cercasi <div " + " ".join(f"a{i}=x" for i in range(50_000))
+    unclosed = "<p>Cercasi</p><div " + " ".join(f"a{i}=x" for i in range(50_000))
     monkeypatch.setattr(selectolax.lexbor, "LexborHTMLParser", refuse)
     assert words(bomb, version) == ["Cercasi", "sviluppatore"]
     assert words(unclosed, version)[0] == "Cercasi"
@@ -116,6 +116,11 @@ PLAIN = [  # ads a review found read as a tag by rules that judged each '<' by i
     "Usa il <template> allegato, <frameset> sede Milano", "contratto <determinato",
     "Orario: <time flessibile", "Contatti: <Marco", "Salary <b size",
     "Prezzo <Nota: costo=100 euro> finale, <3, <- , <= 5",
+    # a bare start tag is no sign of HTML: these are plain text's
+    "Social media manager: campagne su <Meta> e Google Ads. Contratto <a tempo determinato>",
+    "Candidati qui: <link>. Requisiti: <diploma di perito>",
+    "Impiegato/a ufficio <HR>. Sede <Milano, zona Bicocca>", "Contratto <TD> 12 mesi, <B>",
+    "Front-end developer: HTML5 (<div>, <table>, <p>, <ul>, <li>), List<T>, Map<K,V>",
 ]
 
 
@@ -130,8 +135,9 @@ def test_plain_text_still_has_its_entities_decoded() -> None:
 
 
 @pytest.mark.parametrize("html", [
-    "<p>x</p>", "a<br>b", "a<BR/>b", "<!-- c -->", "<!DOCTYPE html>", "<b>x", "<div>",
-    '<span style="color: red">x', '<img src="a.png">', "<li>uno", "x</o:p>",
+    "<p>x</p>", "a<br>b", "a<BR/>b", "<br clear=all>", "<!-- c -->", "<!DOCTYPE html>",
+    '<span style="color: red">x', '<img src="a.png">', "<p align=center>x", "x</o:p>",
+    '<div id=job data-id="9">Cercasi',
 ])
 def test_what_plain_text_does_not_write_makes_html(html: str) -> None:
     assert is_html(html)
@@ -141,10 +147,15 @@ def test_what_plain_text_does_not_write_makes_html(html: str) -> None:
     # in HTML, a '<' whose tag runs into the next '<' is text
     ("<p>turni <a rotazione, 9-18<br>Milano</p>", "turni <a rotazione, 9-18 Milano"),
     # an element whose content is not markup, named in passing, takes nothing with it
-    ("Conoscenza di HTML (<div>, <script>) e CSS, Milano",
-     "Conoscenza di HTML ( , <script>) e CSS, Milano"),
+    ("<p>Conoscenza di HTML (<div>, <script>) e CSS</p><p>Milano</p>",
+     "Conoscenza di HTML ( , <script>) e CSS Milano"),
     ("<p>Usa il <template> allegato</p> sede Milano", "Usa il <template> allegato sede Milano"),
     ("<p>x</p><script>var a = 1 < 2;</script>y", "x y"),  # its end tag follows: code
+    # a tag that lost its '>' (it has an '='): the parser reads it, as before
+    ('<p>Cercasi <span style="color:red"<b>magazziniere</b></p>', "Cercasi magazziniere"),
+    # cut inside a <style> or JSON-LD: nothing after it but its content
+    ("<p>x</p><style>p.MsoNormal, li.MsoNormal {margin:0cm", "x"),
+    ('<p>x</p><script type="application/ld+json">{"@type": "JobPosting", "title": "A', "x"),
 ])
 def test_html_keeps_what_no_tag_can_hold(text: str, expected: str) -> None:
     assert words(text) == expected.split()
