@@ -28,22 +28,26 @@ _ANY_TAG = re.compile(r"<[^<>]*>")
 _TAG_OR_TAIL = re.compile(r"<[^<>]*(?:>|$)")  # a tag, or an unclosed one at the end
 _TAG_HINT = re.compile(r"<[A-Za-z!/?]|&(#\d+|#x[0-9A-Fa-f]+|[A-Za-z]+);")
 
-# What plain text does not write: an end tag, <br>, a comment or a doctype, or a start
-# tag of a common element with a first attribute 'name=value'. A bare start tag is no sign:
+# What plain text does not write: an end tag, a comment or a doctype, or a start tag of a
+# common element (or <br>) with a first attribute 'name=value'. A bare start tag is no sign:
 # "<Meta>", "<link>", "<HR>", "<TD>" (tempo determinato), "<B>" (patente B) are plain
 # text's, and so are tags named in a web developer's ad.
 _COMMON = ("a|b|big|blockquote|body|center|code|dd|div|dl|dt|em|font|h[1-6]|head|html|i|img|"
            "input|li|link|meta|ol|p|pre|small|span|strike|strong|sub|sup|table|tbody|td|th|"
            "thead|tr|tt|u|ul")
 _HTML_SIGN = re.compile(  # searched in the text in lower case: 2x faster than ignoring it
-    r"<(?:/[a-z][a-z0-9:-]*+\s*+>|br(?:[\s/][^<>]*+)?>|!--|!doctype"
-    rf"""|(?:{_COMMON})\s++[a-z-]++\s*+=\s*+(?:["']|[^\s"'<>=`]++[\s/>]))""")
+    r"<(?:/(?!br\s*+>)[a-z][a-z0-9:-]*+\s*+>|!--|!doctype"
+    rf"""|(?:br|{_COMMON})\s++[a-z-]++\s*+=\s*+(?:["']|[^\s"'<>=`]++[\s/>]))""")
+# A bare <br> is no sign either: scrapers and APIs write it into plain text for a line
+# break ("Cameriere/a<br>Contratto <a tempo determinato><br>Milano"). There it is one.
+_LINE_BREAK = re.compile(r"<\s*+/?\s*+br\s*+/?\s*+>", re.IGNORECASE)
 # In HTML, a '<' and a letter that runs into the next '<' without an '=' on the way is not
-# a tag ("turni <a rotazione, 9-18<br>"). One with an '=' is a tag that lost its '>'
-# (<span style="x"<b>), and one that runs to the end of the text is a tag a scraper cut
-# off: the parser reads both, as before. Each scan stops at the next '<', '>' or '=':
+# a tag ("turni <a rotazione, 9-18<br>"), nor one that runs to the end of the text holding
+# a ',' or '.' but no '=' ("Paga <a ore, 8 euro"). One with an '=' is a tag that lost its
+# '>' (<span style="x"<b>), and one to the end without is a tag a scraper cut off (<div
+# cl): the parser reads both, as before. Each scan stops at the next '<', '>' or '=':
 # linear (a lookahead that read quoted values took 33 s for 1 MB of them holding '<').
-_RUNS_INTO_NEXT = re.compile(r"<(?=[A-Za-z][^<>=]*+<)")
+_RUNS_INTO_NEXT = re.compile(r"<(?=[A-Za-z][^<>=]*+<|[A-Za-z][^<>=,.]*+[,.][^<>=]*+\Z)")
 # Elements whose content is not markup: one named in passing (an ad asking for "HTML
 # (<div>, <script>)") would take the rest of the ad with it.
 _RAW_TEXT = "iframe|noembed|noframes|noscript|script|style|template|textarea|title|xmp"
@@ -52,17 +56,22 @@ _RAW_END = re.compile(rf"</({_RAW_TEXT})(?=[\s/>]|\Z)", re.IGNORECASE)
 
 # Above this size the parser can be made slow (below, nothing measured was): a tag of
 # many attributes (quadratic in them: 136,000 written a0/a1/... took 25 s, which words
-# did not count), or formatting elements left open (b, font, ...: each cloned at every
-# piece of text after it, attributes and all; 1,300 of 120 attributes took over 600 s).
+# did not count), or formatting elements left open (b, font, ...), each cloned, attributes
+# and values, at every piece of text after it: 1,300 of 120 attributes took over 600 s,
+# one of a 950 KB value before 3,000 pieces 6.4 s and 2.7 GB. So the bytes of the tags
+# open at once times the pieces after them (at most the text's '<') are held to 8 MB
+# (64 open of 16 attributes before 4,000 pieces, 26 MB, took 0.24 s; 12 MB, 0.2 s).
 _GUARDS_FROM = 8192
-_MAX_ATTRIBUTES = 256  # of one tag: 1 MB of tags of 250 took 83 ms
-_FORMATTING = "a|b|big|code|em|font|i|nobr|s|small|strike|strong|tt|u"
-_FORMATTING_TAG = re.compile(rf"<(/?)(?:{_FORMATTING})(?=[\s/>])", re.IGNORECASE)
+_MAX_ATTRIBUTES = 256  # of one tag: 1 MB of tags of 250 took 65 ms
 _MAX_OPEN_FORMATTING = 64
-_MAX_FORMATTING_ATTRIBUTES = 16  # 64 open of 16 before 1,900 pieces of text: 0.18 s
-_QUOTED_TAG_OR_TAIL = re.compile(  # a '>' in a quoted value does not end it, nor a '<' (as
-    # the parser reads it): every match runs to a '>' or the end, so finditer is linear
-    r"""<(?:[^>"'=]++|=\s*+"[^"]*+"|=\s*+'[^']*+'|[="'])*+(?:>|\Z)""")
+_MAX_CLONED_BYTES = 8 << 20
+_TAG_BODY = r"""(?:[^>"'=]++|=\s*+"[^"]*+"|=\s*+'[^']*+'|[="'])*+(?:>|\Z)"""
+# A '>' in a quoted value does not end a tag, nor a '<' (as the parser reads it): every
+# match runs to a '>' or the end, so finditer is linear.
+_QUOTED_TAG_OR_TAIL = re.compile("<" + _TAG_BODY)
+_FORMATTING_TAG = re.compile(
+    rf"<(/?)(?:a|b|big|code|em|font|i|nobr|s|small|strike|strong|tt|u)(?=[\s/>]){_TAG_BODY}",
+    re.IGNORECASE)
 _QUOTED_VALUE = re.compile(r"""=\s*+(?:"[^"]*+"|'[^']*+')""")
 _ATTRIBUTE_START = re.compile(r"""[\s/"'][^\s/"'=<>]""")  # once quoted values are out
 
@@ -74,7 +83,8 @@ def _attributes(tag: str) -> int:
 
 
 def is_html(text: str) -> bool:
-    """Whether the text shows a sign of HTML that plain text does not write."""
+    """Whether the text shows a sign of HTML that plain text does not write (a bare
+    ``<br>`` is none)."""
     return _HTML_SIGN.search(text.lower()) is not None
 
 
@@ -84,13 +94,13 @@ def html_to_text(text: str, *, version: int) -> str:
 
     The HTML parser's time grows with the square of the nesting depth (40,000 nested
     ``<div>`` take seconds) and of the attributes of one element, so a text with more than
-    ``_MAX_PARSED_TAGS`` tags or an element of more than ``_MAX_TAG_TOKENS`` words is
-    stripped by a linear regex instead, as is a text over 8 KB that ``_slow_to_parse``.
+    ``_MAX_PARSED_TAGS`` tags is stripped by a linear regex instead, as is one the parser
+    would be slow on (``_slow_to_parse``).
     """
     if ("<" not in text and "&" not in text) or not _TAG_HINT.search(text):
         return text  # plain text without markup or entities: nothing to do (most ads)
     if version >= 2 and not is_html(text):
-        return html.unescape(text)
+        return html.unescape(_LINE_BREAK.sub("\n", text))
     if text.count("<") > _MAX_PARSED_TAGS:
         return html.unescape(_ANY_TAG.sub(" ", text))
     if version >= 2:
@@ -138,8 +148,8 @@ def _last_markup(text: str) -> int:
 
 def _slow_to_parse(text: str, version: int) -> bool:
     """Markup the parser would take seconds or more on. Version 1 measured a tag by its
-    words to the first '>'; it keeps that measure (its stores pin what it returns), and
-    shares the others, which only texts no real ad is reach."""
+    words to the first '>'; it keeps that measure (its stores pin what it returns). The
+    others, for texts over 8 KB, both versions share: no real ad comes near them."""
     if version < 2 and len(text) > 2 * _MAX_TAG_TOKENS and any(
             m.end() - m.start() > _MAX_TAG_TOKENS and len(m.group().split()) > _MAX_TAG_TOKENS
             for m in _TAG_OR_TAIL.finditer(text)):
@@ -150,13 +160,15 @@ def _slow_to_parse(text: str, version: int) -> bool:
     if any(_attributes(tag) > _MAX_ATTRIBUTES for tag in tags
            if len(tag) > 2 * _MAX_ATTRIBUTES and (version >= 2 or "=" in tag)):
         return True  # version 1 reads '<a rotazione ... 900 words ... ->' as it did
-    if any((tag.count("=") if version < 2 else _attributes(tag))
-           > _MAX_FORMATTING_ATTRIBUTES for tag in tags if _FORMATTING_TAG.match(tag)):
-        return True
-    formatting = _FORMATTING_TAG.findall(text)
-    depth = 0
-    for closing in formatting if len(formatting) > _MAX_OPEN_FORMATTING else ():
-        depth = max(depth - 1, 0) if closing else depth + 1
-        if depth > _MAX_OPEN_FORMATTING:
+    pieces = text.count("<")
+    open_tags: list[int] = []  # their lengths
+    open_bytes = 0
+    for m in _FORMATTING_TAG.finditer(text):
+        if m.group(1):
+            open_bytes -= open_tags.pop() if open_tags else 0
+            continue
+        open_tags.append(m.end() - m.start())
+        open_bytes += open_tags[-1]
+        if len(open_tags) > _MAX_OPEN_FORMATTING or open_bytes * pieces > _MAX_CLONED_BYTES:
             return True
     return False
