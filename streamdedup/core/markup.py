@@ -7,14 +7,15 @@ words it holds, so two ads that differ only there were exact copies (normalizer 
 Telling such a '<' from a tag by its shape took three rules and three reviews, each of
 which found plain text read as a tag or real markup read as text. Version 2 asks instead
 whether the text is HTML: an editor or a CMS writes a '<' of the text as ``&lt;``, and
-writes what plain text does not: end tags, ``<br>``, comments, attributes with values.
+writes what plain text does not: end tags, comments, attributes with values.
 
-- Plain text (no such sign): every '<' is text; entities are decoded, as before.
+- Plain text (no such sign): every '<' is text, a bare ``<br>`` a line break; entities
+  are decoded, as before.
 - HTML: the parser reads it, as in version 1, with two exceptions: a '<' that runs into
-  the next '<' without an '=' on the way (``turni <a rotazione, 9-18<br>``) is text, and an
-  element whose content is not markup (``<script>``, ``<style>``, ...) counts only where
-  its end tag follows or nothing but its content does, so that one named in passing does
-  not take the rest of the ad.
+  the next '<', or to the end through a ',' or '.', without an '=' on the way (``turni <a
+  rotazione, 9-18<br>``) is text, and an element whose content is not markup
+  (``<script>``, ``<style>``, ...) counts only where its end tag follows or nothing but
+  its content does, so that one named in passing does not take the rest of the ad.
 """
 
 from __future__ import annotations
