@@ -189,9 +189,11 @@ def test_html_bombs_of_moderate_depth(pipeline: tuple[Settings, Sketcher], depth
 @settings(deadline=timedelta(seconds=3), max_examples=1, database=None)
 @given(depth=st.just(40_000))
 def test_html_nesting_bomb_is_bounded(depth: int) -> None:
+    """(Its end tag makes it HTML: from normalizer version 2 on, bare start tags alone are
+    plain text's, and no parser sees them.)"""
     normalize = Normalizer(build_settings("reference", env={}))
     out = _timed(f"<div> x{depth}",
-                 lambda: normalize("<div>" * depth + "Cercasi sviluppatore &amp; tester"))
+                 lambda: normalize("<div>" * depth + "Cercasi sviluppatore &amp; tester</div>"))
     assert out == normalize("Cercasi sviluppatore & tester")
 
 
