@@ -212,6 +212,23 @@ def open_db(directory: Path, read: Callable[[sqlite3.Connection], None] = lambda
     return conn
 
 
+def read_counters(conn: sqlite3.Connection) -> tuple[int, int | None]:
+    """The last ``seq`` handed out and the retention clock (None: never set)."""
+    rows = dict(conn.execute(
+        "SELECT name, value FROM counters WHERE name IN ('seq', 'clock')").fetchall())
+    clock = rows.get("clock")
+    return int(rows.get("seq", 0)), None if clock is None else int(clock)
+
+
+def write_counters(conn: sqlite3.Connection, seq: int, clock: int | None) -> None:
+    """Within the commit's transaction; the stored ``seq`` never goes back."""
+    conn.execute("INSERT INTO counters (name, value) VALUES ('seq', ?) "
+                 "ON CONFLICT (name) DO UPDATE SET value = max(value, excluded.value)", (seq,))
+    if clock is not None:
+        conn.execute("INSERT INTO counters (name, value) VALUES ('clock', ?) "
+                     "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (clock,))
+
+
 def next_set_number(conn: sqlite3.Connection) -> int:
     """The number the next new set gets. SQLite gives a rowid past those there are, so the
     newest set's number came again once retention deleted that set, and a version still

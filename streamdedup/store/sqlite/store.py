@@ -51,9 +51,11 @@ from streamdedup.store.sqlite.file import (
     next_set_number,
     open_db,
     os_problem,
+    read_counters,
     rebuild_maps,
     store_errors,
     verdict_checksum,
+    write_counters,
 )
 from streamdedup.store.sqlite.set_numbers import SetNumbers
 
@@ -92,19 +94,13 @@ class SqliteStore(Store):
         except BaseException:
             self._release_lock()
             raise
-        self._seq, self._clock = self._counters()
+        self._seq, self._clock = read_counters(self._conn)
         self._next_set = next_set_number(self._conn)  # never a number a version names
         self._evicting = False  # maps changed as a rollback cannot undo (evictions)
         self._unbucket: list[int] = []  # sets to take out of the buckets (``_flush``)
         self._store_id = self._load_store_id()
 
     # --- opening
-    def _counters(self) -> tuple[int, int | None]:
-        rows = dict(self._conn.execute(
-            "SELECT name, value FROM counters WHERE name IN ('seq', 'clock')").fetchall())
-        clock = rows.get("clock")
-        return int(rows.get("seq", 0)), None if clock is None else int(clock)
-
     def _release_lock(self) -> None:
         if self._lock_fd >= 0:
             os.close(self._lock_fd)  # closing drops the flock
@@ -113,11 +109,16 @@ class SqliteStore(Store):
     def _number(self, set_id: int) -> int:
         """The set's number, numbering it now (a row without data) if it has none."""
         number = self._numbers.get(set_id)
-        if number is None:
-            number, self._next_set = self._next_set, self._next_set + 1
-            self._conn.execute("INSERT INTO sets (set_no, set_id) VALUES (?, ?)",
-                               (number, set_id))
-            self._numbers.add(set_id, number)
+        return self._number_new(set_id, {}) if number is None else number
+
+    def _number_new(self, set_id: int, columns: Mapping[str, Any]) -> int:
+        """Number a set the map does not know, writing its row with ``columns``: the one
+        place numbers are handed out, in arrival order (``set_numbers.py`` says why)."""
+        number, names = self._next_set, ("set_no", "set_id", *columns)
+        self._conn.execute(f"INSERT INTO sets ({', '.join(names)}) VALUES "
+                           f"({', '.join('?' * len(names))})", (number, set_id, *columns.values()))
+        self._next_set += 1
+        self._numbers.add(set_id, number)
         return number
 
     def _load_maps(self, conn: sqlite3.Connection | None = None) -> None:
@@ -320,13 +321,10 @@ class SqliteStore(Store):
                 "UPDATE sets SET evicted = 0, shingles_row = ?, last_time = ? WHERE set_no = ?",
                 (row, record.last_time, number))
             return
-        values = (record.first_seq, record.first_id, record.parent, row, record.last_time)
+        values = {"first_seq": record.first_seq, "first_id": record.first_id,
+                  "parent": record.parent, "shingles_row": row, "last_time": record.last_time}
         if number is None:
-            number, self._next_set = self._next_set, self._next_set + 1
-            self._conn.execute(
-                "INSERT INTO sets (first_seq, first_id, parent, shingles_row, last_time, set_id,"
-                " set_no) VALUES (?, ?, ?, ?, ?, ?, ?)", (*values, record.set_id, number))
-            self._numbers.add(record.set_id, number)
+            self._number_new(record.set_id, values)
             # As read back (children 0, not evicted): the verdict reads it at once.
             self._set_cache[record.set_id] = SetRecord(
                 record.set_id, record.first_seq, record.first_id, record.parent,
@@ -334,7 +332,7 @@ class SqliteStore(Store):
         else:  # numbered by a document of an empty text, or an upsert before: fill it in
             self._conn.execute(
                 "UPDATE sets SET first_seq = ?, first_id = ?, parent = ?, shingles_row = ?, "
-                "last_time = ? WHERE set_no = ?", (*values, number))
+                "last_time = ? WHERE set_no = ?", (*values.values(), number))
 
     @store_errors
     def _write_parent(self, set_id: int, parent: int) -> None:
@@ -526,15 +524,7 @@ class SqliteStore(Store):
                     "INSERT INTO bucket_log (set_ids, sizes, counts, keys, checksum) "
                     "VALUES (?, ?, ?, ?, ?)", (*blobs, blob_checksum(b"".join(blobs))),
                 ).lastrowid
-            self._conn.execute(
-                "INSERT INTO counters (name, value) VALUES ('seq', ?) "
-                "ON CONFLICT (name) DO UPDATE SET value = max(value, excluded.value)",
-                (self._seq,),
-            )
-            if self._clock is not None:
-                self._conn.execute(
-                    "INSERT INTO counters (name, value) VALUES ('clock', ?) "
-                    "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (self._clock,))
+            write_counters(self._conn, self._seq, self._clock)
             if self._snapshot_token is not None:  # the tables change: it describes them no more
                 snapshot.forget_token(self._conn)
             self._conn.commit()
@@ -568,7 +558,7 @@ class SqliteStore(Store):
         # The numbers handed out since the commit come again: nothing carrying them was
         # emitted (verdicts leave after the commit), so ``seq`` stays the arrival number, the
         # same after a fault as in a run without one.
-        self._seq, self._clock = self._counters()
+        self._seq, self._clock = read_counters(self._conn)
 
     def close(self) -> None:
         if self._lock_fd < 0:
