@@ -219,8 +219,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
                      f"{p['distinct_sets']} distinct sets, {p['verified_pairs']} verified, "
                      f"{p['over_cap']} sets over max_candidates, {result.plan_seconds:.1f} s")
     if settings.retention:
-        parts.append(f"retention {settings.retention}: {result.evicted} documents and sets "
-                     "evicted")
+        parts.append(f"retention {settings.retention}: {result.evicted}")
     if result.unordered and result.unordered == result.documents:
         parts.append(f"no row has a readable {settings.time_field!r} (ISO 8601 or epoch "
                      "seconds): --order-by timestamp kept the file's order")

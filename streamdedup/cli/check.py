@@ -65,6 +65,7 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
     from streamdedup.replay.dump import batched, read_dump, row_number_warning
     from streamdedup.replay.read_ahead import ReadAhead
     from streamdedup.store import open_configured
+    from streamdedup.store.base import Evicted
 
     settings = make_settings(preset, options, opens_store=True)
     directory = store_directory(settings)
@@ -150,8 +151,8 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
         f"{docs / elapsed if elapsed else 0:.0f} documents/s; {sketcher.bands} bands x "
         f"{sketcher.rows} rows, P(candidate | s={settings.threshold}) = "
         f"{sketcher.recall_at_threshold():.6f}"
-        + (f"; retention {settings.retention}: {getattr(detector, 'evicted', 0)} documents "
-           f"and sets evicted" if settings.retention else "")
+        + (f"; retention {settings.retention}: {getattr(detector, 'evicted', Evicted())}"
+           if settings.retention else "")
         + (f"; {counted(untimed, 'document')} without a {settings.time_field!r} field took "
            "the clock's time (the newest seen; on a fresh store, their batch's first)"
            if settings.read_time_field and untimed else "")

@@ -53,7 +53,7 @@ from streamdedup.core.retention import Window, now_ms
 from streamdedup.core.sketch import Shingled, Sketcher, Sketches
 from streamdedup.core.verdict import Match, Verdict
 from streamdedup.settings import Settings
-from streamdedup.store.base import DEFAULT_EDGE_CAP, DocRecord, SetRecord, Store
+from streamdedup.store.base import DEFAULT_EDGE_CAP, DocRecord, Evicted, SetRecord, Store
 
 # A new set's plan, computed ahead (the backfill): (candidates, verified earlier neighbours
 # as (set id, Jaccard)); None: more candidates than max_candidates, probe and verify it here.
@@ -83,7 +83,7 @@ class Detector:
         self._prior: dict[str, DocRecord] | None = None
         self._judged: set[str] = set()
         self.window = Window(settings.retention_ms)
-        self.evicted = 0  # documents and sets removed by retention (for metrics)
+        self.evicted = Evicted()  # by retention, for the summary lines and the metrics
         self._arrival: int | None = None
 
     def process(self, doc: Document) -> Verdict:

@@ -42,7 +42,7 @@ from streamdedup.replay.config import BATCH, ENGINES, ORDERS, STDOUT, BackfillCo
 from streamdedup.replay.dump import bad_row_line, read_dump, row_number_warning
 from streamdedup.replay.pairs import Plan, Row, local_plan, sketch_rows
 from streamdedup.settings import Settings
-from streamdedup.store.base import Store, refuse_a_restart
+from streamdedup.store.base import Evicted, Store, refuse_a_restart
 from streamdedup.store.payload import decode_shingles
 
 
@@ -61,7 +61,7 @@ class BackfillResult:
     errors_path: Path | None = None
     report: dict[str, Any] | None = None
     report_paths: dict[str, Path] = field(default_factory=dict)
-    evicted: int = 0  # documents and sets retention removed (check says it too)
+    evicted: Evicted = field(default_factory=Evicted)  # by retention (check says it too)
 
 
 def order(docs: list[tuple[int, Document]], how: str, field_name: str
@@ -174,7 +174,7 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
                         keep)
     result.plan = plan.counts() if plan is not None else None
     result.seconds = time.perf_counter() - start
-    result.evicted = getattr(detector, "evicted", 0)
+    result.evicted = getattr(detector, "evicted", Evicted())
     if keep is not None and config.report_dir is not None:
         say("report: exact Jaccard of every pair (brute force) and the band table")
         result.report, result.report_paths = _report(settings, config, docs, keep, plan,

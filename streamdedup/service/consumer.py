@@ -209,12 +209,14 @@ class Service(Stoppable):
                 item = exc
             slots.append((rec, src, item))
         docs = [item for _, _, item in slots if isinstance(item, Document)]
-        evicted = getattr(self.detector, "evicted", 0)
+        evicted = getattr(self.detector, "evicted", None)
         with self.metrics.stage_seconds.labels("detect").time():
             verdicts = iter(self._detect(docs))
         window = getattr(self.detector, "window", None)
-        if window is not None and window.clock_ms is not None:
-            self.metrics.evicted.inc(self.detector.evicted - evicted)  # type: ignore[union-attr]
+        if window is not None and window.clock_ms is not None and evicted is not None:
+            now = self.detector.evicted  # type: ignore[union-attr]
+            self.metrics.evicted.labels("documents").inc(now.documents - evicted.documents)
+            self.metrics.evicted.labels("sets").inc(now.sets - evicted.sets)
             self.metrics.retention_clock.set(window.clock_ms / 1000)
         out: list[tuple[TopicPartition, int, Outgoing | None]] = []
         for rec, src, item in slots:

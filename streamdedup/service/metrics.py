@@ -76,8 +76,10 @@ class Metrics:
                                      "(taken every 15 s)",
                                      registry=r)
         self.store_bytes = Gauge("streamdedup_store_bytes", "store size on disk", registry=r)
-        self.evicted = Counter("streamdedup_evicted", "documents and sets removed by retention",
-                               registry=r)
+        self.evicted = Counter("streamdedup_evicted", "removed by retention: what is "
+                               "'documents' (by their own time) or 'sets' (by their newest; "
+                               "a batch a failed checkpoint rewound evicts, and counts, again)",
+                               ["what"], registry=r)
         self.retention_clock = Gauge(
             "streamdedup_retention_clock_seconds", "the retention clock: the newest "
             "announcement time seen (epoch seconds; 0 without retention)", registry=r)

@@ -60,6 +60,23 @@ class SetRecord:
     evicted: bool = False  # a tombstone: left the window, kept while it has children
 
 
+@dataclass(frozen=True)
+class Evicted:
+    """What retention removed: documents by their own time, sets (with their remaining
+    documents) by their newest. Apart, since a window holding a few long-lived sets and many
+    short-lived ads tells another story than the sum."""
+
+    documents: int = 0
+    sets: int = 0
+
+    def __add__(self, other: Evicted) -> Evicted:
+        return Evicted(self.documents + other.documents, self.sets + other.sets)
+
+    def __str__(self) -> str:
+        return (f"{self.documents} document{'' if self.documents == 1 else 's'} and "
+                f"{self.sets} set{'' if self.sets == 1 else 's'} evicted")
+
+
 DEFAULT_EDGE_CAP = 256
 
 
@@ -177,10 +194,11 @@ class Store(ABC):
 
     # --- retention
     @abstractmethod
-    def evict(self, cutoff_ms: int, limit: int) -> int:
+    def evict(self, cutoff_ms: int, limit: int) -> Evicted:
         """Remove up to ``limit`` documents with a time before ``cutoff_ms``, oldest first
         (with their versions), and up to ``limit`` sets whose newest time is before it
-        (``evict_set``); returns how many documents and sets went. Bounded, so a checkpoint
+        (``evict_set``); returns how many documents and sets went (the documents a set took
+        with it not counted). Bounded, so a checkpoint
         after a jump of the clock does not stall; the detector ignores what is left."""
 
     def evict_set(self, set_id: int) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from streamdedup.errors import StoreError
-from streamdedup.store.base import DEFAULT_EDGE_CAP, DocRecord, SetRecord, Store
+from streamdedup.store.base import DEFAULT_EDGE_CAP, DocRecord, Evicted, SetRecord, Store
 
 
 class MemoryStore(Store):
@@ -163,7 +163,7 @@ class MemoryStore(Store):
         for set_id in self._version_sets.pop(doc_id, ()):
             self._versions.pop((doc_id, set_id), None)
 
-    def evict(self, cutoff_ms: int, limit: int) -> int:
+    def evict(self, cutoff_ms: int, limit: int) -> Evicted:
         gone = 0
         while self._doc_times and self._doc_times[0][0] < cutoff_ms and gone < limit:
             time, doc_id = heapq.heappop(self._doc_times)
@@ -178,7 +178,7 @@ class MemoryStore(Store):
             if rec is not None and not rec.evicted and rec.last_time == time:
                 self.evict_set(set_id)
                 sets += 1
-        return gone + sets
+        return Evicted(gone, sets)
 
     def get_shingles(self, set_ids: Iterable[int]) -> dict[int, np.ndarray]:
         return {i: self._shingles[i] for i in set_ids if i in self._shingles}

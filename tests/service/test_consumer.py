@@ -1061,6 +1061,31 @@ def test_a_stream_of_mostly_dead_letters_is_said(caplog: pytest.LogCaptureFixtur
                               "bad_time (e.g. ") and "21 ottobre, 04:05" in said[0]
 
 
+def test_the_metrics_count_evicted_documents_and_sets_apart() -> None:
+    """``streamdedup_evicted_total`` was one sum of documents and sets: 7 for the 4 ads
+    and 3 texts that left the window below. It counts them apart now."""
+    from types import SimpleNamespace
+
+    from streamdedup.service.consumer import Service
+    from streamdedup.settings import Settings
+
+    service = Service(Settings(metrics_port=0, store_backend="memory", retention="1d"),
+                      store=MemoryStore())
+    texts = ["cuoco cucina ristorante", "cameriere sala pranzo", "autista patente furgone",
+             "cuoco cucina ristorante", "magazziniere carrello turni", "commesso negozio"]
+    days = [1, 1, 1, 1, 10, 10]  # the fourth a copy of the first; a batch each from the fifth
+    records = [SimpleNamespace(topic="jobs", partition=0, offset=i, timestamp=None, key=None,
+                               value=json.dumps({"id": f"r{i}", "description": text,
+                                                 "timestamp": f"2024-03-{day:02}T10:00:00Z"})
+                               .encode())
+               for i, (text, day) in enumerate(zip(texts, days, strict=True))]
+    for batch in (records[:4], records[4:5], records[5:]):  # evicting by the clock before it
+        service.process_records(batch)
+    body = service.metrics.render().decode()
+    assert 'streamdedup_evicted_total{what="documents"} 4.0' in body, body
+    assert 'streamdedup_evicted_total{what="sets"} 3.0' in body, body
+
+
 def test_run_reads_the_ids_from_the_id_field_as_check_does(tmp_path: Path) -> None:
     """``run --id-field link`` was accepted and ignored (every id read from ``id``). The
     consumer now reads a message's id as ``check`` reads a dump's: its ``link``; where that

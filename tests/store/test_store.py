@@ -29,7 +29,7 @@ from streamdedup.errors import (
 )
 from streamdedup.settings import Settings
 from streamdedup.store import open_store
-from streamdedup.store.base import DocRecord, SetRecord, Store, check_params
+from streamdedup.store.base import DocRecord, Evicted, SetRecord, Store, check_params
 from streamdedup.store.shingle_cache import ShingleCache
 from streamdedup.store.sqlite.file import DB_NAME
 
@@ -541,7 +541,7 @@ def test_eviction_sees_the_checkpoints_own_writes(store: Store) -> None:
     store.put_doc(DocRecord("a", store.next_seq(), 1, "{}", time=10))
     store.add_set(SetRecord(2, store.next_seq(), "b", 2, last_time=500), HIGH[:2])
     store.put_doc(DocRecord("b", store.next_seq(), 2, "{}", time=500))
-    assert store.evict(cutoff_ms=100, limit=10) == 2  # document a and set 1, not committed
+    assert store.evict(cutoff_ms=100, limit=10) == Evicted(1, 1)  # a and set 1, uncommitted
     assert store.get_doc("a") is None and store.get_doc("b") is not None
     assert 1 not in {i for i, r in store.get_sets([1, 2]).items() if not r.evicted}
     store.commit()
@@ -569,10 +569,10 @@ def test_the_window_keeps_a_document_at_the_cutoff_and_evicts_oldest_first(
     late, edge, untimed = _set_with_docs(store, 1, [99, 100, None])[0:3]
     assert [d for _, d in store.members(1, 10, since=100)] == [edge, untimed]
     assert [d for _, d in store.members(1, 10)] == [late, edge, untimed]
-    assert store.evict(cutoff_ms=100, limit=10) == 1
+    assert store.evict(cutoff_ms=100, limit=10) == Evicted(1, 0)  # the set's newest is 100
     assert store.get_doc(late) is None and store.get_doc(edge) is not None
     three, one, two, kept = _set_with_docs(store, 2, [3, 1, 2, 500])
-    assert store.evict(cutoff_ms=10, limit=1) == 1
+    assert store.evict(cutoff_ms=10, limit=1) == Evicted(1, 0)
     assert store.get_doc(one) is None
     assert all(store.get_doc(d) is not None for d in (three, two, kept))
 

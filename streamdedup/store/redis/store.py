@@ -49,7 +49,14 @@ import numpy as np
 
 from streamdedup.errors import ConfigError
 from streamdedup.settings import Settings
-from streamdedup.store.base import DEFAULT_EDGE_CAP, DocRecord, SetRecord, Store, check_params
+from streamdedup.store.base import (
+    DEFAULT_EDGE_CAP,
+    DocRecord,
+    Evicted,
+    SetRecord,
+    Store,
+    check_params,
+)
 from streamdedup.store.payload import decode_shingles, encode_shingles
 from streamdedup.store.redis.client import Keys, call, connect, ping, run_ids
 from streamdedup.store.redis.edges import Edges
@@ -351,7 +358,7 @@ class RedisStore(Store):
         return rec.children + delta
 
     # --- retention
-    def evict(self, cutoff_ms: int, limit: int) -> int:
+    def evict(self, cutoff_ms: int, limit: int) -> Evicted:
         """What left the window, from the server and from this checkpoint's own writes (the
         server has not seen those: ads that came and left within one batch stayed, and the
         same dump clustered apart from SQLite's)."""
@@ -371,13 +378,14 @@ class RedisStore(Store):
         sets += [i for _, i in sorted((rec.last_time, rec.set_id) for rec in self._sets.values()
                                       if not rec.evicted and rec.last_time is not None
                                       and rec.last_time < cutoff_ms)[:limit]]
+        gone_sets = 0
         for set_id in dict.fromkeys(sets):
             rec = self.get_sets([set_id]).get(set_id)
             if rec is not None and not rec.evicted and rec.last_time is not None \
                     and rec.last_time < cutoff_ms:
                 self.evict_set(set_id)
-                gone += 1
-        return gone
+                gone_sets += 1
+        return Evicted(gone, gone_sets)
 
     def forget_doc(self, doc_id: str) -> None:
         old = self.get_doc(doc_id)

@@ -27,7 +27,14 @@ from sqlitedict import SqliteDict
 
 import streamdedup.store.sqlite.snapshot as snapshot
 from streamdedup.errors import StoreCorruptError, StoreError
-from streamdedup.store.base import DEFAULT_EDGE_CAP, DocRecord, SetRecord, Store, split_held
+from streamdedup.store.base import (
+    DEFAULT_EDGE_CAP,
+    DocRecord,
+    Evicted,
+    SetRecord,
+    Store,
+    split_held,
+)
 from streamdedup.store.payload import (
     decode_shingles,
     decode_text,
@@ -359,7 +366,7 @@ class SqliteStore(Store):
         return int(self._conn.execute("SELECT COUNT(*) FROM docs WHERE time IS NULL").fetchone()[0])
 
     @store_errors
-    def evict(self, cutoff_ms: int, limit: int) -> int:
+    def evict(self, cutoff_ms: int, limit: int) -> Evicted:
         docs = [d for (d,) in self._conn.execute(
             "SELECT doc_id FROM docs WHERE time < ? ORDER BY time LIMIT ?", (cutoff_ms, limit))]
         for doc_id in docs:
@@ -379,7 +386,7 @@ class SqliteStore(Store):
             if found is not None:
                 self._buckets.relog(row, decode_log_row(*found))
             self._conn.execute("DELETE FROM bucket_log WHERE row = ?", (row,))
-        return len(docs) + len(sets)
+        return Evicted(len(docs), len(sets))
 
     @store_errors
     def forget_doc(self, doc_id: str) -> None:

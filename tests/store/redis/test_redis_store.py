@@ -15,7 +15,7 @@ from streamdedup.detection.detector import Detector
 from streamdedup.errors import ConfigError, StoreParamsError, StoreUnavailableError
 from streamdedup.replay.dump import read_dump
 from streamdedup.settings import build_settings
-from streamdedup.store.base import DocRecord, SetRecord
+from streamdedup.store.base import DocRecord, Evicted, SetRecord
 from streamdedup.store.redis import RedisStore
 from streamdedup.store.sqlite import SqliteStore
 
@@ -364,7 +364,7 @@ def test_a_set_evicted_before_the_crowded_set_it_named_leaves_its_list(
     store.commit()
     assert store.neighbours(1) is None
     assert sorted(store.r.smembers(store.k("into", 1))) == [b"2", b"3", b"4"]
-    assert store.evict(cutoff_ms=100, limit=1) == 1
+    assert store.evict(cutoff_ms=100, limit=1) == Evicted(0, 1)
     store.commit()
     assert sorted(store.r.smembers(store.k("into", 1))) == [b"3", b"4"]
     store.close()

@@ -29,7 +29,7 @@ from streamdedup.errors import (
 )
 from streamdedup.settings import Settings
 from streamdedup.store import open_store
-from streamdedup.store.base import DocRecord, SetRecord, Store
+from streamdedup.store.base import DocRecord, Evicted, SetRecord, Store
 from streamdedup.store.payload import is_text
 from streamdedup.store.sqlite import SqliteStore
 from streamdedup.store.sqlite.file import (
@@ -725,10 +725,10 @@ def test_a_tombstone_is_evicted_once(tmp_path: Path) -> None:
     s.add_set(SetRecord(2, s.next_seq(), "b", 2, last_time=500), HIGH[:2])
     s.set_parent(2, 1)
     s.commit()
-    assert s.evict(cutoff_ms=100, limit=10) == 1
+    assert s.evict(cutoff_ms=100, limit=10) == Evicted(0, 1)
     s.commit()
     assert s.get_sets([1])[1].evicted
-    assert s.evict(cutoff_ms=100, limit=10) == 0
+    assert s.evict(cutoff_ms=100, limit=10) == Evicted(0, 0)
     s.close()
 
 

@@ -61,7 +61,7 @@ def build(d: Path, n: int = 3000) -> range:
     for start in range(0, n, 500):
         add_sets(s, range(start, min(n, start + 500)))
         s.commit()
-    assert s.evict(cutoff_ms=40, limit=100) > 0  # sets 0..39 leave the buckets
+    assert s.evict(cutoff_ms=40, limit=100).sets > 0  # sets 0..39 leave the buckets
     s.commit()
     s.close()
     return range(n + 20)
