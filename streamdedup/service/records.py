@@ -138,18 +138,26 @@ def _short_key(key: bytes | None) -> tuple[bytes | None, dict[str, Any]]:
 
 def too_large_letter(topic: str, refused: Outgoing, why: str) -> Outgoing:
     """A few hundred bytes that stand for a record the broker refused: which input message it
-    answered (the source header), how big it was and its sha256, so the answer is not lost
-    silently and the partition moves on."""
+    answered (``source`` as every dead letter has it, read back from the source header), how
+    big it was and its sha256, so the answer is not lost silently and the partition moves on.
+    ``source_header`` and the top-level ``processed_at`` stay for readers of releases before
+    ``source`` was given."""
     source = dict(refused.headers).get(SOURCE_HEADER, b"").decode("utf-8", "replace")
-    body = {
+    at = utc_ms(time.time())
+    topic, _, place = source.rpartition("/")  # a Kafka topic name holds no '/'
+    topic, _, partition = topic.rpartition("/")
+    body: dict[str, Any] = {
         "reason": "output_too_large",
         "detail": f"the record for {source} ({len(refused.value)} bytes, to {refused.topic}) "
                   f"was refused: {why}"[:1000],
+        "source": ({"topic": topic, "partition": int(partition), "offset": int(place),
+                    "timestamp_ms": None, "processed_at": at}
+                   if topic and partition.isdigit() and place.isdigit() else None),
         "source_header": source,
         "refused_topic": refused.topic,
         "refused_bytes": len(refused.value),
         "refused_sha256": hashlib.sha256(refused.value).hexdigest(),
-        "processed_at": utc_ms(time.time()),
+        "processed_at": at,
     }
     key, _ = _short_key(refused.key)
     return Outgoing(topic=topic, key=key, value=_encode(body),

@@ -76,6 +76,11 @@ def test_a_refused_record_becomes_a_small_letter_naming_its_source() -> None:
     body = json.loads(letter.value)
     assert len(letter.value) < 2000 and body["reason"] == "output_too_large"
     assert body["source_header"] == "jobs/0/42" and body["refused_bytes"] == 2_000_000
+    # ``source`` as every dead letter has it: a reader of the topic need not know this one.
+    assert body["source"] == {"topic": "jobs", "partition": 0, "offset": 42,
+                              "timestamp_ms": None, "processed_at": body["processed_at"]}
+    bare = too_large_letter("dlq", Outgoing("out", None, b"v" * 10), "refused")
+    assert json.loads(bare.value)["source"] is None  # no source header: none made up
 
 
 @settings(max_examples=300, deadline=None)
