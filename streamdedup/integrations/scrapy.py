@@ -18,9 +18,11 @@ downloading and parsing while items are in flight, up to its ``CONCURRENT_ITEMS`
 response (the pipeline's share on a local broker: ~3,900 items/s against ~540 when each
 item held the crawl for its round trip, BENCHMARKS.md §10; while the broker was away, the
 crawl stood still 30 s an item). An item without an id field or URL, with an id that is no
-string or integer, or larger than ``max_message_bytes`` is dropped too, with a clear
-message. Settings that do not parse, or a broker that cannot be reached, stop the crawl at
-its start.
+string or integer, or that the detector would dead-letter (larger than
+``max_message_bytes``, a text field that is no string, such as the list Scrapy's
+``getall()`` gives, no text at all) is dropped too, with the reason: the crawl's log and
+stats say it, not a dead-letter topic the crawl's operator may never read. Settings that
+do not parse, or a broker that cannot be reached, stop the crawl at its start.
 """
 
 from __future__ import annotations
@@ -32,10 +34,10 @@ import math
 import os
 from typing import Any
 
-from streamdedup.errors import ConfigError, StreamdedupError, describe, shown
+from streamdedup.errors import ConfigError, MessageError, StreamdedupError, describe, shown
 from streamdedup.extras import require
 from streamdedup.service.kafka import announcement_producer, close_producer
-from streamdedup.service.message import has_value, json_bytes
+from streamdedup.service.message import decode_message, has_value, json_bytes
 from streamdedup.settings import ENV_PREFIX, Settings, build_settings
 
 _scrapy = require("scrapy", "the Scrapy pipeline")
@@ -108,10 +110,18 @@ class AnnouncementPipeline:
             raise DropItem(f"not JSON: {exc}") from None
         except RecursionError:
             raise DropItem(_SELF_HOLDING) from None
-        if len(value) > self.settings.max_message_bytes:
+        s = self.settings
+        if len(value) > s.max_message_bytes:
             raise DropItem(f"oversized: {len(value):,} bytes > max_message_bytes "
-                           f"{self.settings.max_message_bytes:,} (the detector would not "
-                           "judge it)")
+                           f"{s.max_message_bytes:,} (the detector would not judge it)")
+        try:  # read as the consumer reads it (4 us for an item of 1 KB)
+            decode_message(value, s.text_fields, s.max_message_bytes, s.read_time_field,
+                           s.id_field)
+        except MessageError as exc:
+            listed = any(isinstance(fields.get(f), list | tuple) for f in s.text_fields)
+            raise DropItem(f"the detector would dead-letter it: {exc.reason}: {exc.detail}"
+                           + ("; join a list of text pieces into one string (Scrapy's "
+                              "getall() gives a list)" if listed else "")) from None
         return str(doc_id), value
 
     async def process_item(self, item: Any, spider: Any = None) -> Any:

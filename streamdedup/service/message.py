@@ -69,9 +69,10 @@ def not_json(name: str) -> Any:
 _DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float,
                             parse_constant=not_json)
 _NUMBERS = (int, float, Decimal)  # kept as their decimal text (bool, an int, is not)
-# JSON's names for what a message that is no object holds ("got JSON NoneType" said Python's)
-_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", Decimal: "number",
-               BigFloat: "number", bool: "true/false", type(None): "null"}
+# JSON's names for what a message or a text field holds ("got JSON NoneType", "got BigFloat"
+# said Python's)
+_JSON_TYPES = {list: "array", dict: "object", str: "string", int: "number", float: "number",
+               Decimal: "number", BigFloat: "number", bool: "true/false", type(None): "null"}
 
 
 def auto_id(obj: dict[str, Any]) -> str:
@@ -159,8 +160,8 @@ def document_from_object(obj: Any, text_fields: tuple[str, ...], time_field: str
     for name in text_fields:
         value = obj.get(name)
         if value is not None and not isinstance(value, str):
-            raise MessageError("wrong_type", f"{name} must be a string, got "
-                                             f"{type(value).__name__}")
+            raise MessageError("wrong_type", f"{name} must be a string, got JSON "
+                                             f"{_JSON_TYPES.get(type(value), 'value')}")
     for name, value in (("id", doc_id), *((n, obj.get(n) or "") for n in text_fields)):
         try:
             value.encode("utf-8")

@@ -83,6 +83,27 @@ def test_items_the_detector_could_not_take_are_dropped_with_the_reason() -> None
         pipe.announcement(looped)
 
 
+def test_items_the_consumer_would_dead_letter_are_dropped_with_its_reason() -> None:
+    """A description as Scrapy's ``getall()`` gives it (a list) was sent and counted as sent;
+    the consumer dead-lettered it (``wrong_type``), in a topic the crawl's operator may never
+    read. The pipeline now reads each item as the consumer would."""
+    pipe = AnnouncementPipeline(build_settings(env={}, overrides={"retention": "30d"}))
+    cases = [({"id": 1, "title": "Cuoco", "description": ["Cercasi", "cuoco"]},
+              r"wrong_type: description must be a string, got JSON array; join a list"),
+             ({"id": 2, "title": {"it": "Cuoco"}}, r"wrong_type: title must be a string, got "
+                                                   r"JSON object$"),
+             ({"id": 3, "title": " ", "location": "Roma"}, r"empty_text: none of title, "
+                                                           r"description has text"),
+             ({"id": 4, "title": "Cuoco", "timestamp": "ieri"}, r"bad_time: timestamp: ")]
+    for item, reason in cases:
+        with pytest.raises(DropItem, match=f"the detector would dead-letter it: {reason}"):
+            pipe.announcement(item)
+    assert pipe.announcement({"id": 5, "title": "Cuoco", "timestamp": "2024-03-05"})[0] == "5"
+    # Without retention the time is not read, as by the consumer: no dead letter, sent.
+    assert AnnouncementPipeline(Settings()).announcement(
+        {"id": 4, "title": "Cuoco", "timestamp": "ieri"})[0] == "4"
+
+
 def test_settings_that_do_not_parse_stop_the_crawl_and_lists_are_comma_joined(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """NotConfigured turned the pipeline off and the crawl ran on, announcing nothing."""

@@ -108,7 +108,10 @@ def test_message_error_text_carries_reason_and_detail() -> None:
     with pytest.raises(MessageError) as err:
         decode(b'{"id": "a", "title": 7}')
     assert str(err.value).startswith("wrong_type: title must be a string")
-    assert err.value.detail.endswith("got int")
+    assert err.value.detail.endswith("got JSON number")
+    with pytest.raises(MessageError) as err:  # said "got BigFloat", the parser's own type
+        decode(b'{"id": "a", "title": 1e999}')
+    assert err.value.detail == "title must be a string, got JSON number"
 
 
 def test_size_limit_is_inclusive() -> None:
