@@ -22,16 +22,21 @@ string or integer, or that the detector would dead-letter (larger than
 ``max_message_bytes``, a text field that is no string, such as the list Scrapy's
 ``getall()`` gives, no text at all) is dropped too, with the reason: the crawl's log and
 stats say it, not a dead-letter topic the crawl's operator may never read. Settings that
-do not parse, or a broker that cannot be reached, stop the crawl at its start.
+do not parse, or a broker that cannot be reached (within kafka-python's 30 s), stop the crawl
+at its start, in one line naming kafka-python's last complaint. kafka-python's own lines
+show from WARNING, unless the project gives the ``kafka`` logger a level: at Scrapy's
+default DEBUG its protocol dumps were 273 of a small crawl's 431 lines.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import math
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from streamdedup.errors import ConfigError, MessageError, StreamdedupError, describe, shown
@@ -77,17 +82,30 @@ class AnnouncementPipeline:
         return cls(settings)
 
     def open_spider(self, spider: Any = None) -> None:
-        try:  # linger 0: an item's acknowledgement is awaited, not a batch's
-            self.producer = announcement_producer(
-                self.settings, "streamdedup-scrapy", linger_ms=0,
-                delivery_timeout_ms=int(self.send_timeout_s * 1000),
-                max_block_ms=int(METADATA_WAIT_S * 1000))
-            # The topic's partitions, known before the first item: send() waits for them in
-            # Scrapy's thread (up to 60 s by default, each item while a topic is missing).
-            self.producer.partitions_for(self.settings.input_topic)
-        except Exception as exc:  # kafka-python's NoBrokersAvailable, an SSL file, ...
-            raise StreamdedupError(f"cannot produce to {self.settings.bootstrap_servers}: "
-                                   f"{describe(exc)}; nothing would be announced") from None
+        kafka_log = logging.getLogger("kafka")
+        if kafka_log.level == logging.NOTSET:
+            kafka_log.setLevel(logging.WARNING)
+        log.info("streamdedup: connecting to %s (topic %s)", self.settings.bootstrap_servers,
+                 self.settings.input_topic)
+        with _complaints(kafka_log) as complaints:
+            try:  # linger 0: an item's acknowledgement is awaited, not a batch's
+                self.producer = announcement_producer(
+                    self.settings, "streamdedup-scrapy", linger_ms=0,
+                    delivery_timeout_ms=int(self.send_timeout_s * 1000),
+                    max_block_ms=int(METADATA_WAIT_S * 1000))
+                # The topic's partitions, known before the first item: send() waits for them
+                # in Scrapy's thread (up to 60 s by default, each item while a topic is
+                # missing).
+                self.producer.partitions_for(self.settings.input_topic)
+            except Exception as exc:  # kafka-python's NoBrokersAvailable, an SSL file, ...
+                said = describe(exc)
+                why = max((c for c in reversed(complaints) if said not in c[1]), default=None,
+                          key=lambda c: c[0])  # the last of the worst
+
+                raise StreamdedupError(
+                    f"cannot produce to {self.settings.bootstrap_servers}: {said}"
+                    + (f" (kafka-python's last complaint: {why[1]})" if why else "")
+                    + "; nothing would be announced") from None
 
     def announcement(self, item: Any) -> tuple[str, bytes]:
         """The id and the JSON bytes of one item."""
@@ -147,6 +165,27 @@ class AnnouncementPipeline:
                 self.settings.input_topic,
                 f", {self.refused} not taken by the broker (dropped, with the reason)"
                 if self.refused else "")
+
+
+@contextlib.contextmanager
+def _complaints(logger: logging.Logger) -> Iterator[collections.deque[tuple[int, str]]]:
+    """kafka-python's warnings while the producer connects, held instead of shown (a broker
+    away wrote some 20 reconnect lines in its 30 s); the last few are kept for the error,
+    with their levels."""
+    kept: collections.deque[tuple[int, str]] = collections.deque(maxlen=8)
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            kept.append((record.levelno, record.getMessage()[:300]))
+
+    keep = Keep(logging.WARNING)
+    propagate, logger.propagate = logger.propagate, False
+    logger.addHandler(keep)
+    try:
+        yield kept
+    finally:
+        logger.removeHandler(keep)
+        logger.propagate = propagate
 
 
 def _settled(future: Any) -> Any:

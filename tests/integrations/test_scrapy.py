@@ -104,6 +104,40 @@ def test_items_the_consumer_would_dead_letter_are_dropped_with_its_reason() -> N
         {"id": 4, "title": "Cuoco", "timestamp": "ieri"})[0] == "4"
 
 
+def test_a_broker_away_is_one_error_naming_kafka_pythons_worst_complaint(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A broker away wrote some 20 of kafka-python's reconnect lines in the 30 s before the
+    crawl stopped, and the error named only the timeout. (kafka-python's bootstrap is faked
+    here: with a real one this test would wait its 30 s; the crawl tests use a real broker.)"""
+    import logging
+
+    from kafka.errors import KafkaTimeoutError
+
+    import streamdedup.integrations.scrapy as pipeline_module
+    from streamdedup.errors import StreamdedupError
+
+    def away(*args: Any, **kwargs: Any) -> Any:
+        net = logging.getLogger("kafka.net.manager")
+        net.debug("Send: bytearray(b'...')")
+        net.error("Connection failed: KafkaConnectionError: 111 ECONNREFUSED")
+        net.warning("Bootstrap bootstrap-0 not ready; waiting 20.18 secs")
+        net.error("Bootstrap failed: KafkaTimeoutError: Unable to bootstrap from h:1")
+        raise KafkaTimeoutError("Unable to bootstrap from h:1")
+
+    kafka_log = logging.getLogger("kafka")
+    monkeypatch.setattr(kafka_log, "level", logging.NOTSET)  # as a Scrapy project leaves it
+    monkeypatch.setattr(pipeline_module, "announcement_producer", away)
+    pipe = AnnouncementPipeline(Settings(bootstrap_servers="h:1"))
+    with caplog.at_level(logging.DEBUG), pytest.raises(StreamdedupError) as got:
+        pipe.open_spider()
+    assert str(got.value) == (
+        "cannot produce to h:1: KafkaTimeoutError: Unable to bootstrap from h:1 (kafka-python's "
+        "last complaint: Connection failed: KafkaConnectionError: 111 ECONNREFUSED); nothing "
+        "would be announced")
+    assert [r.name for r in caplog.records] == ["streamdedup.integrations.scrapy"]  # connecting
+    assert kafka_log.propagate and kafka_log.level == logging.WARNING  # no protocol dumps
+
+
 def test_settings_that_do_not_parse_stop_the_crawl_and_lists_are_comma_joined(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """NotConfigured turned the pipeline off and the crawl ran on, announcing nothing."""
