@@ -3,7 +3,9 @@ passages one has and the other has not highlighted, and why the detector did or 
 them duplicates.
 
 The store keeps shingle hashes or a normalized text, never the ad as sent, so the texts come
-from a dump (``--dump``) or from the input topic (read from the beginning, without a group).
+from a dump (``--dump``) or from the input topic (read from the beginning, without a group):
+an id the dump lacks is looked for in the topic, for the usual pair after a backfill, a
+streamed repost of a backfilled ad.
 ``OTHER_ID`` defaults to the document's ``duplicate_of``, taken from the store
 (``--store``/Redis) or the verdict topic.
 """
@@ -35,7 +37,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 @click.argument("doc_id")
 @click.argument("other_id", required=False)
 @click.option("--dump", type=click.Path(path_type=Path, dir_okay=False, exists=True),
-              default=None, help="read the texts from this dump instead of the input topic")
+              default=None, help="read the texts from this dump (an id it lacks: from the "
+              "input topic)")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="the dump's format [default: from its name]")
 @click.option("--use-store", is_flag=True,
@@ -185,30 +188,41 @@ def _texts(settings: Settings, ids: set[str], dump: Path | None, fmt: str | None
                 reasons[item.reason] += 1
             elif item.id in ids:
                 found.setdefault(item.id, []).append((rows, dict(item.fields)))
-    else:
+    away = ""  # why the topic could not be read for what the dump lacks
+    if ids - set(found):
         try:
-            scanned = _scan(settings, settings.input_topic, ids)
+            scanned = _scan(settings, settings.input_topic, ids - set(found))
         except StreamdedupError as exc:  # no broker: the texts are in a dump too
-            raise StreamdedupError(f"{exc}; or read the texts from a dump with --dump FILE"
-                                   ) from None
-        found = {i: [(n, {k: writable(v) for k, v in body.items() if isinstance(v, str)})
-                     for n, body in bodies] for i, bodies in scanned.items()}
+            if dump is None:
+                raise StreamdedupError(f"{exc}; or read the texts from a dump with --dump "
+                                       "FILE") from None
+            away = str(exc).split(";")[0]  # the rest tells how to start a broker
+        else:
+            found.update({i: [(n, {k: writable(v) for k, v in body.items()
+                                   if isinstance(v, str)}) for n, body in bodies]
+                          for i, bodies in scanned.items()})
     missing = sorted(ids - set(found))
     if missing:
-        where = str(dump) if dump else f"topic {settings.input_topic}"
         # A dump read in the wrong format said only this, each of its rows a bad one.
         bad = reasons.total()
         unread = "" if not bad else (
             f" ({bad:,} of its {rows:,} rows could not be read: "
             f"{', '.join(f'{n:,} {r}' for r, n in sorted(reasons.items()))}"
             f"{'; is --format right?' if bad == rows else ''})")
+        if dump is None:
+            where = (f"in topic {settings.input_topic} (an ad backfilled from a dump is not "
+                     "there: give the dump too, --dump FILE)")
+        elif away:
+            where = (f"in {dump}{unread} (topic {settings.input_topic}, where a streamed ad "
+                     f"would be, not read: {away})")
+        else:
+            where = f"neither in {dump}{unread} nor in topic {settings.input_topic}"
         # ids that are no row numbers, in a dump read by them: its ids are in a column
         by_number = dump is not None and settings.id_field == "id" and not any(
             m.isdigit() for m in missing)
-        raise InputError(f"no announcement with id {', '.join(map(repr, missing))} in "
-                         f"{where}{unread}" + ("; if the ids were read from a column (check "
-                                               "--id-field), give it here too" if by_number
-                                               else ""))
+        raise InputError(f"no announcement with id {', '.join(map(repr, missing))} {where}"
+                         + ("; if the ids were read from a column (check --id-field), give "
+                            "it here too" if by_number else ""))
     return found
 
 

@@ -80,8 +80,11 @@ def test_a_dump_read_in_the_wrong_format_says_its_rows_could_not_be_read(
     lines = len(dump.read_text().splitlines())
     assert code == 1 and f"{lines} of its {lines} rows could not be read: {lines} " \
         "malformed_json; is --format right?" in err, err
-    code, _, err = run("explain", "0", "9", "--dump", str(dump))  # read well, 9 is not there
-    assert code == 1 and err.strip().endswith("no announcement with id '9' in " + str(dump)), err
+    code, _, err = run("explain", "0", "9", "--dump", str(dump),  # read well, 9 is not there
+                       "--bootstrap-servers", "127.0.0.1:9")  # nor a broker for the topic
+    assert code == 1 and err.strip().endswith(
+        f"no announcement with id '9' in {dump} (topic jobs, where a streamed ad would be, "
+        "not read: no Kafka broker answers at 127.0.0.1:9)"), err
 
 
 def test_explain_from_the_store_says_when_its_settings_are_not_the_detectors(

@@ -142,8 +142,17 @@ def test_explain_from_the_topics_and_from_the_dump(stream: Stream) -> None:
     from_store = stream.cli("explain", dup["id"], "--use-store", "--store", str(stream.store),
                             "--dump", str(stream.dump), "--json")
     assert json.loads(from_store.stdout)["b"]["id"] == dup["duplicate_of"], from_store.stderr
+    # After a backfill: the original in the dump alone, its repost in the topic alone. Each
+    # was "no announcement with id" (the dump, or the topic, had one of the two).
+    originals = stream.dump.parent / "originals.jsonl"
+    originals.write_text("".join(line + "\n" for line in stream.dump.read_text().splitlines()
+                                 if json.loads(line)["id"] == dup["duplicate_of"]))
+    mixed = stream.cli("explain", dup["id"], "--dump", str(originals), "--json")
+    assert mixed.returncode == 0, mixed.stderr
+    assert json.loads(mixed.stdout)["jaccard"] == e["jaccard"]
     missing = stream.cli("explain", "no-such-id", "x", "--dump", str(stream.dump))
-    assert missing.returncode == 1 and "no announcement with id" in missing.stderr
+    assert missing.returncode == 1 and "no announcement with id 'no-such-id', 'x' neither in " \
+        f"{stream.dump} nor in topic " in missing.stderr, missing.stderr
     wrong = subprocess.run([sys.executable, "-m", "streamdedup", "explain", dup["id"],
                             *stream.flags, "--output-topic", "no-such-verdicts"],
                            capture_output=True, text=True, timeout=120, env=stream.env())
