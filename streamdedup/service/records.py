@@ -144,15 +144,15 @@ def too_large_letter(topic: str, refused: Outgoing, why: str) -> Outgoing:
     ``source`` was given."""
     source = dict(refused.headers).get(SOURCE_HEADER, b"").decode("utf-8", "replace")
     at = utc_ms(time.time())
-    topic, _, place = source.rpartition("/")  # a Kafka topic name holds no '/'
-    topic, _, partition = topic.rpartition("/")
+    answered, _, place = source.rpartition("/")  # a Kafka topic name holds no '/'
+    answered, _, partition = answered.rpartition("/")
     body: dict[str, Any] = {
         "reason": "output_too_large",
         "detail": f"the record for {source} ({len(refused.value)} bytes, to {refused.topic}) "
                   f"was refused: {why}"[:1000],
-        "source": ({"topic": topic, "partition": int(partition), "offset": int(place),
+        "source": ({"topic": answered, "partition": int(partition), "offset": int(place),
                     "timestamp_ms": None, "processed_at": at}
-                   if topic and partition.isdigit() and place.isdigit() else None),
+                   if answered and partition.isdigit() and place.isdigit() else None),
         "source_header": source,
         "refused_topic": refused.topic,
         "refused_bytes": len(refused.value),

@@ -75,6 +75,7 @@ def test_a_refused_record_becomes_a_small_letter_naming_its_source() -> None:
     letter = too_large_letter("dlq", refused, "MessageSizeTooLargeError")
     body = json.loads(letter.value)
     assert len(letter.value) < 2000 and body["reason"] == "output_too_large"
+    assert letter.topic == "dlq"  # not the input topic its source names
     assert body["source_header"] == "jobs/0/42" and body["refused_bytes"] == 2_000_000
     # ``source`` as every dead letter has it: a reader of the topic need not know this one.
     assert body["source"] == {"topic": "jobs", "partition": 0, "offset": 42,
