@@ -94,6 +94,9 @@ class Checkpoint:
         # behind outputs that are done until the next message came.
         self.unconfirmed: dict[TopicPartition, OffsetAndMetadata] = {}
         self._last_sent: dict[TopicPartition, int] = {}
+        # Offsets sent by commit_async and not answered yet (the answer comes on kafka-python's
+        # IO thread): ``settle`` waits for them before the consumer closes.
+        self._in_flight: dict[TopicPartition, OffsetAndMetadata] = {}
         self._reset()
 
     def _reset(self) -> None:
@@ -160,6 +163,7 @@ class Checkpoint:
                 if wait:
                     self.consumer.commit(offsets)
                 else:
+                    self._in_flight.update(offsets)
                     self.consumer.commit_async(offsets, callback=self._async_committed)
         except Exception as exc:
             self.metrics.commit_failures.labels(stage).inc()
@@ -215,6 +219,10 @@ class Checkpoint:
             self.producer = self.renew_producer(self.producer)
 
     def _async_committed(self, offsets: Any, response: Any) -> None:
+        for tp, meta in offsets.items():
+            if (waiting := self._in_flight.get(tp)) is not None and \
+                    waiting.offset <= meta.offset:
+                self._in_flight.pop(tp, None)
         if not isinstance(response, Exception):
             return
         self.metrics.commit_failures.labels("offset_commit").inc()
@@ -245,11 +253,29 @@ class Checkpoint:
                  {f"{tp.topic}/{tp.partition}": m.offset for tp, m in offsets.items()})
         return True
 
+    def settle(self) -> bool:
+        """Before the consumer closes with nothing held: commit again, and wait for, offsets
+        sent without waiting and not answered yet (or refused). Closing cancelled such a
+        commit: kafka-python logged "Error sending OffsetCommitRequest [Cancelled]" at ERROR
+        (one SIGTERM in 6 under a steady stream) and its messages could come again at the
+        next start. The broker answers a connection's requests in order, so the earlier
+        commit is settled when this one is. True if something was committed."""
+        assigned = self.consumer.assignment()
+        offsets = {tp: m for tp, m in {**self.unconfirmed, **dict(self._in_flight)}.items()
+                   if tp in assigned}
+        if not offsets:
+            return False
+        self.consumer.commit(offsets)
+        self.unconfirmed.clear()
+        self._in_flight.clear()
+        return True
+
     def forget(self, partitions: Iterable[TopicPartition]) -> None:
         """Partitions leave this consumer: whatever failed for them is their new owner's."""
         for tp in partitions:
             self.unconfirmed.pop(tp, None)
             self._last_sent.pop(tp, None)
+            self._in_flight.pop(tp, None)
 
     def rewind(self, store_committed: bool = False, unprocessed: Iterable[Any] = ()) -> None:
         """Forget uncommitted work so that its messages (and the ``unprocessed`` records of

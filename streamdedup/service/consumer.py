@@ -495,7 +495,9 @@ class Service(Stoppable):
     def _final_commit(self, checkpoint: Checkpoint) -> int:
         """The last checkpoint; 0 only if it went through. A failed one has rewound, so the
         work is no longer held and there is nothing left to retry: the next start gets the
-        messages again (their stored verdicts answer), and the exit status says so."""
+        messages again (their stored verdicts answer), and the exit status says so. Then an
+        earlier commit still unanswered is waited for (``Checkpoint.settle``); if that fails,
+        whether the broker kept it is unknown, so a warning, not the exit status, says so."""
         held = checkpoint.messages
         try:
             checkpoint.commit()
@@ -503,6 +505,12 @@ class Service(Stoppable):
             log.error("final checkpoint failed; %d messages will be redelivered on the next "
                       "start: %s", held, exc)
             return EXIT_FINAL_COMMIT_FAILED
+        try:
+            checkpoint.settle()
+        except KafkaError as exc:
+            log.warning("the last offsets committed without waiting were not confirmed; the "
+                        "messages since the one before may come again on the next start "
+                        "(their stored verdicts answer): %s", describe(exc))
         return 0
 
     def _warn_if_mostly_dead(self, now: float, judged: int) -> None:

@@ -1061,6 +1061,41 @@ def test_a_stream_of_mostly_dead_letters_is_said(caplog: pytest.LogCaptureFixtur
                               "bad_time (e.g. ") and "21 ottobre, 04:05" in said[0]
 
 
+def test_the_final_commit_waits_for_an_unanswered_one_and_warns_if_it_cannot(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The consumer closed with an async commit in flight (one SIGTERM in 6 under a steady
+    stream): cancelled, logged at ERROR by kafka-python. Settling it failing cannot say
+    whether the broker kept it: a warning, exit 0 (the work is done and published)."""
+    from kafka.errors import KafkaTimeoutError
+
+    from streamdedup.service.consumer import Service
+    from streamdedup.settings import Settings
+
+    class Held:
+        messages = 0
+
+        def __init__(self, answers: bool) -> None:
+            self.answers, self.calls = answers, []
+
+        def commit(self) -> int:
+            self.calls.append("commit")
+            return 0
+
+        def settle(self) -> bool:
+            self.calls.append("settle")
+            if not self.answers:
+                raise KafkaTimeoutError("no answer")
+            return True
+
+    service = Service(Settings(metrics_port=0, store_backend="memory"), store=MemoryStore())
+    answered, unanswered = Held(True), Held(False)
+    assert service._final_commit(answered) == 0  # type: ignore[arg-type]
+    assert answered.calls == ["commit", "settle"] and not caplog.records
+    with caplog.at_level(logging.WARNING, logger="streamdedup.service.consumer"):
+        assert service._final_commit(unanswered) == 0  # type: ignore[arg-type]
+    assert "were not confirmed" in caplog.text and "no answer" in caplog.text
+
+
 def test_the_metrics_count_evicted_documents_and_sets_apart() -> None:
     """``streamdedup_evicted_total`` was one sum of documents and sets: 7 for the 4 ads
     and 3 texts that left the window below. It counts them apart now."""
