@@ -34,6 +34,7 @@ from typing import Any, BinaryIO
 from streamdedup.core.document import Document
 from streamdedup.errors import ConfigError, InputError, MessageError
 from streamdedup.extras import require
+from streamdedup.replay.json_array import array_items, is_array
 from streamdedup.service.message import (
     decode_message,
     document_from_object,
@@ -401,6 +402,21 @@ def _said_automatic(rows: Iterator[Row], path: Path, id_field: str) -> Iterator[
 
 def _read_jsonl(path: Path, text_fields: tuple[str, ...], also: tuple[str, ...],
                 max_bytes: int, time_field: str, id_field: str) -> Iterator[Row]:
+    """JSON Lines, or one JSON array (``json_array.py``): a row is a line, or an item."""
+
+    def row(raw: bytes) -> Document | MessageError:
+        try:
+            doc = decode_message(raw, text_fields, max_bytes, time_field, id_field, also)
+        except MessageError as exc:
+            return exc
+        # its keys are in the line already; a number sent as text grows by 2 bytes
+        return _as_sent(doc, len(raw), max_bytes, _keys_bound(()))
+
+    if is_array(path):
+        with path.open("rb") as fh:
+            for index, item in array_items(fh, path, max_bytes):
+                yield index, item if isinstance(item, MessageError) else row(item)
+        return
     with path.open("rb") as fh:
         index = -1
         while True:
@@ -413,14 +429,8 @@ def _read_jsonl(path: Path, text_fields: tuple[str, ...], also: tuple[str, ...],
                 yield index, MessageError("oversized", f"{size} bytes > limit {max_bytes}")
                 continue
             line = line.strip()
-            if not line:
-                continue
-            try:
-                doc = decode_message(line, text_fields, max_bytes, time_field, id_field, also)
-                # its keys are in the line already; a number sent as text grows by 2 bytes
-                yield index, _as_sent(doc, len(line), max_bytes, _keys_bound(()))
-            except MessageError as exc:
-                yield index, exc
+            if line:
+                yield index, row(line)
 
 
 def _read_parquet(path: Path, text_fields: tuple[str, ...], also: tuple[str, ...],
