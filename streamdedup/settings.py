@@ -564,7 +564,14 @@ def build_settings(
     given: dict[str, Any] = {}
     for f in fields(Settings):
         raw = env.get(env_name(f.name))
-        if raw is not None:
+        if raw is not None and not raw.strip() and type(f.default) in (bool, int, float):
+            # `STREAMDEDUP_NUM_PERM=` (an .env file's blank line for it) was refused as no
+            # integer; it says "not set" there, as click reads an empty variable.
+            line = f"{env_name(f.name)} is empty: its default is used"
+            if line not in _WARNED:
+                _WARNED.add(line)
+                log.warning(line)
+        elif raw is not None:
             given[f.name] = _parse(f, raw)
     given.update({name: value for name, value in (overrides or {}).items() if value is not None})
     moved = [k for k in ("threshold", "num_perm") if k in given and k in values

@@ -63,7 +63,6 @@ def test_env_false_spellings(raw: str) -> None:
     ("var", "raw"),
     [
         ("STRIP_HTML", "maybe"),
-        ("STRIP_HTML", ""),
         ("NUM_PERM", "lots"),
         ("NUM_PERM", "1.5"),
         ("THRESHOLD", "high"),
@@ -416,3 +415,20 @@ def test_a_blank_retention_is_off_everywhere() -> None:
     settings = build_settings(None, env={"STREAMDEDUP_RETENTION": "  "})
     assert settings.retention == "" and settings.retention_ms is None
     assert settings.read_time_field == ""
+
+
+def test_an_empty_number_or_switch_variable_is_not_set_and_says_so(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """`STREAMDEDUP_NUM_PERM=` and `STREAMDEDUP_ONLY_DUPLICATES=`, as an .env file leaves
+    them, were refused ("expected int, got ''"); a text setting takes the empty text."""
+    with caplog.at_level(logging.WARNING, logger="streamdedup.settings"):
+        s = build_settings(env={"STREAMDEDUP_NUM_PERM": "", "STREAMDEDUP_ONLY_DUPLICATES": " ",
+                                "STREAMDEDUP_THRESHOLD": "", "STREAMDEDUP_RETENTION": ""})
+    default = Settings()
+    assert (s.num_perm, s.only_duplicates, s.threshold, s.retention) == (
+        default.num_perm, default.only_duplicates, default.threshold, "")
+    said = caplog.text
+    assert "STREAMDEDUP_NUM_PERM is empty: its default is used" in said
+    assert "STREAMDEDUP_ONLY_DUPLICATES is empty" in said
+    with pytest.raises(ConfigError, match="STREAMDEDUP_NUM_PERM: expected int, got 'x'"):
+        build_settings(env={"STREAMDEDUP_NUM_PERM": "x"})  # garbage is still refused
