@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import shlex
 import socket
 import threading
 from typing import Any, cast
@@ -111,7 +112,9 @@ class Monitor:
         if missing and self.start == BEGINNING:  # "start it with --from beginning", it said
             raise NotFound(f"no text for {', '.join(map(repr, missing))}: no ad with that id "
                            f"was read from {self.settings.input_topic!r}, from its beginning "
-                           f"(the monitor keeps the last {self.state.keep:,} ads' texts)")
+                           f"(the monitor keeps the last {self.state.keep:,} ads' texts); an "
+                           "ad backfilled from a dump is not there: `streamdedup explain "
+                           f"{shlex.quote(doc_id)} --dump FILE` reads it from the dump")
         if missing:
             raise NotFound(f"no text for {', '.join(map(repr, missing))}: the monitor has not "
                            f"read it from {self.settings.input_topic!r} since {self.start} "
