@@ -94,8 +94,9 @@ class Checkpoint:
         # behind outputs that are done until the next message came.
         self.unconfirmed: dict[TopicPartition, OffsetAndMetadata] = {}
         self._last_sent: dict[TopicPartition, int] = {}
-        # Offsets sent by commit_async and not answered yet (the answer comes on kafka-python's
-        # IO thread): ``settle`` waits for them before the consumer closes.
+        # Offsets sent by commit_async and not answered yet (kafka-python runs the answer's
+        # callback at a later commit or poll): ``settle`` waits for them before the consumer
+        # closes, unless a later commit superseded them.
         self._in_flight: dict[TopicPartition, OffsetAndMetadata] = {}
         self._reset()
 
@@ -162,6 +163,8 @@ class Checkpoint:
                     self._last_sent[tp] = meta.offset
                 if wait:
                     self.consumer.commit(offsets)
+                    for tp in offsets:  # superseded, answered or not
+                        self._in_flight.pop(tp, None)
                 else:
                     self._in_flight.update(offsets)
                     self.consumer.commit_async(offsets, callback=self._async_committed)
@@ -261,8 +264,10 @@ class Checkpoint:
         next start. The broker answers a connection's requests in order, so the earlier
         commit is settled when this one is. True if something was committed."""
         assigned = self.consumer.assignment()
+        # Not one a later commit superseded: the final synchronous commit of 150 was followed
+        # by the still unanswered async one of 100, and the group's offset went back.
         offsets = {tp: m for tp, m in {**self.unconfirmed, **dict(self._in_flight)}.items()
-                   if tp in assigned}
+                   if tp in assigned and m.offset >= self._last_sent.get(tp, -1)}
         if not offsets:
             return False
         self.consumer.commit(offsets)

@@ -349,3 +349,15 @@ def test_settle_commits_a_refused_async_commit_of_assigned_partitions_only(rig: 
     rig.world.assigned = {TP1}
     assert rig.checkpoint.settle()
     assert rig.world.committed == {TP1: 12}
+
+
+def test_settle_never_takes_the_offset_back_past_a_later_commit(rig: Rig) -> None:
+    """An async commit of 100 unanswered (kafka-python runs its callback at a later call),
+    then the final synchronous one of 150: settling committed 100 over it, and the whole
+    last checkpoint came again at the next start (found by a review of the fix)."""
+    rig.add(TP0, range(0, 100))
+    rig.checkpoint.commit(wait=False)
+    rig.add(TP0, range(100, 150))
+    rig.checkpoint.commit()
+    assert not rig.checkpoint.settle()
+    assert rig.world.committed == {TP0: 150}
