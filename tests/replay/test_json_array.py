@@ -56,16 +56,15 @@ def test_scrapys_json_feed_reads_as_its_json_lines_feed(tmp_path: Path) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(items=st.lists(st.dictionaries(
-           st.text(max_size=6), st.recursive(
-               st.none() | st.booleans() | st.integers() | st.text(max_size=20)
-               | st.floats(allow_nan=False, allow_infinity=False),
-               lambda inner: st.lists(inner, max_size=3)
-               | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=8),
-           max_size=4), max_size=6),
+@given(items=st.lists(st.recursive(  # items of any kind: a number may end where a piece does
+           st.none() | st.booleans() | st.integers() | st.text(max_size=20)
+           | st.floats(allow_nan=False, allow_infinity=False),
+           lambda inner: st.lists(inner, max_size=3)
+           | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=10),
+           max_size=6),
        chunk=st.integers(1, 40), indent=st.sampled_from([None, 2]),
        ascii_only=st.booleans())
-def test_every_item_is_cut_whole_whatever_the_pieces(items: list[dict[str, Any]], chunk: int,
+def test_every_item_is_cut_whole_whatever_the_pieces(items: list[Any], chunk: int,
                                                      indent: int | None,
                                                      ascii_only: bool) -> None:
     """Pieces as small as one byte: a piece's end falls inside strings, escapes, numbers,
@@ -93,7 +92,7 @@ def test_an_oversized_item_is_a_row_and_the_rest_is_read(tmp_path: Path) -> None
     ('[{"title": "a"}, {"title": "b" "c"}]', "item 1 is not JSON (Expecting ',' delimiter"),
     ('[{"title": "a"} {"title": "b"}]', "wants ',' after item 0, found '{'"),
     ('[{"title": "a"},', "item 1 is not JSON (Expecting value"),
-    ('[{"title": "a"}]\n[{"title": "b"}]', "more follows the JSON array's end"),
+    ('[{"title": "a"}] {"title": "b"}', "more follows the JSON array's end"),
     ('[{"title": "a"}', "wants ',' after item 0, found 'the end of the file'"),
     ('[{"title": "unclosed}]', "item 0 is not JSON (Unterminated string"),
 ])
@@ -114,11 +113,33 @@ def test_an_empty_array_a_byte_order_mark_and_whitespace(tmp_path: Path) -> None
     assert rows(dump) == [(0, "https://x/ad/1")]
 
 
-def test_bytes_that_are_not_utf8_end_the_reading(tmp_path: Path) -> None:
+def test_bytes_that_are_not_utf8_end_the_reading_naming_the_byte(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It named the start of the piece being read ("near character 0" for byte 594,902)."""
     dump = tmp_path / "ads.json"
-    dump.write_bytes(b'[{"title": "caff\xe8"}]')
-    with pytest.raises(InputError, match="is not UTF-8"):
+    head = b'\xef\xbb\xbf[{"title": "caff\xc3\xa8 ' + b"x" * 5000
+    dump.write_bytes(head + b'\xe8"}]')
+    monkeypatch.setattr(json_array, "CHUNK", 7)  # pieces that cut the two-byte \xc3\xa8 too
+    with pytest.raises(InputError, match=f"is not UTF-8 at byte {len(head):,}:"):
         rows(dump)
+
+
+def test_an_item_over_many_pieces_is_scanned_a_few_times(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each retry read one more piece and scanned the item again from its start: 48 MB of
+    small values took 52 s. Now each reads as much again as it holds."""
+    scans = []
+
+    def counted(text: str, pos: int) -> Any:
+        scans.append(pos)
+        return scan(text, pos)
+
+    scan = json_array._SCAN
+    monkeypatch.setattr(json_array, "_SCAN", counted)
+    monkeypatch.setattr(json_array, "CHUNK", 1024)
+    item = json.dumps({"values": list(range(100_000))}).encode()  # 0.6 MB: 600 pieces
+    got = list(json_array.array_items(io.BytesIO(b"[" + item + b"]"), Path("x.json"), 1 << 20))
+    assert [raw for _, raw in got] == [item] and len(scans) < 15, len(scans)
 
 
 def test_json_lines_are_still_read_line_by_line(tmp_path: Path) -> None:
@@ -128,6 +149,10 @@ def test_json_lines_are_still_read_line_by_line(tmp_path: Path) -> None:
     dump.write_text(json.dumps(ITEMS[0]) + "\n[1, 2]\n" + json.dumps(ITEMS[3]) + "\n",
                     encoding="utf-8")
     assert rows(dump) == [(0, "https://x/ad/1"), (1, "not_an_object"), (2, "https://x/ad/4")]
+    # Nor when its first row is the array: a whole value on the first line, more after it
+    # (it was refused: "more follows the JSON array's end").
+    dump.write_text("[1, 2]\n" + json.dumps(ITEMS[0]) + "\n", encoding="utf-8")
+    assert rows(dump) == [(0, "not_an_object"), (1, "https://x/ad/1")]
 
 
 def test_a_syntax_error_stops_the_reading_where_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
