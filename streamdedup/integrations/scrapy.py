@@ -50,6 +50,7 @@ from itemadapter import ItemAdapter  # noqa: E402  (installed with Scrapy)
 from scrapy.exceptions import DropItem  # noqa: E402
 
 log = logging.getLogger(__name__)
+_QUIETED = [logging.NOTSET]  # the level this module gave kafka-python's logger, if any
 URL_FIELDS = ("url", "link")
 _SELF_HOLDING = "not JSON: a value holds itself, or is nested too deeply"
 # An item the broker has not acknowledged within this is dropped. Kafka's own default: a
@@ -83,11 +84,15 @@ class AnnouncementPipeline:
 
     def open_spider(self, spider: Any = None) -> None:
         kafka_log = logging.getLogger("kafka")
-        if kafka_log.level == logging.NOTSET:
+        # Else the project chose what it shows (a level we set for an earlier crawl of the
+        # process is still ours).
+        ours = kafka_log.level == logging.NOTSET or kafka_log.level == _QUIETED[0]
+        if ours:
             kafka_log.setLevel(logging.WARNING)
+            _QUIETED[0] = logging.WARNING
         log.info("streamdedup: connecting to %s (topic %s)", self.settings.bootstrap_servers,
                  self.settings.input_topic)
-        with _complaints(kafka_log) as complaints:
+        with _complaints(kafka_log, hold=ours) as complaints:
             try:  # linger 0: an item's acknowledgement is awaited, not a batch's
                 self.producer = announcement_producer(
                     self.settings, "streamdedup-scrapy", linger_ms=0,
@@ -99,13 +104,12 @@ class AnnouncementPipeline:
                 self.producer.partitions_for(self.settings.input_topic)
             except Exception as exc:  # kafka-python's NoBrokersAvailable, an SSL file, ...
                 said = describe(exc)
-                why = max((c for c in reversed(complaints) if said not in c[1]), default=None,
-                          key=lambda c: c[0])  # the last of the worst
-
+                why = max((r for r in reversed(complaints.seen) if said not in r.getMessage()),
+                          default=None, key=lambda r: r.levelno)  # the last of the worst
                 raise StreamdedupError(
                     f"cannot produce to {self.settings.bootstrap_servers}: {said}"
-                    + (f" (kafka-python's last complaint: {why[1]})" if why else "")
-                    + "; nothing would be announced") from None
+                    + (f" (kafka-python's last complaint: {why.getMessage()[:300]})"
+                       if why else "") + "; nothing would be announced") from None
 
     def announcement(self, item: Any) -> tuple[str, bytes]:
         """The id and the JSON bytes of one item."""
@@ -167,25 +171,39 @@ class AnnouncementPipeline:
                 if self.refused else "")
 
 
+class _Held(logging.Handler):
+    """kafka-python's records while the producer connects: ``seen`` (the last few, for the
+    error) and ``held`` (the first thousand, to be shown once it connected)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.seen: collections.deque[logging.LogRecord] = collections.deque(maxlen=8)
+        self.held: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.seen.append(record)
+        if len(self.held) < 1000:
+            self.held.append(record)
+
+
 @contextlib.contextmanager
-def _complaints(logger: logging.Logger) -> Iterator[collections.deque[tuple[int, str]]]:
-    """kafka-python's warnings while the producer connects, held instead of shown (a broker
-    away wrote some 20 reconnect lines in its 30 s); the last few are kept for the error,
-    with their levels."""
-    kept: collections.deque[tuple[int, str]] = collections.deque(maxlen=8)
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            kept.append((record.levelno, record.getMessage()[:300]))
-
-    keep = Keep(logging.WARNING)
-    propagate, logger.propagate = logger.propagate, False
-    logger.addHandler(keep)
+def _complaints(logger: logging.Logger, hold: bool) -> Iterator[_Held]:
+    """kafka-python's warnings while the producer connects. With ``hold`` (the project left
+    the ``kafka`` logger's level to us) they are held instead of shown, since a broker away
+    wrote some 20 reconnect lines in its 30 s before the error; those of a connection that
+    then succeeded are shown after it (a first bootstrap server that failed)."""
+    held = _Held()
+    propagate = logger.propagate
+    logger.propagate = propagate and not hold
+    logger.addHandler(held)
     try:
-        yield kept
+        yield held
     finally:
-        logger.removeHandler(keep)
+        logger.removeHandler(held)
         logger.propagate = propagate
+    if hold:
+        for record in held.held:
+            logging.getLogger(record.name).handle(record)
 
 
 def _settled(future: Any) -> Any:

@@ -126,6 +126,7 @@ def test_a_broker_away_is_one_error_naming_kafka_pythons_worst_complaint(
 
     kafka_log = logging.getLogger("kafka")
     monkeypatch.setattr(kafka_log, "level", logging.NOTSET)  # as a Scrapy project leaves it
+    monkeypatch.setattr(pipeline_module, "_QUIETED", [logging.NOTSET])
     monkeypatch.setattr(pipeline_module, "announcement_producer", away)
     pipe = AnnouncementPipeline(Settings(bootstrap_servers="h:1"))
     with caplog.at_level(logging.DEBUG), pytest.raises(StreamdedupError) as got:
@@ -136,6 +137,31 @@ def test_a_broker_away_is_one_error_naming_kafka_pythons_worst_complaint(
         "would be announced")
     assert [r.name for r in caplog.records] == ["streamdedup.integrations.scrapy"]  # connecting
     assert kafka_log.propagate and kafka_log.level == logging.WARNING  # no protocol dumps
+
+    class Connected:
+        def partitions_for(self, topic: str) -> set[int]:
+            return {0}
+
+    def first_server_away(*args: Any, **kwargs: Any) -> Any:
+        logging.getLogger("kafka.net.manager").debug("Send: bytearray(b'...')")
+        logging.getLogger("kafka.net.manager").warning("Bootstrap h:1 failed; trying h:2")
+        return Connected()
+
+    # A connection that succeeds after a complaint: the complaint is shown (it was lost).
+    # The level set for the first crawl is still the pipeline's own for a second one.
+    monkeypatch.setattr(pipeline_module, "announcement_producer", first_server_away)
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG):
+        pipe.open_spider()
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("kafka")] == [
+        "Bootstrap h:1 failed; trying h:2"]
+    # A project that set the kafka logger's level sees what it asked for, as it comes.
+    kafka_log.setLevel(logging.DEBUG)
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG):
+        pipe.open_spider()
+    assert [r.levelname for r in caplog.records if r.name.startswith("kafka")] == [
+        "DEBUG", "WARNING"]
 
 
 def test_settings_that_do_not_parse_stop_the_crawl_and_lists_are_comma_joined(
