@@ -114,7 +114,8 @@ class Monitor:
                            f"was read from {self.settings.input_topic!r}, from its beginning "
                            f"(the monitor keeps the last {self.state.keep:,} ads' texts); an "
                            "ad backfilled from a dump is not there: `streamdedup explain "
-                           f"{shlex.quote(doc_id)} --dump FILE` reads it from the dump")
+                           f"--dump FILE -- {shlex.quote(doc_id)} {shlex.quote(other)}` "
+                           "reads it from the dump")
         if missing:
             raise NotFound(f"no text for {', '.join(map(repr, missing))}: the monitor has not "
                            f"read it from {self.settings.input_topic!r} since {self.start} "

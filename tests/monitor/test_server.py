@@ -56,8 +56,8 @@ def test_an_id_no_ad_had_is_said_so_and_not_sent_to_an_earlier_start() -> None:
                                        "beginning"):
         m.explain("b", "nope")
     with pytest.raises(NotFound, match=re.escape(  # a backfilled original, named how to see
-            "`streamdedup explain 'b c' --dump FILE` reads it from the dump")):
-        m.explain("b c", "nope")
+            "`streamdedup explain --dump FILE -- 'b c' -x` reads it from the dump")):
+        m.explain("b c", "-x")
     m.start = "2026-12-01T08:00:00Z"
     with pytest.raises(NotFound, match=re.escape("since 2026-12-01T08:00:00Z (start it with "
                                                  "--from beginning")):
