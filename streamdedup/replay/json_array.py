@@ -12,7 +12,7 @@ the reading with an ``InputError`` naming the item and the character (bytes not 
 byte); an item over the size limit is a row of its own (``oversized``), as an overlong JSON
 line is, though it is held whole to find its end (up to ``ITEM_CAP``; each retry reads as
 much again as it holds, so an item is scanned a few times, not once a megabyte: 48 MB of
-small values took 52 s that way).
+small values took 52 s that way, 53 MB now 0.55 s).
 
 A file that starts with ``[`` is JSON Lines all the same when its first line is a whole
 value and more follows (a first row that is an array, a bad row of such a file).
