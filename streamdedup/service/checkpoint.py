@@ -58,6 +58,12 @@ def offset_tag(store: Store) -> str:
     return f"{OFFSET_TAG}{store.store_id()}"
 
 
+# How long the stop waits for an unanswered commit to be settled: a broker that answers does
+# so in milliseconds, and one that is away held the stop for the consumer's request timeout
+# (30 s), where without ``settle`` it had closed at once.
+SETTLE_TIMEOUT_S = 5.0
+
+
 class CheckpointFailed(Exception):
     """A step of the commit order failed; the checkpoint was rewound."""
 
@@ -256,7 +262,7 @@ class Checkpoint:
                  {f"{tp.topic}/{tp.partition}": m.offset for tp, m in offsets.items()})
         return True
 
-    def settle(self) -> bool:
+    def settle(self, timeout_s: float = SETTLE_TIMEOUT_S) -> bool:
         """Before the consumer closes with nothing held: commit again, and wait for, offsets
         sent without waiting and not answered yet (or refused). Closing cancelled such a
         commit: kafka-python logged "Error sending OffsetCommitRequest [Cancelled]" at ERROR
@@ -270,7 +276,7 @@ class Checkpoint:
                    if tp in assigned and m.offset >= self._last_sent.get(tp, -1)}
         if not offsets:
             return False
-        self.consumer.commit(offsets)
+        self.consumer.commit(offsets, timeout_ms=int(timeout_s * 1000))
         self.unconfirmed.clear()
         self._in_flight.clear()
         return True

@@ -96,7 +96,7 @@ class FakeConsumer:
         self.world = world
         self.async_callbacks: list[Any] = []
 
-    def commit(self, offsets: dict[TopicPartition, Any]) -> None:
+    def commit(self, offsets: dict[TopicPartition, Any], timeout_ms: int | None = None) -> None:
         self.world.step("consumer.commit")
         self.world.committed.update({tp: o.offset for tp, o in offsets.items()})
 
