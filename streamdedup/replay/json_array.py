@@ -59,21 +59,15 @@ def array_items(fh: BinaryIO, path: Path, max_bytes: int
     reader = _Reader(fh, path)
     reader.expect("[")
     index = 0
-    if reader.peek() == "]":
-        reader.pos += 1
-        reader.end()
-        return
-    while True:
-        item = reader.item(index)
-        size = len(item.encode("utf-8"))
-        yield index, (item.encode("utf-8") if size <= max_bytes else
-                      MessageError("oversized", f"{size} bytes > limit {max_bytes}"))
+    while reader.peek() != "]":
+        if index:
+            reader.expect(",", f"after item {index - 1}")
+        raw = reader.item(index).encode("utf-8")
+        yield index, (raw if len(raw) <= max_bytes else
+                      MessageError("oversized", f"{len(raw)} bytes > limit {max_bytes}"))
         index += 1
-        if reader.peek() == "]":
-            reader.pos += 1
-            reader.end()
-            return
-        reader.expect(",", f"after item {index - 1}")
+    reader.pos += 1
+    reader.end()
 
 
 class _Reader:
