@@ -66,6 +66,10 @@ from streamdedup.store.sqlite.file import (
 )
 from streamdedup.store.sqlite.set_numbers import SetNumbers
 
+# A new set's row: bare (numbered by a document of an empty text), or with these values.
+_SET_VALUES = "first_seq, first_id, parent, shingles_row, last_time"
+_INSERT_BARE_SET = "INSERT INTO sets (set_no, set_id) VALUES (?, ?)"
+_INSERT_SET = f"INSERT INTO sets (set_no, set_id, {_SET_VALUES}) VALUES (?, ?, ?, ?, ?, ?, ?)"
 _SET_CACHE_SIZE = 200_000
 _MEMBERS_CACHE_SIZE = 100_000
 # A document's record as DocRecord's fields (get_doc and get_docs add their WHERE).
@@ -116,14 +120,14 @@ class SqliteStore(Store):
     def _number(self, set_id: int) -> int:
         """The set's number, numbering it now (a row without data) if it has none."""
         number = self._numbers.get(set_id)
-        return self._number_new(set_id, {}) if number is None else number
+        return self._number_new(set_id) if number is None else number
 
-    def _number_new(self, set_id: int, columns: Mapping[str, Any]) -> int:
-        """Number a set the map does not know, writing its row with ``columns``: the one
-        place numbers are handed out, in arrival order (``set_numbers.py`` says why)."""
-        number, names = self._next_set, ("set_no", "set_id", *columns)
-        self._conn.execute(f"INSERT INTO sets ({', '.join(names)}) VALUES "
-                           f"({', '.join('?' * len(names))})", (number, set_id, *columns.values()))
+    def _number_new(self, set_id: int, values: tuple[Any, ...] = ()) -> int:
+        """Number a set the map does not know and write its row (``values``: _SET_VALUES):
+        the one place numbers are handed out, in arrival order (``set_numbers.py``: why)."""
+        number = self._next_set
+        self._conn.execute(_INSERT_SET if values else _INSERT_BARE_SET,
+                           (number, set_id, *values))
         self._next_set += 1
         self._numbers.add(set_id, number)
         return number
@@ -328,8 +332,7 @@ class SqliteStore(Store):
                 "UPDATE sets SET evicted = 0, shingles_row = ?, last_time = ? WHERE set_no = ?",
                 (row, record.last_time, number))
             return
-        values = {"first_seq": record.first_seq, "first_id": record.first_id,
-                  "parent": record.parent, "shingles_row": row, "last_time": record.last_time}
+        values = (record.first_seq, record.first_id, record.parent, row, record.last_time)
         if number is None:
             self._number_new(record.set_id, values)
             # As read back (children 0, not evicted): the verdict reads it at once.
@@ -339,7 +342,7 @@ class SqliteStore(Store):
         else:  # numbered by a document of an empty text, or an upsert before: fill it in
             self._conn.execute(
                 "UPDATE sets SET first_seq = ?, first_id = ?, parent = ?, shingles_row = ?, "
-                "last_time = ? WHERE set_no = ?", (*values.values(), number))
+                "last_time = ? WHERE set_no = ?", (*values, number))
 
     @store_errors
     def _write_parent(self, set_id: int, parent: int) -> None:
