@@ -89,7 +89,8 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
         store = open_configured(settings, sketcher.params())
         try:
             warning = row_number_warning(path, fmt, lambda: store.stats()["documents"],
-                                         settings.id_field)
+                                         settings.id_field,
+                                         lambda doc_id: store.get_doc(doc_id) is not None)
         except BaseException:
             store.close()
             raise

@@ -127,7 +127,8 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
     # nothing of the window (the sketches still come from the engine).
     held = store.stats()
     warning = row_number_warning(config.dump, config.fmt, lambda: held["documents"],
-                                 settings.id_field)
+                                 settings.id_field,
+                                 lambda doc_id: store.get_doc(doc_id) is not None)
     if warning:
         say(warning)
     if config.report_dir is not None and held["documents"] and (

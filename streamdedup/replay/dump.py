@@ -22,6 +22,7 @@ message's is (``service/message.py``).
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import logging
 import os
@@ -118,13 +119,21 @@ def read_dump(path: str | os.PathLike[str], fmt: str | None, text_fields: tuple[
 
 
 def row_number_warning(path: Path, fmt: str | None, held: Callable[[], int] | None,
-                       id_field: str = "id") -> str | None:
+                       id_field: str = "id", named: Callable[[str], bool] | None = None
+                       ) -> str | None:
     """What to say when a TSV without an ``id`` column goes into a store that holds
     documents (``held()``, asked only then; None: a topic, whose consumer's store is not
     known here): its rows' ids are their numbers, which any other such dump repeats, so its
-    row 0 replaced the earlier dump's document "0" (two days' dumps kept one day's ads)."""
-    if (fmt or detect_format(path)) != "tsv" or id_field in tsv_header(path):
+    row 0 replaced the earlier dump's document "0" (two days' dumps kept one day's ads).
+    And the other way round (``named``: whether the store holds a document of that id): a
+    TSV whose ids come from a column, into a store of row numbers. The Kijiji dump checked
+    once as it is, then again with ``--id-field link``, flagged each of its 3,127 ads as a
+    duplicate of its own row number, without a word."""
+    if (fmt or detect_format(path)) != "tsv":
         return None
+    header = tsv_header(path)
+    if id_field in header:
+        return _numbered_store_warning(path, header, id_field, named)
     if held is None:
         return (f"warning: {path} has no id column, so its rows' ids are their numbers (0, 1, "
                 f"...), which any other such dump repeats: a consumer's store replaces the "
@@ -138,6 +147,25 @@ def row_number_warning(path: Path, fmt: str | None, held: Callable[[], int] | No
             f"...), and the store already holds {held_documents:,} documents: a row replaces "
             f"the one its number names, if another dump put it there. Give the dump an id "
             f"column, or name the column that holds its ids (--id-field link), to keep both")
+
+
+def _numbered_store_warning(path: Path, header: list[str], id_field: str,
+                            named: Callable[[str], bool] | None) -> str | None:
+    """The warning for a TSV of column ids into a store that holds documents "0" and "1"
+    (a dump's row numbers), unless the TSV's own first id is "0" (its ids are numbers)."""
+    if named is None or not (named("0") and named("1")):
+        return None
+    with path.open(encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
+        first = next(itertools.islice(csv.reader(fh, delimiter="\t"), 1, None), None)
+    column = header.index(id_field)
+    if first is not None and len(first) > column and first[column].strip() == "0":
+        return None
+    again = " (or without --id-field, as it was judged before)" if id_field != "id" else ""
+    return (f"warning: the store holds documents named 0, 1, ..., as a TSV without an id "
+            f"column names its rows, and {path}'s ids come from its column {id_field!r}: an "
+            f"ad the store holds under its row number will be flagged as a duplicate of "
+            f"that number. If the store's documents came from this dump, judge it into a "
+            f"new --store{again}")
 
 
 def tsv_header(path: Path) -> list[str]:

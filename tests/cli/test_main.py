@@ -347,6 +347,32 @@ def test_a_tsv_of_row_numbers_into_a_store_with_documents_is_warned_of(
 
 
 @pytest.mark.parametrize("command", [["check"], ["backfill", "--engine", "local"]])
+def test_ids_from_a_column_into_a_store_of_row_numbers_are_warned_of(
+        tmp_path: Path, command: list[str]) -> None:
+    """The Kijiji dump judged as it is, then again with ``--id-field link``: each of its ads
+    was flagged as a duplicate of its own row number, without a word."""
+    dump = tmp_path / "day.tsv"
+    dump.write_text("title\tdescription\tlink\nJava developer\tMilano\thttps://a/1\n"
+                    "Pizzaiolo\tNapoli\thttps://a/2\n", encoding="utf-8")
+    numbered = tmp_path / "numbered.tsv"  # ids of its own, numbers from 0 as the store's
+    numbered.write_text("id\ttitle\tdescription\n0\tJava developer\tMilano\n",
+                        encoding="utf-8")
+
+    def judge(n: int, *more: str) -> str:
+        out = ["--out", str(tmp_path / f"v{n}.jsonl"), "--store", str(tmp_path / "s")]
+        code, _, err = run(*command[:1], *more[:1], *command[1:], *out, *more[1:])
+        assert code == 0, err
+        return err
+
+    judge(1, str(dump))
+    said = judge(2, str(dump), "--id-field", "link")
+    assert "holds documents named 0, 1" in said and "column 'link'" in said, said
+    assert "without --id-field" in said
+    assert "documents named" not in judge(3, str(numbered))
+    assert "documents named" not in judge(4, str(dump))  # row numbers again: as before
+
+
+@pytest.mark.parametrize("command", [["check"], ["backfill", "--engine", "local"]])
 def test_id_field_names_the_column_that_holds_the_ids(tmp_path: Path, command: list[str]
                                                       ) -> None:
     """Dumps without an id column (the Kijiji dump has none) kept one day's ads of two: the
