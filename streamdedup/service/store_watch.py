@@ -103,10 +103,11 @@ class StoreWatch:
                 since = start
             if since >= meta.offset:  # all of the gap is gone: nothing to re-read
                 continue
-            log.error("the store holds %s/%d up to offset %d but the group committed %d: it "
-                      "lost committed writes (a deleted WAL, an old copy restored?); re-reading "
-                      "%d messages to rebuild them", tp.topic, tp.partition, have or 0,
-                      meta.offset, meta.offset - since)
+            # A warning: what it lost is rebuilt here (a restored backup's normal course)
+            log.warning("the store holds %s/%d up to offset %d but the group committed %d: it "
+                        "lost committed writes (a deleted WAL, an old copy restored?); "
+                        "re-reading %d messages to rebuild them", tp.topic, tp.partition,
+                        have or 0, meta.offset, meta.offset - since)
             consumer.seek(tp, since)
             rewound.add(tp)
         return rewound
