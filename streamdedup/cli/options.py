@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields
 from typing import Any
 
@@ -90,16 +90,18 @@ def _split_commas(ctx: click.Context, param: click.Parameter, value: str | None)
 
 
 def make_settings(preset: str | None, options: dict[str, Any], *,
-                  opens_store: bool = False) -> Settings:
+                  opens_store: bool = False, env: Mapping[str, str] | None = None
+                  ) -> Settings:
     """The settings of a command's flags, the environment and the preset. A value refused
     is said by where it came from: each setting the message names, as its flag or its
     variable; a flag's as a usage error, a variable's in one line without the usage text
     (``STREAMDEDUP_NUM_PERM=0`` said "num_perm must be >= 1" under the command's usage, as
     if a flag were wrong). ``opens_store``: the command opens the configured store, so a
     Redis flag given for another backend is refused (elsewhere it is one of the flags taken
-    without effect, so that one environment or script serves every command)."""
+    without effect, so that one environment or script serves every command). ``env``:
+    the variables to read, if not all of them."""
     try:
-        settings = build_settings(preset, overrides=options)
+        settings = build_settings(preset, env=env, overrides=options)
     except StreamdedupError as exc:
         text = str(exc)
         if text.startswith(env_name("")):  # a variable that does not parse

@@ -9,6 +9,7 @@ replay's prefix), its store, one partition, and metrics on a free loopback port.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import click
 
 from streamdedup.cli.options import failure, make_settings, settings_options
 from streamdedup.errors import StreamdedupError
-from streamdedup.replay.config import ReplayConfig
+from streamdedup.replay.config import ReplayConfig, replay_environment
 from streamdedup.replay.dump import FORMATS
 
 _REPLAY_FIXED = ("bootstrap_servers",)  # a ReplayConfig field, not a consumer override
@@ -79,8 +80,9 @@ def replay_command(dump: Path, report_dir: Path, fmt: str | None, no_consumer: b
     try:
         config = ReplayConfig(
             dump=dump, report_dir=report_dir, preset=preset, overrides=overrides, fmt=fmt,
-            bootstrap_servers=make_settings(preset, options,
-                                            opens_store=not no_consumer).bootstrap_servers,
+            bootstrap_servers=make_settings(
+                preset, options, opens_store=not no_consumer,
+                env=replay_environment(os.environ)).bootstrap_servers,
             store=store,
             run_consumer=not no_consumer, rate=rate, timeout_s=timeout_s,
             topic_prefix=topic_prefix, progress=progress, band_table=not no_band_table,

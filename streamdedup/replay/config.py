@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from streamdedup.errors import ConfigError
+from streamdedup.settings import env_name
 
 ENGINES = ("spark", "local")
 ORDERS = ("file", "timestamp")
@@ -35,6 +36,24 @@ def check_spark_flags(driver_memory: str, master: str = "local") -> None:
         raise ConfigError(f"--master must be local, local[N], local[*], local[N,F] (N, F at "
                           f"least 1), yarn or spark://, k8s://, mesos:// and an address, not "
                           f"{master!r}")
+
+
+# Settings a replay cannot use, and why: its report needs a verdict for every document, and
+# counts as a miss every earlier near-duplicate a retention window forgets on purpose.
+NOT_FOR_A_REPLAY = {
+    "only_duplicates": "a replay needs a verdict for every document",
+    "retention": "a replay's report measures recall against every earlier ad, which "
+                 "--retention forgets on purpose (`check --retention` judges a dump through "
+                 "the window)",
+}
+
+
+def replay_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment less the variables of ``NOT_FOR_A_REPLAY``, which a replay leaves
+    out, so it does not read them either (``STREAMDEDUP_RETENTION=garbage`` was refused by
+    the replay that would have left it out)."""
+    dropped = {env_name(name) for name in NOT_FOR_A_REPLAY}
+    return {k: v for k, v in env.items() if k not in dropped}
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from streamdedup.core.document import Document
 from streamdedup.core.verdict import Verdict
 from streamdedup.errors import ConfigError, InputError, MessageError, StreamdedupError
 from streamdedup.process import ChildProcess, free_port
-from streamdedup.replay.config import ReplayConfig
+from streamdedup.replay.config import NOT_FOR_A_REPLAY, ReplayConfig, replay_environment
 from streamdedup.replay.dump import read_dump
 from streamdedup.service.message import decode_message, encode_message
 from streamdedup.settings import Settings, build_settings, env_name
@@ -233,16 +233,6 @@ def _record_id(value: bytes, key: bytes | None, *, is_verdict: bool) -> str | No
 # the whole replay
 
 
-# Settings a replay cannot use, and why: its report needs a verdict for every document, and
-# counts as a miss every earlier near-duplicate a retention window forgets on purpose.
-NOT_FOR_A_REPLAY = {
-    "only_duplicates": "a replay needs a verdict for every document",
-    "retention": "a replay's report measures recall against every earlier ad, which "
-                 "--retention forgets on purpose (`check --retention` judges a dump through "
-                 "the window)",
-}
-
-
 def replay_settings(config: ReplayConfig, bootstrap: str, store: Path,
                     say: Callable[[str], None] = lambda _m: None) -> Settings:
     """The user's settings, with what a replay must fix: its topics, group, store, one
@@ -250,14 +240,13 @@ def replay_settings(config: ReplayConfig, bootstrap: str, store: Path,
 
     A setting it cannot use is refused as a flag (exit 2) and left out, said, from the
     environment: one environment serves every command, ``run --retention 60d``'s too."""
-    base = build_settings(config.preset, overrides=config.overrides)
+    base = build_settings(config.preset, env=replay_environment(os.environ),
+                          overrides=config.overrides)
     for name, why in NOT_FOR_A_REPLAY.items():
-        if not getattr(base, name):
-            continue
-        if name in config.overrides:
+        if getattr(base, name):  # given as a flag: the environment's is not read
             raise ConfigError(f"{why}: drop --{name.replace('_', '-')}")
-        say(f"{env_name(name)} is left out: {why}")
-        base = base.replace(**{name: getattr(Settings(), name)})
+        if os.environ.get(env_name(name), "").strip():
+            say(f"{env_name(name)} is left out: {why}")
     if config.store is not None and base.store_backend != "sqlite":
         raise ConfigError(f"--store is a SQLite store's directory; on --store-backend "
                           f"{base.store_backend} the replay's consumer gets a store of its own")

@@ -8,6 +8,20 @@ import pytest
 from command_line import run, write_tsv
 
 
+def captured(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The configs the replay command hands to the replay, faked to stop there (Ctrl-C)."""
+    import streamdedup.replay.runner as runner
+
+    got: list[object] = []
+
+    def capture(config: object, *args: object) -> None:
+        got.append(config)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "replay", capture)
+    return got
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--rate", "-1"], "--rate"), (["--timeout", "0"], "--timeout"),
     # NaN passed click's ranges: a whole replay, then "500 ids missing within nan s"
@@ -50,15 +64,7 @@ def test_replay_takes_its_store_from_the_flag_only(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Its --help said "env STREAMDEDUP_STORE" while the variable was not read (a replay
     beside `run` must not write into run's store); the help and the flag now say so."""
-    import streamdedup.replay.runner as runner
-
-    got = []
-
-    def capture(config: object, *args: object) -> None:
-        got.append(config)
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(runner, "replay", capture)
+    got = captured(monkeypatch)
     tsv = write_tsv(tmp_path / "ads.tsv", [["t", "d", "Milano", "2020", "l"]])
     base = ["replay", "--dump", str(tsv), "--report-dir", str(tmp_path / "r")]
     env = {"STREAMDEDUP_STORE": str(tmp_path / "run-store")}
@@ -68,6 +74,17 @@ def test_replay_takes_its_store_from_the_flag_only(tmp_path: Path,
     _, out, _ = run("replay", "--help")
     assert "env STREAMDEDUP_STORE]" not in out and "STREAMDEDUP_STORE is not read" in " ".join(
         out.split())
+
+
+def test_replay_does_not_read_what_it_leaves_out(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """``STREAMDEDUP_RETENTION=garbage`` (set for ``run``) was refused by the replay, which
+    leaves the variable out. (The replay itself is faked: it reads its settings again.)"""
+    got = captured(monkeypatch)
+    tsv = write_tsv(tmp_path / "ads.tsv", [["t", "d", "Milano", "2020", "l"]])
+    code, _, err = run("replay", "--dump", str(tsv), "--report-dir", str(tmp_path / "r"),
+                       env={"STREAMDEDUP_RETENTION": "garbage"})
+    assert code == 130 and len(got) == 1 and "duration" not in err, err
 
 
 def test_replay_refuses_a_redis_flag_for_its_consumers_sqlite_store(tmp_path: Path) -> None:

@@ -129,6 +129,11 @@ def test_what_a_replay_cannot_use_is_refused_as_a_flag_and_left_out_from_the_env
                                tmp_path / "s", said.append)
     assert not getattr(settings, name) and settings.read_time_field == ""
     assert len(said) == 1 and said[0].startswith(f"{env} is left out: ")
+    monkeypatch.setenv(env, "garbage")  # left out, so not read: it was refused as no value
+    said.clear()
+    replay_settings(dataclasses.replace(config, overrides={}), "127.0.0.1:9", tmp_path / "s",
+                    said.append)
+    assert len(said) == 1 and said[0].startswith(f"{env} is left out: ")
 
 
 # --- against a real broker ------------------------------------------------------------------
