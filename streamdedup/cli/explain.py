@@ -16,7 +16,6 @@ import json
 import re
 import shutil
 import sys
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -173,21 +172,10 @@ def _texts(settings: Settings, ids: set[str], dump: Path | None, fmt: str | None
            ) -> dict[str, list[tuple[int, dict[str, str]]]]:
     """Every text of each id, with its row in the dump or its record time in the topic,
     in that order."""
-    from streamdedup.core.document import Document
-    from streamdedup.replay.dump import read_dump
+    from streamdedup.replay.dump_texts import DumpTexts, dump_texts
 
-    found: dict[str, list[tuple[int, dict[str, str]]]] = {}
-    rows = 0
-    reasons: Counter[str] = Counter()  # of the rows that could not be read
-    if dump is not None:
-        for _, item in read_dump(dump, fmt, settings.text_fields,
-                                 max_bytes=settings.max_message_bytes,
-                                 id_field=settings.id_field):
-            rows += 1
-            if not isinstance(item, Document):
-                reasons[item.reason] += 1
-            elif item.id in ids:
-                found.setdefault(item.id, []).append((rows, dict(item.fields)))
+    read = DumpTexts() if dump is None else dump_texts(dump, fmt, settings, ids)
+    found = read.found
     away = ""  # why the topic could not be read for what the dump lacks
     if ids - set(found):
         try:
@@ -203,12 +191,7 @@ def _texts(settings: Settings, ids: set[str], dump: Path | None, fmt: str | None
                           for i, bodies in scanned.items()})
     missing = sorted(ids - set(found))
     if missing:
-        # A dump read in the wrong format said only this, each of its rows a bad one.
-        bad = reasons.total()
-        unread = "" if not bad else (
-            f" ({bad:,} of its {rows:,} rows could not be read: "
-            f"{', '.join(f'{n:,} {r}' for r, n in sorted(reasons.items()))}"
-            f"{'; is --format right?' if bad == rows else ''})")
+        unread = read.unread()
         if dump is None:
             where = (f"in topic {settings.input_topic} (an ad backfilled from a dump is not "
                      "there: give the dump too, --dump FILE)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import signal
+from pathlib import Path
 from typing import Any
 
 import click
@@ -21,6 +22,7 @@ from streamdedup.cli.options import (
     settings_options,
 )
 from streamdedup.errors import StreamdedupError, describe
+from streamdedup.replay.dump import FORMATS
 
 _FROM_HELP = ("where to start reading: 'beginning', 'latest', or an ISO 8601 time "
               "(2026-11-30T08:00:00Z)")
@@ -31,10 +33,16 @@ _FROM_HELP = ("where to start reading: 'beginning', 'latest', or an ISO 8601 tim
 @click.option("--from", "start", default="beginning", show_default=True, help=_FROM_HELP)
 @click.option("--no-texts", is_flag=True,
               help="do not read the input topic (no titles, no side-by-side texts)")
+@click.option("--dump", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              default=None, help="the dump the store was backfilled from: an ad the input "
+              "topic lacks is explained with its text from there")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="the dump's format [default: from its name]")
 @settings_options(shown=(*KAFKA_CLIENT, "input_topic", "output_topic", "dlq_topic",
                          "max_output_bytes", "monitor", "text", "sketch", "log_json",
-                         "log_level"))
-def monitor_command(start: str, no_texts: bool, preset: str | None, **options: Any) -> None:
+                         "log_level", "id_field", "max_message_bytes"))
+def monitor_command(start: str, no_texts: bool, dump: Path | None, fmt: str | None,
+                    preset: str | None, **options: Any) -> None:
     """A live web page of the duplicates topic, and its JSON API (see the README).
 
     Binds --monitor-host:--monitor-port (loopback by default); bound beyond loopback it
@@ -42,6 +50,14 @@ def monitor_command(start: str, no_texts: bool, preset: str | None, **options: A
     --bootstrap-servers without joining any consumer group.
     """
     settings = logged_settings(preset, options)
+    if dump is not None:  # its format and header now, not at the first explanation
+        from streamdedup.replay.dump import read_dump
+
+        try:
+            next(iter(read_dump(dump, fmt, settings.text_fields, id_field=settings.id_field,
+                                max_bytes=settings.max_message_bytes)), None)
+        except StreamdedupError as exc:
+            raise failure(exc, logged=settings.log_json) from None
     # SIGTERM and Ctrl-C are requests to stop (exit 0, the reader closed; Ctrl-C said
     # "Aborted!" and exit 1): uvicorn stops the server on each and then raises it again for
     # the handler it found, this one.
@@ -50,7 +66,7 @@ def monitor_command(start: str, no_texts: bool, preset: str | None, **options: A
     try:
         from streamdedup.monitor.server import Monitor
 
-        monitor = Monitor(settings, start, texts=not no_texts)
+        monitor = Monitor(settings, start, texts=not no_texts, dump=dump, fmt=fmt)
         sock = monitor.bind()
     except StreamdedupError as exc:
         raise failure(exc, logged=settings.log_json) from None

@@ -13,6 +13,7 @@ import logging
 import shlex
 import socket
 import threading
+from pathlib import Path
 from typing import Any, cast
 
 from kafka.errors import KafkaError
@@ -24,6 +25,7 @@ from streamdedup.extras import require
 from streamdedup.monitor.app import NotFound, create_app
 from streamdedup.monitor.observer import BEGINNING, Observer, decode
 from streamdedup.monitor.state import MonitorState, link_of
+from streamdedup.replay.dump_texts import DumpTexts, dump_texts
 from streamdedup.service.metrics import cannot_serve, is_loopback
 from streamdedup.settings import Settings, setting_named
 
@@ -35,8 +37,12 @@ CLOSE_WAIT_S = 3  # a stopping server's wait for open connections (a page's stre
 class Monitor:
     """State + observer thread; ``serve()`` runs the web server until interrupted."""
 
-    def __init__(self, settings: Settings, start: str = BEGINNING, texts: bool = True) -> None:
-        """``texts``: also read the input topic, for titles and side-by-side texts."""
+    def __init__(self, settings: Settings, start: str = BEGINNING, texts: bool = True,
+                 dump: Path | None = None, fmt: str | None = None) -> None:
+        """``texts``: also read the input topic, for titles and side-by-side texts.
+        ``dump`` (in ``fmt``): where an ad the topic lacks is looked for when explained,
+        a backfilled one (read through at each such explanation: 0.03 s for the
+        Kijiji dump)."""
         _check_resolves(settings.monitor_host)
         if not is_loopback(settings.monitor_host) and not settings.monitor_token:
             host = settings.monitor_host or "'' (every address)"
@@ -45,6 +51,7 @@ class Monitor:
         self.settings = settings
         self.start = start
         self.texts = texts
+        self.dump, self.fmt = dump, fmt
         self.state = MonitorState(id_field=settings.id_field)
         self.lock = threading.Lock()
         self.sketcher = Sketcher(settings)
@@ -105,21 +112,17 @@ class Monitor:
             several = [i for i in (doc_id, other) if len(self.state.texts.get(i, ())) > 1]
             verdict = self.state.verdict(doc_id) or {}
         missing = [i for i, t in texts.items() if t is None]
-        if missing and not self.texts:
-            raise NotFound(f"no text for {', '.join(map(repr, missing))}: the monitor was "
-                           "started with --no-texts, so it does not read the input topic "
-                           f"{self.settings.input_topic!r} (start it without that flag)")
-        if missing and self.start == BEGINNING:  # "start it with --from beginning", it said
-            raise NotFound(f"no text for {', '.join(map(repr, missing))}: no ad with that id "
-                           f"was read from {self.settings.input_topic!r}, from its beginning "
-                           f"(the monitor keeps the last {self.state.keep:,} ads' texts); an "
-                           "ad backfilled from a dump is not there: `streamdedup explain "
-                           f"--dump FILE -- {shlex.quote(doc_id)} {shlex.quote(other)}` "
-                           "reads it from the dump")
+        read, notes = None, []
+        if missing and self.dump is not None:  # outside the lock: the topics are read on
+            read = dump_texts(self.dump, self.fmt, self.settings, missing)
+            for i in missing:
+                if i in read.found:  # its last; older than anything streamed
+                    row, fields = read.found[i][-1]
+                    texts[i] = (0.0, fields)
+                    notes.append(f"{i!r}'s text is from {self.dump.name}, row {row:,}")
+            missing = [i for i, t in texts.items() if t is None]
         if missing:
-            raise NotFound(f"no text for {', '.join(map(repr, missing))}: the monitor has not "
-                           f"read it from {self.settings.input_topic!r} since {self.start} "
-                           "(start it with --from beginning, or an earlier time)")
+            raise NotFound(self._not_found(missing, doc_id, other, read))
         a, b = texts[doc_id], texts[other]
         assert a is not None and b is not None
         found = explain(self.sketcher, doc_id, a[1], other, b[1])
@@ -127,13 +130,36 @@ class Monitor:
         for side, shown in (("a", a), ("b", b)):  # each ad's own address, of the text shown
             out[side] = {**cast(dict[str, Any], out[side]), "link": link_of(shown[1])}
         if several:
-            out["note"] = (f"{' and '.join(map(repr, several))} came with several texts: "
-                           f"{doc_id!r}'s last is shown, and {other!r}'s as it was then")
+            notes.append(f"{' and '.join(map(repr, several))} came with several texts: "
+                         f"{doc_id!r}'s last is shown, and {other!r}'s as it was then")
+        if notes:
+            out["note"] = "; ".join(notes)
         apart = disagreement(verdict, other, found)
         if apart:  # the monitor explains with its own settings
             out["warning"] = (f"{apart}: start the monitor with the detector's --preset, "
                               "shingle settings and --normalizer-version")
         return out
+
+    def _not_found(self, missing: list[str], doc_id: str, other: str,
+                   read: DumpTexts | None) -> str:
+        """Why the ids have no text here, and where they could be found."""
+        said = f"no text for {', '.join(map(repr, missing))}: "
+        if read is not None:
+            said += f"not in {self.dump}{read.unread()}, and "
+        topic = self.settings.input_topic
+        if not self.texts:
+            return (f"{said}the monitor was started with --no-texts, so it does not read the "
+                    f"input topic {topic!r} (start it without that flag)")
+        if self.start != BEGINNING:  # "start it with --from beginning", it said at the start
+            return (f"{said}the monitor has not read it from {topic!r} since {self.start} "
+                    "(start it with --from beginning, or an earlier time)")
+        said += (f"no ad with that id was read from {topic!r}, from its beginning (the "
+                 f"monitor keeps the last {self.state.keep:,} ads' texts)")
+        if read is None:
+            said += ("; an ad backfilled from a dump is not there: start the monitor with "
+                     "--dump FILE, or `streamdedup explain --dump FILE -- "
+                     f"{shlex.quote(doc_id)} {shlex.quote(other)}` reads it from the dump")
+        return said
 
     def app(self) -> Any:
         return create_app(self.state, self.lock, self.explain,

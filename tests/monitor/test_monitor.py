@@ -160,6 +160,41 @@ def test_explain_from_the_topics_and_from_the_dump(stream: Stream) -> None:
     assert "topic no-such-verdicts is not on" in wrong.stderr, wrong.stderr
 
 
+def monitor_command(stream: Stream, *args: str) -> tuple[subprocess.Popen[bytes], int]:
+    """`streamdedup monitor` started with ``args``, once it has read every verdict."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "streamdedup", "monitor", *stream.flags,
+                             "--monitor-port", str(port), *args], env=stream.env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60  # a bound on waiting, not a speed to reach
+    while True:
+        try:
+            if api(f"http://127.0.0.1:{port}", "/api/summary")["verdicts"] == ADS:
+                return proc, port
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"no monitor: {proc.communicate()[0]!r}")
+        time.sleep(0.2)
+
+
+def test_the_monitor_explains_backfilled_ads_from_its_dump(stream: Stream) -> None:
+    """A backfilled ad is in the dump, not the topic: with ``--dump`` the page explains it.
+    (``--no-texts``: neither text comes from the topic.)"""
+    dup = first_duplicate(stream)
+    proc, port = monitor_command(stream, "--no-texts", "--dump", str(stream.dump))
+    try:
+        out = api(f"http://127.0.0.1:{port}", f"/api/explain/{dup['id']}")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    listed = [m["jaccard"] for m in dup["matches"] if m["id"] == dup["duplicate_of"]]
+    assert out["b"]["id"] == dup["duplicate_of"] and out["duplicate"]
+    assert not listed or abs(out["jaccard"] - listed[0]) < 1e-6
+    assert f"text is from {stream.dump.name}, row" in out["note"]
+
+
 @pytest.mark.parametrize(("sig", "page_open"), [(signal.SIGTERM, False),
                                                  (signal.SIGTERM, True), (signal.SIGINT, True)])
 def test_the_monitor_command_stops_cleanly_on_sigterm(stream: Stream, sig: int,
@@ -168,20 +203,8 @@ def test_the_monitor_command_stops_cleanly_on_sigterm(stream: Stream, sig: int,
     on Ctrl-C, click's "Aborted!" and 1). With a page open (its event stream) the monitor
     did not stop at all until the page was closed: the web server waited for the stream,
     which never ended."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "streamdedup", "monitor", *stream.flags,
-                             "--monitor-port", str(port)], env=stream.env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc, port = monitor_command(stream)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if api(f"http://127.0.0.1:{port}", "/api/summary")["verdicts"] == ADS:
-                    break
-            except OSError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "no monitor"
-            time.sleep(0.2)
         page = urllib.request.urlopen(f"http://127.0.0.1:{port}/api/events",
                                       timeout=30) if page_open else None
         if page is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +24,7 @@ def monitor(preset: str) -> Monitor:
     m = Monitor.__new__(Monitor)  # no observer: the state is filled by hand
     m.settings = build_settings(preset, env={})
     m.state, m.lock, m.sketcher = MonitorState(), threading.Lock(), Sketcher(m.settings)
+    m.dump, m.fmt = None, None
     return m
 
 
@@ -56,12 +58,36 @@ def test_an_id_no_ad_had_is_said_so_and_not_sent_to_an_earlier_start() -> None:
                                        "beginning"):
         m.explain("b", "nope")
     with pytest.raises(NotFound, match=re.escape(  # a backfilled original, named how to see
-            "`streamdedup explain --dump FILE -- 'b c' -x` reads it from the dump")):
+            "start the monitor with --dump FILE, or `streamdedup explain --dump FILE -- 'b c' "
+            "-x` reads it from the dump")):
         m.explain("b c", "-x")
     m.start = "2026-12-01T08:00:00Z"
     with pytest.raises(NotFound, match=re.escape("since 2026-12-01T08:00:00Z (start it with "
                                                  "--from beginning")):
         m.explain("b", "nope")
+
+
+def test_explain_reads_a_backfilled_ads_text_from_the_dump(tmp_path: Path) -> None:
+    """After a backfill the original is in the dump alone, its streamed repost in the topic
+    alone: the page could explain neither (it named a command to run instead)."""
+    from streamdedup.monitor.app import NotFound
+
+    dump = tmp_path / "history.jsonl"
+    dump.write_text(json.dumps({"id": "old-1", "title": "Cuoco", "description": "Roma"})
+                    + "\n" + json.dumps({"id": "a", **A, "link": "https://k/a"}) + "\n",
+                    encoding="utf-8")
+    m = monitor("default")
+    m.state.add_text("b", B)
+    m.start, m.texts, m.dump, m.fmt = "beginning", True, dump, None
+    out = m.explain("b", "a")
+    assert out["b"]["link"] == "https://k/a" and out["a"]["id"] == "b"  # sides: b, then a
+    assert out["jaccard"] == filled("default", 0.9).explain("b", "a")["jaccard"]
+    assert out["note"] == "'a''s text is from history.jsonl, row 2"
+    with pytest.raises(NotFound, match=re.escape(
+            f"no text for 'nope': not in {dump}, and no ad with that id was read from "
+            "'jobs', from its beginning")) as caught:
+        m.explain("b", "nope")
+    assert "--dump FILE" not in str(caught.value)  # it was given
 
 
 def test_explain_gives_each_ads_link_of_the_text_shown() -> None:
