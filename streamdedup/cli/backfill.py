@@ -13,7 +13,6 @@ from click.core import ParameterSource
 
 from streamdedup import garbage
 from streamdedup.cli.options import failure, make_settings, settings_options
-from streamdedup.cli.signals import sigterm_as_interrupt
 from streamdedup.errors import StoreError, StoreUnavailableError, StreamdedupError
 from streamdedup.replay.config import ENGINES, ORDERS, BackfillConfig
 from streamdedup.replay.dump import FORMATS, detect_format
@@ -140,7 +139,6 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         bar.write(message, file=sys.stderr)
 
     garbage.settle()  # start-up is over (50,000 ads, local engine: 7.1 -> 2.2 s of GC)
-    restore = sigterm_as_interrupt()
     made_here = directory is not None and not directory.exists()
     judged = 0
     counted_by_store = False  # judged is the store's count (else this run's)
@@ -202,7 +200,6 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         click.echo("interrupted" + held(), err=True)
         raise click.exceptions.Exit(130) from None
     finally:
-        restore()
         bar.close()
     rate = result.documents / result.seconds if result.seconds else 0.0
     where = f"spark {master}" if engine == "spark" and result.documents else "local"

@@ -58,7 +58,6 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
         store_named,
     )
     from streamdedup.cli.progress import progress_bar
-    from streamdedup.cli.signals import sigterm_as_interrupt
     from streamdedup.core.sketch import Sketcher
     from streamdedup.detection.shared_detector import detector_for
     from streamdedup.replay.config import BATCH
@@ -118,7 +117,6 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
     tally = _Tally()
     start = time.perf_counter()
     bar = progress_bar(unit="doc")
-    restore = sigterm_as_interrupt()  # a stop says how far it got, as Ctrl-C does
     try:
         for batch, sketches in batches:
             _check_batch(detector, batch, sketches, sink, bad, tally, settings)
@@ -136,7 +134,6 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
                    f"{_so_far(settings)}" + again_with_retention(settings), err=True)
         raise click.exceptions.Exit(130) from None
     finally:
-        restore()
         bar.close()
         if ahead is not None:
             ahead.close()

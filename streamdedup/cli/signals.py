@@ -1,7 +1,8 @@
-"""SIGTERM taken as Ctrl-C by the commands that judge a dump (`check`, `backfill`): what was
-not committed is rolled back, temporary files are removed, and the command says how far it
-got (exit 130). Python's default ended them at once, without a word (`backfill` on Spark
-left its staging directory, a copy of the texts, behind)."""
+"""SIGTERM taken as Ctrl-C by every command (``main.py`` sets it around each; `run` and
+`monitor` put in handlers of their own): what was not committed is rolled back, temporary
+files are removed, and the command says how far it got (exit 130). Python's default ended
+them at once, without a word (`backfill` on Spark left its staging directory, a copy of the
+texts, behind)."""
 
 from __future__ import annotations
 
