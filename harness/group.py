@@ -9,7 +9,7 @@ and must exit 0. Then every output record is read back and checked:
 
 - the chaos invariants (``chaos.outcome.check``): nothing lost, no self-duplicate, no
   conflicting answers for an id;
-- the shared store's definition (``replay.truth.check_seq_order``): seqs are unique
+- the shared store's definition (``harness.seq_truth.check_seq_order``): seqs are unique
   integers, the duplicate flags equal exact Jaccard truth evaluated in seq order (precision
   and recall), and no verdict matches itself or a later seq.
 """
@@ -29,11 +29,11 @@ from harness.chaos.harness import Harness, wait_assigned
 from harness.chaos.outcome import check, collect
 from harness.chaos.stream import Announcement, split
 from harness.redis import RedisServer
+from harness.seq_truth import check_seq_order
 from streamdedup.core.document import Document
 from streamdedup.core.sketch import Sketcher
 from streamdedup.errors import MessageError
 from streamdedup.process import ChildProcess
-from streamdedup.replay.truth import check_seq_order
 from streamdedup.service.message import decode_message
 from streamdedup.settings import build_settings
 

@@ -13,12 +13,12 @@ import pytest
 from conftest import SHARED_STORES
 from shingle_sets import u64
 
+from harness.seq_truth import check_seq_order, reader_clusters
 from streamdedup.core.document import Document
 from streamdedup.core.sketch import Sketcher
 from streamdedup.detection.detector import Detector
 from streamdedup.detection.shared_detector import SharedDetector, detector_for
 from streamdedup.replay.dump import read_dump
-from streamdedup.replay.truth import check_seq_order, reader_clusters
 from streamdedup.settings import Settings, build_settings
 from streamdedup.store.memory import MemoryStore
 from streamdedup.store.shared_store import Claim

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from shingle_sets import u64
 
-from streamdedup.replay.truth import check_seq_order, reader_clusters, seq_truth
+from harness.seq_truth import check_seq_order, reader_clusters, seq_truth
 
 SETS = {
     "a": u64(1, 2, 3, 4, 5),
