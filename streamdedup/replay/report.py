@@ -3,18 +3,15 @@
 Takes the JSON-able dict that ``evaluation.evaluate`` builds (plus whatever the caller adds,
 such as ``dump`` and ``settings``) and renders it; it computes nothing itself, so the JSON and
 the Markdown always tell the same story. The plots are drawn by ``plots.py``.
-
-``python -m streamdedup.replay.report DIR/report.json [--plot-base PREFIX]`` renders the Markdown
-again from the JSON, e.g. for a copy kept apart from its plots (docs/REPORT.md).
+``render_markdown`` renders the Markdown again from the JSON, e.g. for a copy kept apart from
+its plots (``scripts/make-docs-report``: docs/REPORT.md).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -271,24 +268,3 @@ def render_markdown(report: Mapping[str, Any], plot_base: str = "", note: str = 
                    f"{r.get('components_with_singletons', '?')} (verdicts), "
                    f"{r.get('true_components_with_singletons', '?')} (truth)")
     return "\n".join(out) + "\n"
-
-
-# --------------------------------------------------------------------------------------------
-# command line
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m streamdedup.replay.report REPORT.json``: render its Markdown again (stdout)."""
-    parser = argparse.ArgumentParser(prog="python -m streamdedup.replay.report",
-                                     description=main.__doc__)
-    parser.add_argument("report_json", type=Path)
-    parser.add_argument("--plot-base", default="", help="prefix of the image links")
-    parser.add_argument("--note", default="", help="a paragraph under the title")
-    args = parser.parse_args(argv)
-    report = json.loads(args.report_json.read_text(encoding="utf-8"))
-    sys.stdout.write(render_markdown(report, args.plot_base, args.note))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
