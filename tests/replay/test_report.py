@@ -144,12 +144,13 @@ def test_report_without_band_table_has_no_plots(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "report.md"]
 
 
-def test_render_again_from_json(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+def test_render_again_from_json(tmp_path: Path,
                                 evaluated: tuple[dict[str, Any], list[Verdict]]) -> None:
+    """As scripts/make-docs-report renders docs/REPORT.md: from the JSON, plots elsewhere."""
     report, _ = evaluated
     paths = rp.write_report(dict(report), tmp_path)
-    assert rp.main([str(paths["json"]), "--plot-base", "report/", "--note", "Made by hand."]) == 0
-    md = capsys.readouterr().out
+    again = json.loads(paths["json"].read_text(encoding="utf-8"))
+    md = rp.render_markdown(again, "report/", "Made by hand.")
     assert "](report/s_curves.png)" in md and "](report/precision_recall.png)" in md
     assert md.splitlines()[2] == "Made by hand."
     assert md.replace("report/", "").replace("Made by hand.\n\n", "") == \
