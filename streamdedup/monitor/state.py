@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from streamdedup.core.verdict import match_jaccard
 from streamdedup.service.message import announcement_id
+from streamdedup.settings import Settings
 from streamdedup.terminal import writable
 
 TITLE_FIELD = "title"
@@ -113,7 +114,7 @@ class Cluster:
 
 class MonitorState:
     def __init__(self, keep: int = 100_000, window_s: int = 600, growth_s: float = 300.0,
-                 clock: Any = time.time, id_field: str = "id") -> None:
+                 clock: Any = time.time, id_field: str = Settings.id_field) -> None:
         self.keep = keep
         self.id_field = id_field  # where announcements hold their ids, as run reads them
         self.window_s = window_s

@@ -90,7 +90,7 @@ def bad_row_line(row: int, error: MessageError) -> str:
 
 def read_dump(path: str | os.PathLike[str], fmt: str | None, text_fields: tuple[str, ...],
               *, max_bytes: int = Settings.max_message_bytes, time_field: str = "",
-              optional: tuple[str, ...] = (), id_field: str = "id") -> Iterator[Row]:
+              optional: tuple[str, ...] = (), id_field: str = Settings.id_field) -> Iterator[Row]:
     """The dump's rows. A TSV's header is read and checked here, before the caller opens its
     store or outputs (an error found at the first row had emptied an existing ``--out``): a
     header without any of the text fields is an error, one without some of them a warning (a
@@ -119,7 +119,7 @@ def read_dump(path: str | os.PathLike[str], fmt: str | None, text_fields: tuple[
 
 
 def row_number_warning(path: Path, fmt: str | None, held: Callable[[], int] | None,
-                       id_field: str = "id", named: Callable[[str], bool] | None = None
+                       id_field: str = Settings.id_field, named: Callable[[str], bool] | None = None
                        ) -> str | None:
     """What to say when a TSV without an ``id`` column goes into a store that holds
     documents (``held()``, asked only then; None: a topic, whose consumer's store is not

@@ -30,6 +30,7 @@ import xxhash
 from streamdedup.core.document import Document
 from streamdedup.core.retention import parse_time
 from streamdedup.errors import MessageError
+from streamdedup.settings import Settings
 
 REASONS = (
     "empty_payload", "oversized", "not_utf8", "malformed_json", "not_an_object",
@@ -84,7 +85,7 @@ def auto_id(obj: dict[str, Any]) -> str:
     return AUTO_PREFIX + xxhash.xxh3_128_hexdigest(canonical.encode("utf-8", "surrogatepass"))
 
 
-def announcement_id(obj: Any, id_field: str = "id") -> str | None:
+def announcement_id(obj: Any, id_field: str = Settings.id_field) -> str | None:
     """The id the consumer gives a parsed announcement, for readers of the input topic (the
     monitor, `tail`, `explain`): its own (read as ``--id-field`` says), or the automatic one
     when it has none (they looked for an ``id`` key, so an id-less feed had no texts and no
@@ -139,7 +140,7 @@ def has_value(value: Any) -> bool:
 
 
 def document_from_object(obj: Any, text_fields: tuple[str, ...], time_field: str = "",
-                         id_field: str = "id", also: tuple[str, ...] = ()) -> Document:
+                         id_field: str = Settings.id_field, also: tuple[str, ...] = ()) -> Document:
     """Validate a parsed announcement; keeps its string fields, numbers as their decimal text (a
     numeric epoch time must survive ``produce``, ``replay`` and ``backfill --order-by``), and
     with ``time_field`` (given when retention is on) its announcement time, if it has one.
@@ -223,7 +224,7 @@ def read_json(payload: bytes | None) -> Any:
 
 def decode_message(
     payload: bytes | None, text_fields: tuple[str, ...], max_bytes: int, time_field: str = "",
-    id_field: str = "id", also: tuple[str, ...] = (),
+    id_field: str = Settings.id_field, also: tuple[str, ...] = (),
 ) -> Document:
     """One Kafka message value -> Document; raises MessageError with the reason."""
     if not payload:
