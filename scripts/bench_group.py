@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import re
 import statistics
 import sys
 import tempfile
@@ -44,6 +43,7 @@ from bench_e2e import message, pace, read_verdicts, stage_histograms, verdict_re
 
 from harness import run_argv
 from harness.broker import LocalBroker, create_topics
+from harness.chaos.harness import wait_assigned
 from harness.generator import Generator, learn
 from harness.redis import RedisServer
 from streamdedup.core.document import Document
@@ -55,7 +55,6 @@ from streamdedup.store.redis import SharedRedisStore
 from streamdedup.store.sqlite import SqliteStore
 
 PARTITIONS = 4
-_ASSIGNED = re.compile(r"assigned \[")
 
 
 def generated(dump: Path, n: int, seed: int) -> list[Document]:
@@ -119,10 +118,8 @@ def _start_members(n: int, bootstrap: str, server: RedisServer | None, topic: st
     for m in members:
         m.start()
     deadline = time.monotonic() + 120
-    while sum(bool(m.grep(_ASSIGNED)) for m in members) < n:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"members of {topic} got no partitions; see {work}")
-        time.sleep(0.1)
+    for m in members:  # each inside its loop, or said why not (one that exited: its log)
+        wait_assigned(m, max(deadline - time.monotonic(), 0.0))
     time.sleep(2.0)  # the last join's rebalance settles
     return members
 
