@@ -67,18 +67,15 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     the verdicts `streamdedup check` would give, with the sketching done by Spark executors.
     `run` and `check` continue from the store afterwards; running it again changes nothing
     (with --retention, an ad that has left the window since is judged anew)."""
-    from streamdedup.cli.output import (
-        STDOUT,
+    from streamdedup.cli.outcome import (
         again_with_retention,
-        checked_output,
         judged_before,
         none_judged,
         not_kept,
         not_utf8_warning,
-        store_directory,
         store_named,
-        writable_directory,
     )
+    from streamdedup.cli.output import STDOUT, checked_output, store_directory, writable_directory
     from streamdedup.cli.progress import progress_bar
     from streamdedup.core.sketch import Sketcher
     from streamdedup.replay.backfill import backfill

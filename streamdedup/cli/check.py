@@ -44,18 +44,20 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
     line per bad row saying why. The judged documents are added to --store (by default the
     same as run's: give check a store of its own), so a later dump
     is judged against this one; --store-backend memory keeps nothing."""
-    from streamdedup.cli.output import (
-        STDOUT,
+    from streamdedup.cli.outcome import (
         again_with_retention,
-        checked_output,
         judged_before,
-        named_file,
         none_judged,
         not_kept,
         not_utf8_warning,
+        store_named,
+    )
+    from streamdedup.cli.output import (
+        STDOUT,
+        checked_output,
+        named_file,
         open_output,
         store_directory,
-        store_named,
     )
     from streamdedup.cli.progress import progress_bar
     from streamdedup.core.sketch import Sketcher
