@@ -213,7 +213,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 # --- stores ---
-# Every store backend the contract suite in tests/store/test_store.py runs against. A test asks for
+# Every store backend the contract suite in tests/store/test_base.py runs against. A test asks for
 # ``store`` (parametrized over all backends by default, or over a subset with
 # ``@pytest.mark.parametrize("store", [...], indirect=True)``), or for ``make_store`` when it
 # needs several stores or to reopen one. SQLite stores live in the test's tmp_path.

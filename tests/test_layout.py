@@ -137,10 +137,40 @@ def test_no_backend_imports_another() -> None:
             assert not others, f"{module} imports another backend: {others}"
 
 
+# Test files named for no one module, and what they test instead.
+ACROSS_MODULES = {
+    "detection/test_detector_retention.py": "the detector with a retention window",
+    "monitor/test_monitor.py": "produce, run, tail, explain and the page on a real broker",
+    "service/test_fuzz.py": "messages of every shape, from decoding to the verdict",
+    "test_compose.py": "docker-compose.yml and the Dockerfile",
+    "test_layout.py": "the tree itself",
+    "test_security.py": "secrets and bindings across the commands",
+}
+
+
 def test_tests_mirror_the_package() -> None:
-    """Every product folder has its test folder (tests/core, tests/store, ...)."""
+    """Every product folder has its test folder (tests/core, tests/store, ...), and each test
+    file is named for the module it tests: tests/cli/test_check.py for cli/check.py, and
+    tests/harness, tests/scripts for the harness and scripts (the others in
+    ``ACROSS_MODULES``). The CLI's were test_cli_check.py, for pytest's default import mode."""
     for sub in LAYERS[1:]:
         assert (ROOT / "tests" / sub).is_dir(), f"tests/{sub}/ is missing"
+    tests = ROOT / "tests"
+    unnamed = []
+    for path in sorted(tests.rglob("test_*.py")):
+        rel = path.relative_to(tests)
+        name = rel.with_name(rel.name.removeprefix("test_").replace("init.", "__init__."))
+        if rel.parts[0] == "harness":
+            tested = ROOT / name
+        elif rel.parts[0] == "scripts":
+            tested = ROOT / "scripts" / name.name
+        else:
+            tested = ROOT / "streamdedup" / name
+        if not tested.exists() and not tested.with_suffix("").is_dir() and str(
+                rel) not in ACROSS_MODULES:
+            unnamed.append(str(rel))
+    assert not unnamed, f"test files named for no module: {unnamed}"
+    assert all((tests / rel).exists() for rel in ACROSS_MODULES)
 
 
 def test_importing_the_consumer_pulls_no_plotting_or_scipy() -> None:

@@ -1,6 +1,6 @@
 """The SQLite store's file: one writer (the lock), damage found and refused, schema upgrades,
 file modes, rollbacks, what it keeps on disk; the contract every backend meets is in
-tests/store/test_store.py."""
+tests/store/test_base.py."""
 
 from __future__ import annotations
 

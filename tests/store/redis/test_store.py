@@ -1,6 +1,6 @@
 """The Redis store's single-writer operations beyond the contract suite: durability across
 connections, rollback, the same verdicts as SQLite, and errors that never show a password.
-Real redis-server only; the shared protocol is in test_redis_shared_store.py."""
+Real redis-server only; the shared protocol is in test_shared_store.py."""
 
 from __future__ import annotations
 
