@@ -202,7 +202,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     where = f"spark {master}" if engine == "spark" and result.documents else "local"
     parts = [f"{counted(result.documents, 'document')}, "
              f"{counted(result.duplicates, 'duplicate')}, "
-             f"{counted(result.bad_rows, 'bad row')} ({config.errors_place}), "
+             f"{counted(result.bad.count, 'bad row')} ({config.errors_place}), "
              f"{result.seconds:.1f} s, "
              f"{rate:.0f} documents/s ({where})"]
     if result.sketch_seconds:
@@ -221,14 +221,14 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         parts.append(f"{result.unordered} rows without a readable "
                      f"{settings.time_field!r} came last")
     # a dump of a header and no row: the new store was empty but pinned to these settings
-    empty = not result.documents and not result.bad_rows
+    empty = not result.documents and not result.bad.count
     parts.append(dropped().removeprefix("; ") if empty and made_here
                  else store_named(settings))
     click.echo("; ".join(parts), err=True)
-    if encoding := not_utf8_warning(dump, result.not_utf8, result.documents + result.bad_rows):
+    if encoding := not_utf8_warning(dump, result.bad.not_utf8, result.documents + result.bad.count):
         click.echo(encoding, err=True)
-    if result.bad_rows and not result.documents:
-        raise click.ClickException(none_judged(dump, result.first_error,
+    if result.bad.count and not result.documents:
+        raise click.ClickException(none_judged(dump, result.bad.first,
                                                f"; all in {result.errors_path}") + dropped())
     if result.report is not None:
         from streamdedup.replay.report import summary

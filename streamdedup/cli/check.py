@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -20,6 +20,7 @@ import click
 from streamdedup import garbage
 from streamdedup.cli.options import failure, make_settings, settings_options
 from streamdedup.errors import StoreUnavailableError, StreamdedupError
+from streamdedup.replay.bad_rows import BadRows
 from streamdedup.replay.dump import FORMATS
 from streamdedup.settings import Settings
 from streamdedup.terminal import counted
@@ -132,7 +133,7 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
         raise failure(exc) from None
     except KeyboardInterrupt:  # as produce says it: where it stopped, and that again is safe
         click.echo(f"interrupted: {counted(tally.docs, 'document')} judged, "
-                   f"{counted(tally.errors, 'bad row')}; "
+                   f"{counted(tally.bad.count, 'bad row')}; "
                    f"{_so_far(settings)}" + again_with_retention(settings), err=True)
         raise click.exceptions.Exit(130) from None
     finally:
@@ -144,10 +145,10 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
     if unwritten:
         raise click.ClickException(unwritten)
     elapsed = time.perf_counter() - start
-    docs, untimed, first_error = tally.docs, tally.untimed, tally.first_error
+    docs, untimed, first_error = tally.docs, tally.untimed, tally.bad.first
     click.echo(
         f"{counted(docs, 'document')}, {counted(tally.dups, 'duplicate')}, "
-        f"{counted(tally.errors, 'bad row')}, {elapsed:.2f} s, "
+        f"{counted(tally.bad.count, 'bad row')}, {elapsed:.2f} s, "
         f"{docs / elapsed if elapsed else 0:.0f} documents/s; {sketcher.bands} bands x "
         f"{sketcher.rows} rows, P(candidate | s={settings.threshold}) = "
         f"{sketcher.recall_at_threshold():.6f}"
@@ -157,13 +158,13 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
            "the clock's time (the newest seen; on a fresh store, their batch's first)"
            if settings.read_time_field and untimed else "")
         # a dump of a header and no row: the new store was empty but pinned to these settings
-        + (not_kept(True, directory) if made_here and not docs and not tally.errors
+        + (not_kept(True, directory) if made_here and not docs and not tally.bad.count
            else f"; {store_named(settings)}"),
         err=True,
     )
-    if encoding := not_utf8_warning(path, tally.not_utf8, docs + tally.errors):
+    if encoding := not_utf8_warning(path, tally.bad.not_utf8, docs + tally.bad.count):
         click.echo(encoding, err=True)
-    if tally.errors and not docs:  # e.g. --retention on a dump whose times do not parse
+    if tally.bad.count and not docs:  # e.g. --retention on a dump whose times do not parse
         raise click.ClickException(none_judged(path, first_error)
                                    + not_kept(made_here, directory))
 
@@ -174,9 +175,7 @@ class _Tally:
 
     docs: int = 0
     dups: int = 0
-    errors: int = 0
-    first_error: str = ""  # "reason: detail" of the first bad row
-    not_utf8: int = 0  # bad rows of that reason (a file in another encoding)
+    bad: BadRows = field(default_factory=BadRows)
     untimed: int = 0  # documents without a time (with retention: at the clock's)
 
 
@@ -185,7 +184,6 @@ def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO, b
     """Judge and write one batch; bad rows are written whatever ``only_duplicates`` says (a
     row left out of the output must say why)."""
     from streamdedup.errors import MessageError
-    from streamdedup.replay.dump import bad_row_line
     from streamdedup.store.base import refuse_a_restart
 
     docs = [item for _, item in batch if not isinstance(item, MessageError)]
@@ -197,11 +195,8 @@ def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO, b
     try:
         for row, item in batch:
             if isinstance(item, MessageError):
-                tally.errors += 1
-                tally.first_error = tally.first_error or f"{item.reason}: {item.detail}"
-                tally.not_utf8 += item.reason == "not_utf8"
                 target = bad
-                bad.write(bad_row_line(row, item))
+                bad.write(tally.bad.add(row, item))
             else:
                 verdict = next(verdicts)
                 tally.dups += verdict.duplicate

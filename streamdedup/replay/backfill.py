@@ -38,8 +38,9 @@ from streamdedup.core.verdict import Verdict
 from streamdedup.detection.detector import Detector
 from streamdedup.detection.shared_detector import detector_for
 from streamdedup.errors import ConfigError, InputError, MessageError
+from streamdedup.replay.bad_rows import BadRows
 from streamdedup.replay.config import BATCH, ENGINES, ORDERS, STDOUT, BackfillConfig
-from streamdedup.replay.dump import bad_row_line, read_dump, row_number_warning
+from streamdedup.replay.dump import read_dump, row_number_warning
 from streamdedup.replay.pairs import Plan, Row, local_plan, sketch_rows
 from streamdedup.settings import Settings
 from streamdedup.store.base import Evicted, Store, refuse_a_restart
@@ -50,9 +51,7 @@ from streamdedup.store.payload import decode_shingles
 class BackfillResult:
     documents: int = 0
     duplicates: int = 0
-    bad_rows: int = 0
-    first_error: str = ""  # "reason: detail" of the first bad row
-    not_utf8: int = 0  # bad rows of that reason (a file in another encoding)
+    bad: BadRows = field(default_factory=BadRows)
     unordered: int = 0  # rows without a usable timestamp (with --order-by timestamp): last
     seconds: float = 0.0
     sketch_seconds: float = 0.0  # Spark: the parallel phase, all partitions at once
@@ -105,10 +104,7 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
                              time_field=settings.read_time_field, id_field=settings.id_field)
             for row, item in read:
                 if isinstance(item, MessageError):
-                    result.bad_rows += 1
-                    result.first_error = result.first_error or f"{item.reason}: {item.detail}"
-                    result.not_utf8 += item.reason == "not_utf8"
-                    errors.write(bad_row_line(row, item))
+                    errors.write(result.bad.add(row, item))
                 else:
                     good.append((row, item))
         except InputError as exc:  # it reads the whole dump before judging any of it; the
@@ -120,7 +116,7 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
     if config.report_dir is not None and len({d.id for d in docs}) != len(docs):
         raise InputError("--report needs a dump whose ids are unique (the report's brute "
                          "force compares documents, not versions of one id)")
-    say(f"{len(docs):,} documents, {result.bad_rows:,} bad rows ({config.errors_place})")
+    say(f"{len(docs):,} documents, {result.bad.count:,} bad rows ({config.errors_place})")
     detector = detector_for(settings, store, Sketcher(settings))
     # The plan knows this dump's sets only: used into an empty store; a store that already
     # holds documents is probed as the stream would. With retention, too: a pair plan knows
@@ -326,8 +322,8 @@ def _report(settings: Settings, config: BackfillConfig, docs: Sequence[Document]
             band_s=result.plan_seconds))
     report.update({
         "dump": {"path": str(config.dump), "name": config.dump.name,
-                 "sha256": tr.file_sha256(config.dump), "rows": len(docs) + result.bad_rows,
-                 "unreadable_rows": result.bad_rows},
+                 "sha256": tr.file_sha256(config.dump), "rows": len(docs) + result.bad.count,
+                 "unreadable_rows": result.bad.count},
         "settings": {**Sketcher(settings).params(), "max_matches": settings.max_matches,
                      "max_candidates": settings.max_candidates},
         "backfill": {"engine": config.engine, "master": config.master,

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import csv
 import itertools
-import json
 import logging
 import os
 import sys
@@ -80,12 +79,6 @@ def detect_format(path: Path) -> str:
         return "parquet"
     # a setting to give, not a dump to fix: exit 2, as a value refused at parsing
     raise ConfigError(f"cannot tell the format of {path}; pass --format tsv, jsonl or parquet")
-
-
-def bad_row_line(row: int, error: MessageError) -> str:
-    """A row that cannot be judged, as `check --errors` and `backfill` write it (one JSON
-    line; ASCII, so that a detail quoting undecodable bytes can still be written)."""
-    return json.dumps({"row": row, "error": error.reason, "detail": error.detail}) + "\n"
 
 
 def read_dump(path: str | os.PathLike[str], fmt: str | None, text_fields: tuple[str, ...],

@@ -68,7 +68,7 @@ def test_the_local_engine_gives_checks_verdicts_and_reports_bad_rows(
     result = run_backfill(dump, tmp_path / "store", tmp_path / "v.jsonl")
     want = check_verdicts(dump, SqliteStore(tmp_path / "check"))
     assert (tmp_path / "v.jsonl").read_text().splitlines() == want
-    assert (result.documents, result.bad_rows) == (700, 2)
+    assert (result.documents, result.bad.count) == (700, 2)
     assert result.duplicates == sum('"duplicate":true' in v for v in want) > 100
     errors = [json.loads(x) for x in (tmp_path / "v.errors.jsonl").read_text().splitlines()]
     assert [(e["row"], e["error"]) for e in errors] == [(2, "malformed_json"),

@@ -494,15 +494,6 @@ def test_a_quote_left_open_on_a_whole_row_is_a_character_and_the_rows_after_it_a
     assert "lines 2-6 of the file: if a quote was left open at line 2" in got[0][1].detail
 
 
-def test_a_bad_row_is_one_ascii_json_line_for_check_and_backfill_alike() -> None:
-    """Each wrote its own: `check` escaped non-ASCII, `backfill` did not."""
-    from streamdedup.replay.dump import bad_row_line
-
-    line = bad_row_line(3, MessageError("wrong_type", "tïtle \udc80"))
-    assert line.endswith("\n") and line.isascii()
-    assert json.loads(line) == {"row": 3, "error": "wrong_type", "detail": "tïtle \udc80"}
-
-
 def test_id_field_reads_the_ids_of_each_format_from_its_column(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """``--id-field link``: the id is the link, in a TSV, a JSON line or a Parquet row; where
