@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from streamdedup.errors import ConfigError, StoreParamsError
+from streamdedup.errors import ConfigError, StoreCorruptError, StoreParamsError
 from streamdedup.settings import Settings
-from streamdedup.store.base import DocRecord, SetRecord, Store, check_params
+from streamdedup.store.base import DocRecord, SetRecord, Store, check_params, missing_params
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,9 @@ def open_store(backend: str, location: str, params: Mapping[str, Any],
     try:
         stored = store.get_params()
         if stored is None:
+            held = store.stats()["documents"]
+            if held:
+                raise StoreCorruptError(missing_params(held))
             store.put_params(params)
         else:
             check_params(stored, params)

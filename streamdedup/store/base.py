@@ -24,6 +24,7 @@ texts in them. Writes become durable, all together, at ``commit()``.
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from streamdedup.errors import StoreParamsError, StoreUnavailableError
+from streamdedup.errors import StoreCorruptError, StoreParamsError, StoreUnavailableError
+from streamdedup.terminal import counted
 
 V = TypeVar("V")
 
@@ -354,6 +356,30 @@ def param_differences(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> l
         for key in sorted(set(stored) | set(wanted))
         if stored.get(key) != wanted.get(key)
     ]
+
+
+def parsed_params(raw: str | bytes | None, where: str) -> dict[str, Any]:
+    """A store's record of its parameters, read. Damaged (not JSON, not an object, NULL:
+    a hand edit, a bad restore) it is said as damage, not a Python traceback of
+    ``json.loads``, in every command that opens the store."""
+    try:
+        params = json.loads(raw) if raw is not None else None
+    except ValueError:
+        params = None
+    if not isinstance(params, dict):
+        raise StoreCorruptError(f"{where}: the store's record of its parameters is damaged "
+                                f"({'empty' if raw is None else 'not a JSON object'}): "
+                                "restore a backup, or use a new store")
+    return params
+
+
+def missing_params(documents: int) -> str:
+    """A store that holds documents but no record of their parameters (the record deleted
+    by hand): it took any settings and recorded them, mixing band keys of two kinds, and
+    ``store verify`` said "ok"."""
+    return (f"the store holds {counted(documents, 'document')} but no record of the "
+            f"parameters {'it was' if documents == 1 else 'they were'} made with (deleted?): "
+            "restore a backup, or use a new store")
 
 
 def check_params(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> None:

@@ -322,6 +322,69 @@ def test_a_store_of_other_params_that_holds_nothing_says_removing_it_loses_nothi
     assert "holds no documents" not in str(err.value)
 
 
+def _params_record(backend: str, location: str, namespace: str, value: str | None) -> None:
+    """The store's record of its parameters set by hand (None: deleted), as damage does."""
+    if backend == "sqlite":
+        with sqlite3.connect(Path(location) / DB_NAME) as conn:
+            if value is None:
+                conn.execute("DELETE FROM meta WHERE key = 'params'")
+            else:
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'params'", (value,))
+        return
+    import redis
+
+    r = redis.Redis.from_url(location)
+    key = f"{{{namespace}}}:meta"
+    r.hdel(key, "params") if value is None else r.hset(key, "params", value)
+    r.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_a_damaged_or_deleted_record_of_the_params_is_refused_and_verify_says_it(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Damaged ('not json', '[1,2]', NULL): a Python traceback from every command that
+    opened the store. Deleted from a store holding documents: any settings were taken and
+    recorded, mixing band keys of two kinds, and ``store verify`` said "ok"."""
+    from streamdedup.core.document import Document
+    from streamdedup.detection.detector import Detector
+    from streamdedup.store.redis import maintenance as redis_maintenance
+    from streamdedup.store.sqlite import maintenance as sqlite_maintenance
+
+    location = (request.getfixturevalue("redis_url") if backend == "redis"
+                else str(tmp_path / "st"))
+    namespace = f"t{uuid.uuid4().hex}"
+
+    def verify() -> list[str]:
+        if backend == "redis":
+            return redis_maintenance.verify(location, namespace)
+        return sqlite_maintenance.verify(Path(location))
+
+    store = open_store(backend, location, PARAMS, namespace=namespace)
+    Detector(Settings(), store).process(Document("a", {"title": "Cuoco", "description": "Roma"}))
+    store.commit()
+    store.close()
+    assert verify() == []
+    damaged = ["not json", "[1, 2]"] + ([] if backend == "redis" else [None])
+    for value in damaged:
+        if value is None:  # SQLite's NULL, which Redis cannot hold
+            with sqlite3.connect(Path(location) / DB_NAME) as conn:
+                conn.execute("UPDATE meta SET value = NULL WHERE key = 'params'")
+        else:
+            _params_record(backend, location, namespace, value)
+        with pytest.raises(StoreCorruptError, match="record of its parameters is damaged"):
+            open_store(backend, location, PARAMS, namespace=namespace)
+        assert any("record of its parameters is damaged" in p for p in verify()), value
+    _params_record(backend, location, namespace, None)
+    other = Sketcher(Settings(num_perm=64)).params()
+    with pytest.raises(StoreCorruptError, match="holds 1 document but no record of the "
+                                                "parameters"):
+        open_store(backend, location, other, namespace=namespace)
+    assert verify() == [
+        "the store holds 1 document but no record of the parameters it was made with "
+        "(deleted?): restore a backup, or use a new store"]
+
+
 def test_an_empty_store_directory_is_refused_where_a_store_is_opened(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """--store '' put the store's files in the current directory; commands that open no

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 from streamdedup.errors import StoreCorruptError, StoreError
+from streamdedup.store.base import missing_params, parsed_params
 from streamdedup.store.maintenance import format_time, verdict_problems
 from streamdedup.store.payload import sorted_hashes
 from streamdedup.store.redis.client import Keys, call, connect, safe_url
@@ -66,13 +67,7 @@ def _clock(meta: dict[bytes, bytes]) -> int | None:
 
 def _params(raw: bytes | None) -> dict[str, Any] | None:
     """The store's parameters from the namespace's ``meta params`` (None: never written)."""
-    try:
-        params = json.loads(raw) if raw else None
-    except ValueError:
-        raise StoreCorruptError("the store's parameters (meta params) are not JSON") from None
-    if params is not None and not isinstance(params, dict):
-        raise StoreCorruptError("the store's parameters (meta params) are not a JSON object")
-    return params
+    return None if raw is None else parsed_params(raw, "meta params")
 
 
 def stats(url: str, namespace: str, cluster: bool = False) -> dict[str, Any]:
@@ -132,6 +127,8 @@ def verify(url: str, namespace: str, cluster: bool = False,
             check()
         except StoreCorruptError as exc:
             problems.append(str(exc))
+    if b"params" not in meta and (held := call(r.hlen, k("docs"))):
+        problems.append(missing_params(held))
     try:
         last_seq = _number(call(r.get, k("seq")), "the seq counter")
     except StoreCorruptError as exc:

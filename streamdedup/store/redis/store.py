@@ -56,6 +56,7 @@ from streamdedup.store.base import (
     SetRecord,
     Store,
     check_params,
+    parsed_params,
 )
 from streamdedup.store.payload import decode_shingles, encode_shingles
 from streamdedup.store.redis.client import Keys, call, connect, ping, run_ids
@@ -176,9 +177,12 @@ class RedisStore(Store):
     # --- metadata
     def get_params(self) -> dict[str, Any] | None:
         raw = self._call(self.r.hget, self.k("meta"), "params")
-        if raw is not None and self._params is None:
-            self._params = json.loads(raw)
-        return None if raw is None else dict(json.loads(raw))
+        if raw is None:
+            return None
+        params = parsed_params(raw, f"Redis {self.k('meta')} params")
+        if self._params is None:
+            self._params = params
+        return dict(params)
 
     def put_params(self, params: Mapping[str, Any]) -> None:
         self._params = dict(params)

@@ -28,6 +28,7 @@ from typing import Any, TextIO
 
 import streamdedup.store.sqlite.snapshot as snapshot
 from streamdedup.errors import ConfigError, StoreCorruptError, StoreError
+from streamdedup.store.base import missing_params
 from streamdedup.store.maintenance import format_time, verdict_problems
 from streamdedup.store.payload import valid_payload
 from streamdedup.store.sqlite.file import (
@@ -119,7 +120,9 @@ def verify(directory: Path, progress: Callable[[str], None] = lambda _m: None) -
         problems += [f"sqlite: {row[0]}" for row in conn.execute("PRAGMA integrity_check")
                      if row[0] != "ok"]
         try:  # what stats and every opening read first (Redis's verify checks them too)
-            stored_params(conn, Path(directory) / DB_NAME)
+            if stored_params(conn, Path(directory) / DB_NAME) is None and (
+                    held := int(conn.execute("SELECT count(*) FROM docs").fetchone()[0])):
+                problems.append(missing_params(held))
         except StoreCorruptError as exc:
             problems.append(str(exc))
         progress("shingle blobs against their checksums")

@@ -9,7 +9,6 @@ shares none of the writer's state, and ``file.py`` had grown to the module size 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from streamdedup.errors import StoreCorruptError, StoreError
+from streamdedup.store.base import parsed_params
 from streamdedup.store.sqlite.file import DB_NAME, VERDICT, checked_verdict, checksum_column
 
 
@@ -132,10 +132,4 @@ def stored_params(conn: sqlite3.Connection, path: Path) -> dict[str, Any] | None
                     ).fetchone() is None:
         return None
     row = conn.execute("SELECT value FROM meta WHERE key = 'params'").fetchone()
-    try:
-        params = None if row is None else json.loads(row[0])
-    except ValueError:
-        raise StoreCorruptError(f"{path}: the store's parameters are not JSON") from None
-    if params is not None and not isinstance(params, dict):  # (a TypeError, or [[1, 2]]
-        raise StoreCorruptError(f"{path}: the store's parameters are not a JSON object")
-    return params
+    return None if row is None else parsed_params(row[0], str(path))

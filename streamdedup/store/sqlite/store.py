@@ -64,6 +64,7 @@ from streamdedup.store.sqlite.file import (
     verdict_checksum,
     write_counters,
 )
+from streamdedup.store.sqlite.reader import stored_params
 from streamdedup.store.sqlite.set_numbers import SetNumbers
 
 # A new set's row: bare (numbered by a document of an empty text), or with these values.
@@ -149,15 +150,9 @@ class SqliteStore(Store):
 
     # --- metadata
     def get_params(self) -> dict[str, Any] | None:
-        # Opening sqlitedict on a store without its table creates the table, a write that
-        # waits for (and times out on) our own connection's uncommitted writes: check first.
-        if self._conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
-        ).fetchone() is None:
-            return None
-        with self._meta() as meta:
-            params = meta.get("params")
-        return dict(params) if params is not None else None
+        # Read by SQL, not sqlitedict: opening it on a store without its table creates the
+        # table, a write that waits for (and times out on) this connection's own writes.
+        return stored_params(self._conn, self.path)
 
     def put_params(self, params: Mapping[str, Any]) -> None:
         # sqlitedict writes through its own connection, so what this one wrote is committed
