@@ -14,6 +14,7 @@ import socket
 from typing import Any
 
 from kafka import KafkaAdminClient
+from kafka import errors as kafka_errors
 from kafka.errors import (
     FencedInstanceIdError,
     GroupAuthorizationFailedError,
@@ -21,6 +22,7 @@ from kafka.errors import (
     InvalidReplicationFactorError,
     InvalidSessionTimeoutError,
     KafkaError,
+    PolicyViolationError,
     SaslAuthenticationFailedError,
     TopicAlreadyExistsError,
     TopicAuthorizationFailedError,
@@ -46,8 +48,8 @@ RECONNECT_BACKOFF_MAX_MS = 5000
 # owns the partitions now, and this one would only fight it.
 FATAL_KAFKA_ERRORS = (
     InvalidSessionTimeoutError, InvalidReplicationFactorError, InvalidPartitionsError,
-    TopicAuthorizationFailedError, GroupAuthorizationFailedError, SaslAuthenticationFailedError,
-    FencedInstanceIdError,
+    PolicyViolationError, TopicAuthorizationFailedError, GroupAuthorizationFailedError,
+    SaslAuthenticationFailedError, FencedInstanceIdError,
 )
 
 
@@ -163,9 +165,7 @@ def ensure_topics(settings: Settings, bootstrap_ms: int = BOOTSTRAP_TIMEOUT_MS) 
     try:
         missing = _missing(admin, settings)
         if missing:
-            admin.create_topics({t: {"num_partitions": settings.topic_partitions,
-                                     "replication_factor": 1} for t in missing},
-                                raise_errors=True)
+            _create(admin, settings, missing)
             log.info("created topics %s", ", ".join(missing))
         if settings.input_topic not in missing:
             _say_fewer_partitions(admin, settings)
@@ -176,6 +176,22 @@ def ensure_topics(settings: Settings, bootstrap_ms: int = BOOTSTRAP_TIMEOUT_MS) 
         pass  # another consumer of the group won the race
     finally:
         admin.close()
+
+
+def _create(admin: KafkaAdminClient, settings: Settings, topics: list[str]) -> None:
+    """Each topic made, or the broker's refusal raised as its error class with its own
+    words: kafka-python's message is the whole request and response (1,600 characters for
+    three topics), logged at each retry."""
+    answer = admin.create_topics({t: {"num_partitions": settings.topic_partitions,
+                                      "replication_factor": 1} for t in topics},
+                                 raise_errors=False)
+    for topic in answer.get("topics", ()):
+        error = kafka_errors.for_code(topic.get("error_code", 0))
+        if error is kafka_errors.NoError or error is TopicAlreadyExistsError:
+            continue  # (another consumer of the group won the race)
+        said = topic.get("error_message") or error.description
+        raise error(f"topic {topic.get('name')} with --topic-partitions "
+                    f"{settings.topic_partitions}: {said}")
 
 
 def _say_smaller_limits(admin: KafkaAdminClient, settings: Settings, topics: list[str]) -> None:

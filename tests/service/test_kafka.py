@@ -105,3 +105,26 @@ def test_the_heartbeat_age_is_read_from_kafka_pythons_metrics_and_never_raises()
     assert age({"consumer-coordinator-metrics": {"last-heartbeat-seconds-ago": float("inf")}}
                ) == 0.0
     assert age(None) == age({}) == age(RuntimeError("gone")) == 0.0
+
+
+
+@pytest.mark.broker
+def test_topics_the_broker_will_not_make_are_a_refusal_in_its_own_words(
+        kafka_bootstrap: str) -> None:
+    """`run --topic-partitions 100000` retried for ever, each retry logging kafka-python's
+    whole request and response (1,600 characters): the broker's policy will not change. Now
+    a refusal (``FATAL_KAFKA_ERRORS``: `run` exits 2), with the broker's reason."""
+    from kafka.errors import PolicyViolationError
+
+    from streamdedup.service.kafka import FATAL_KAFKA_ERRORS
+
+    name = f"huge-{uuid.uuid4().hex[:8]}"
+    settings = build_settings(env={}, overrides={
+        "bootstrap_servers": kafka_bootstrap, "input_topic": name,
+        "output_topic": name + ".out", "dlq_topic": name + ".dlq", "topic_partitions": 100000})
+    with pytest.raises(PolicyViolationError) as caught:
+        ensure_topics(settings, 10_000)
+    assert isinstance(caught.value, FATAL_KAFKA_ERRORS)
+    assert str(caught.value) == (f"[Error 44] PolicyViolationError: topic {name} with "
+                                 "--topic-partitions 100000: Excessively large number of "
+                                 "partitions per request.")
