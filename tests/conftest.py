@@ -363,3 +363,20 @@ def local_broker_tools() -> None:
         if _in_ci():
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
+
+
+# --- logging ---
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    """A command run in process (click's runner: `monitor`, `run`) sets the process's
+    logging up (root handler and level, kafka-python's level): put back after each test, or
+    the tests after it capture records they never asked for (the root at INFO)."""
+    import logging
+
+    root, kafka = logging.getLogger(), logging.getLogger("kafka")
+    handlers, level, kafka_level = root.handlers[:], root.level, kafka.level
+    yield
+    root.handlers[:], kafka.level = handlers, kafka_level
+    root.setLevel(level)

@@ -206,12 +206,12 @@ def test_a_port_in_use_is_one_line_before_the_monitor_says_where_it_is() -> None
         f"Error: cannot serve the monitor on 127.0.0.1:{port}: Address already in use "
         "(another monitor? give it another --monitor-port)"]
     away = subprocess.run([sys.executable, "-m", "streamdedup", "monitor", "--monitor-host",
-                           "192.0.2.1", "--monitor-token", "t", "--bootstrap-servers",
+                           "192.0.2.1", "--monitor-token", "s3cret-token", "--bootstrap-servers",
                            "127.0.0.1:9"], capture_output=True, text=True, timeout=60)
     assert away.returncode == 2 and "another monitor" not in away.stderr, away.stderr
     assert "is --monitor-host an address of this machine?" in away.stderr
     # a name that resolves to nothing was told to give a token (and with one, a bind error)
-    for token in ([], ["--monitor-token", "t"]):
+    for token in ([], ["--monitor-token", "s3cret-token"]):
         nowhere = subprocess.run([sys.executable, "-m", "streamdedup", "monitor",
                                   "--monitor-host", "garbage.invalid", *token,
                                   "--bootstrap-servers", "127.0.0.1:9"],
