@@ -328,6 +328,7 @@ def test_a_redis_store_after_eviction_verifies_clean(make_store: Callable[..., S
     from streamdedup.store.redis import maintenance
 
     store = make_store("redis")
+    store.put_params(Sketcher(WORDS).params())  # as every command's opening does
     # After the stream, a set whose first document leaves while a copy of it stays.
     stream = [*windowed_stream(9, 400), ad("first", "one text posted twice", 200),
               ad("copy", "one text posted twice", 208),
@@ -346,6 +347,7 @@ def test_a_store_after_eviction_verifies_clean(make_store: Callable[..., Store],
     from streamdedup.store.sqlite.maintenance import verify
 
     store = make_store("sqlite", tmp_path / "s")
+    store.put_params(Sketcher(WORDS).params())  # as every command's opening does
     run(Detector(WORDS.replace(retention="10d"), store), windowed_stream(9, 400), batch=10)
     conn = store._conn  # type: ignore[attr-defined]
     assert conn.execute("SELECT count(*) FROM sets WHERE evicted = 1").fetchone()[0] > 0

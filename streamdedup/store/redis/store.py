@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from streamdedup.errors import ConfigError
+from streamdedup.errors import ConfigError, StoreCorruptError
 from streamdedup.settings import Settings
 from streamdedup.store.base import (
     DEFAULT_EDGE_CAP,
@@ -91,6 +91,7 @@ class RedisStore(Store):
         self.r = connect(url, cluster)
         meta = call(self.r.hgetall, self.k("meta"))
         if b"store_id" not in meta:
+            self._refuse_foreign(meta)
             call(self.r.hsetnx, self.k("meta"), "store_id", uuid.uuid4().hex)
         self._store_id = call(self.r.hget, self.k("meta"), "store_id").decode()
         self._runs = run_ids(self.r)
@@ -103,6 +104,20 @@ class RedisStore(Store):
             self._lock = WriterLock(self.r, self.k("writer"), namespace)
         self._edge_list = Edges(self.r, self.k, self._do)
         self._reset()
+
+    def _refuse_foreign(self, meta: dict[bytes, bytes]) -> None:
+        """A store names itself (``store_id``) before anything else, and old ones recorded
+        their parameters first: a ``meta`` with neither, or a ``seq`` without them, is
+        another program's, which `check` wrote into without a word."""
+        if b"params" in meta:
+            return
+        foreign = [key for key, there in ((self.k("meta"), bool(meta)),
+                                          (self.k("seq"), call(self.r.exists, self.k("seq"))))
+                   if there]
+        if foreign:
+            raise StoreCorruptError(f"Redis namespace {self.namespace!r} holds "
+                                    f"{', '.join(foreign)} but is no streamdedup store: "
+                                    "another program's keys? Give another --redis-namespace")
 
     def _claim_mode(self, mode: str) -> None:
         """A namespace is written either by one writer (retention: tombstones, eviction) or

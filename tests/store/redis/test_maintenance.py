@@ -95,9 +95,10 @@ def test_shingles_damaged_out_of_order_are_named(redis_url: str) -> None:
 
 
 @pytest.mark.parametrize(("key", "field", "value", "said"), [
-    ("meta", "params", b"not json{", "the store's parameters (meta params) are not JSON"),
-    ("meta", "params", b"[[1, 2]]", "the store's parameters (meta params) are not a JSON "
-                                    "object"),
+    ("meta", "params", b"not json{", "meta params: the store's record of its parameters is "
+     "damaged (not a JSON object)"),
+    ("meta", "params", b"[[1, 2]]", "meta params: the store's record of its parameters is "
+     "damaged (not a JSON object)"),
     ("meta", "clock", b"banana", "the retention clock (meta clock) is not a number"),
     ("seq", None, b"abc", "the seq counter is not a number: b'abc'"),
     ("counts", "sets", b"banana", "the count of 'sets' is not a number: b'banana'"),

@@ -368,3 +368,27 @@ def test_a_set_evicted_before_the_crowded_set_it_named_leaves_its_list(
     store.commit()
     assert sorted(store.r.smembers(store.k("into", 1))) == [b"3", b"4"]
     store.close()
+
+
+@pytest.mark.parametrize("keys", [{"meta": {"foo": "bar"}}, {"seq": "5"},
+                                  {"meta": {"foo": "bar"}, "seq": "5"}])
+def test_a_namespace_of_another_programs_keys_is_refused_and_left_as_it_was(
+        redis_url: str, keys: dict[str, object]) -> None:
+    """`check --redis-namespace app` wrote into another program's `{app}:meta` and
+    `{app}:seq` without a word (SQLite refuses a file of another program)."""
+    import redis
+
+    from streamdedup.errors import StoreCorruptError
+
+    ns = f"t{uuid.uuid4().hex}"
+    r = redis.Redis.from_url(redis_url)
+    for name, value in keys.items():
+        key = f"{{{ns}}}:{name}"
+        r.hset(key, mapping=value) if isinstance(value, dict) else r.set(key, str(value))
+    before = {k: r.type(k) for k in r.scan_iter(match=f"{{{ns}}}:*")}
+    with pytest.raises(StoreCorruptError, match=f"Redis namespace '{ns}' holds .* but is no "
+                                                "streamdedup store"):
+        RedisStore(redis_url, ns)
+    assert {k: r.type(k) for k in r.scan_iter(match=f"{{{ns}}}:*")} == before
+    assert r.hgetall(f"{{{ns}}}:meta") == ({b"foo": b"bar"} if "meta" in keys else {})
+    r.close()

@@ -16,6 +16,7 @@ import pytest
 from store_records import SETTINGS, ads, built, damage, replacements
 
 from streamdedup.core.document import Document
+from streamdedup.core.sketch import Sketcher
 from streamdedup.detection.detector import Detector
 from streamdedup.errors import ConfigError, StoreCorruptError, StoreError, StoreLockedError
 from streamdedup.store.sqlite import SqliteStore
@@ -62,6 +63,7 @@ def test_replaced_ids_and_ids_back_at_an_earlier_text_verify_clean(tmp_path: Pat
     """A set's first document may have moved on to another text (it is then a version), or
     come back to the set's text: neither is damage."""
     store = SqliteStore(tmp_path / "s")
+    store.put_params(Sketcher(SETTINGS).params())  # as every command's opening does
     try:
         detector = Detector(SETTINGS, store)
         for batch in replacements():
@@ -222,7 +224,7 @@ def test_a_reader_keeps_one_snapshot_while_the_writer_commits(tmp_path: Path) ->
      "first document's seq 1010 is after its document with seq 10"),
     # JSON, but no object: a TypeError traceback, or [[1, 2]] read as {1: 2}
     (["UPDATE meta SET value = '[[1, 2]]' WHERE key = 'params'"],
-     "the store's parameters are not a JSON object"),
+     "the store's record of its parameters is damaged (not a JSON object)"),
     # Still well-formed JSON with another value: the case verify used to miss (RELIABILITY).
     (["UPDATE verdicts SET verdict = replace(verdict, '\"seq\":', '\"seq\":9') "
       "WHERE row = (SELECT verdict_row FROM docs WHERE doc_id = 'ad7')"],
