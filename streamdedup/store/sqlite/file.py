@@ -162,6 +162,15 @@ def acquire_lock(directory: Path) -> int:
     return fd
 
 
+def refuse_a_broken_link(path: Path) -> None:
+    """A store directory, or its file, that is a link to nothing (a volume not mounted):
+    the directory was "File exists", and the file was replaced by a new empty store, the
+    link gone."""
+    if path.is_symlink() and not path.exists():
+        raise StoreError(f"{path} is a link to {os.readlink(path)}, which is not there (a "
+                         "volume not mounted?): mount it, or give another --store")
+
+
 def open_db(directory: Path, read: Callable[[sqlite3.Connection], None] = lambda c: None
             ) -> sqlite3.Connection:
     """The store's connection, made ready (schema, WAL, FULL sync), or one clear error.
@@ -173,6 +182,7 @@ def open_db(directory: Path, read: Callable[[sqlite3.Connection], None] = lambda
     the file is sound; a damaged file is refused with the check's finding whatever ``read``
     raised meanwhile."""
     path = directory / DB_NAME
+    refuse_a_broken_link(path)
     if not path.exists():
         _create(directory)
     elif path.stat().st_size == 0:

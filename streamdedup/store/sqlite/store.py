@@ -60,6 +60,7 @@ from streamdedup.store.sqlite.file import (
     os_problem,
     read_counters,
     rebuild_maps,
+    refuse_a_broken_link,
     store_errors,
     verdict_checksum,
     write_counters,
@@ -96,6 +97,7 @@ class SqliteStore(Store):
         self._numbers = SetNumbers()
         self._lock_fd = -1
         try:
+            refuse_a_broken_link(self.directory)
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
             self._lock_fd = acquire_lock(self.directory)
             # A failed open closes its connection; a good one is _load_maps' to keep.

@@ -781,3 +781,26 @@ def test_a_sparse_log_row_is_relogged_with_every_key(tmp_path: Path) -> None:
     s = SqliteStore(tmp_path / "s")
     assert s.probe(band_keys(0)) == {0: 25}
     s.close()
+
+
+@pytest.mark.parametrize("linked", ["directory", "file"])
+def test_a_store_linked_to_nothing_is_refused_and_the_link_kept(tmp_path: Path,
+                                                                linked: str) -> None:
+    """A store on a volume not mounted: the directory said "[Errno 17] File exists", and a
+    file linked to nothing was replaced by a new empty store (the link gone, exit 0)."""
+    from streamdedup.store.sqlite import SqliteStore
+
+    target = tmp_path / "volume" / "gone"
+    store = tmp_path / "s"
+    if linked == "directory":
+        store.symlink_to(target)
+        link = store
+    else:
+        store.mkdir()
+        link = store / "index.sqlite"
+        link.symlink_to(target)
+    with pytest.raises(StoreError, match=f"{link} is a link to {target}, which is not there "
+                                         r"\(a volume not mounted\?\)"):
+        SqliteStore(store)
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert not (tmp_path / "volume").exists()
