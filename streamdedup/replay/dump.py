@@ -338,6 +338,9 @@ def _tsv_rows(path: Path, header: list[str], fields: tuple[str, ...], max_bytes:
                                 str(exc).replace("\t", "\\t"), taken)
                 lines.again(lines.row[1:])
                 values = alone
+            if not values:  # a blank line (an editor's last one) was a bad row; JSON Lines
+                index += 1  # skips them too. Its number is kept: row numbers are ids
+                continue
             if len(values) != len(header):
                 yield index, MessageError("malformed_row", f"{len(values)} fields where the "
                                           f"header has {len(header)}"

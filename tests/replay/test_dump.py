@@ -585,3 +585,12 @@ def test_rows_quoted_rightly_with_a_wrong_count_stay_malformed_and_a_runaway_is_
     assert "3000 rows in all were read with their quotes as characters" in caplog.text
     assert len(got) == 3000 and all(isinstance(d, Document) for d in got)
     assert got[7].fields == {"title": 'x7"', "description": '"y7', "id": "7"}  # type: ignore[union-attr]
+
+
+def test_a_blank_line_in_a_tsv_is_skipped_and_keeps_its_row_number(tmp_path: Path) -> None:
+    """An editor's last blank line was a bad row ("0 fields where the header has 2"), where
+    JSON Lines skips it. Its number stays taken: a TSV's row numbers are its ads' ids."""
+    path = tmp_path / "ads.tsv"
+    path.write_text("title\tdescription\nA\tx y\n\nB\tz w\n\n", encoding="utf-8")
+    got = rows(path)
+    assert [(n, outcome(item)) for n, item in got] == [(0, "doc:0"), (2, "doc:2")]
