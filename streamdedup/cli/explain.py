@@ -61,6 +61,9 @@ def explain_command(doc_id: str, other_id: str | None, dump: Path | None, fmt: s
     from streamdedup.core.sketch import Sketcher
 
     settings = make_settings(preset, options, opens_store=use_store)
+    for name, value in (("DOC_ID", doc_id), ("OTHER_ID", other_id)):
+        if value is not None and not value.strip():  # no message has it: the whole topic
+            raise click.UsageError(f"{name} is empty: give an ad's id")  # was read first
     if other_id == doc_id:  # it would be "a duplicate" of itself, which no verdict says
         raise click.UsageError(f"DOC_ID and OTHER_ID are both {doc_id!r}: give two ids")
     # flags that would do nothing were taken without a word

@@ -140,6 +140,9 @@ def backup_command(to: Path, preset: str | None, **options: Any) -> None:
     from streamdedup.store.sqlite import maintenance
 
     settings = _settings(preset, options)
+    if not str(to).strip() or to == Path():  # '' is '.' to click: "Error: . exists"
+        raise click.UsageError("--to is empty, or the current directory: name a new "
+                               "directory for the copy")
     if settings.store_backend == "redis":
         raise click.UsageError("a Redis store is backed up with its server: copy the "
                                "append-only file's directory (appendonlydir) after "

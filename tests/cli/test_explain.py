@@ -61,6 +61,9 @@ def test_a_document_is_not_explained_against_itself(tmp_path: Path) -> None:
     """It would read as 'a duplicate' of itself, which no verdict ever says."""
     code, _, err = run("explain", "0", "0", "--dump", str(_dump(tmp_path)))
     assert code == 2 and "both '0': give two ids" in err, err
+    for ids, said in ((["", "0"], "DOC_ID is empty"), (["0", " "], "OTHER_ID is empty")):
+        code, _, err = run("explain", *ids, "--dump", str(_dump(tmp_path)))  # the whole
+        assert code == 2 and said in err, err  # topic was read for it, then exit 1
 
 
 def test_a_dump_whose_name_says_no_format_takes_format(tmp_path: Path) -> None:
