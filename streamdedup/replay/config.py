@@ -87,6 +87,11 @@ class ReplayConfig:
                               "own topics and group (a production run would judge the dump "
                               "into its store): give a prefix, or --no-consumer to replay "
                               "through a consumer already running")
+        if self.topic_prefix and not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", self.topic_prefix):
+            # It said "input_topic must be ..., not 'bad prefixjobs'", naming neither
+            raise ConfigError(f"--topic-prefix must be letters, digits, '.', '_' or '-' (it "
+                              f"starts the replay's topic and group names), not "
+                              f"{self.topic_prefix!r}")
 
 
 STDOUT = Path("-")  # an output named "-" is standard output (it wrote a file named "-")

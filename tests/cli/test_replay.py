@@ -28,7 +28,10 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     (["--rate", "nan"], "--rate must be >= 0, not nan"),
     (["--timeout", "nan"], "--timeout must be a number of seconds > 0, not nan"),
     # the production topics and group, with a consumer of the replay's own
-    (["--topic-prefix", ""], "--topic-prefix '' runs the replay's consumer on the settings'")])
+    (["--topic-prefix", ""], "--topic-prefix '' runs the replay's consumer on the settings'"),
+    (["--topic-prefix", "bad prefix"], "--topic-prefix must be letters, digits, '.', '_' or "
+                                       "'-' (it starts the replay's topic and group names), "
+                                       "not 'bad prefix'")])
 def test_replay_refuses_a_negative_rate_and_no_timeout(tmp_path: Path, args: list[str],
                                                        message: str) -> None:
     tsv = write_tsv(tmp_path / "ads.tsv", [["t", "d", "Milano", "2020", "l"]])
