@@ -241,6 +241,9 @@ def decode_message(
         if text.startswith("\ufeff"):  # as json.loads says it
             raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
         obj = _DECODER.decode(text)
-    except (ValueError, RecursionError) as exc:
+    except ValueError as exc:
         raise MessageError("malformed_json", str(exc)[:200]) from None
+    except RecursionError:  # Python's words were "maximum recursion depth exceeded while..."
+        raise MessageError("malformed_json", "arrays or objects nested too deeply to read (an "
+                           "announcement is one object of text fields)") from None
     return document_from_object(obj, text_fields, time_field, id_field, also)

@@ -189,6 +189,9 @@ def test_nesting_around_the_recursion_limit_never_crashes() -> None:
             assert exc.reason == "malformed_json", (depth, exc)
             outcomes.add(exc.reason)
     assert outcomes == {"ok", "malformed_json"}
+    with pytest.raises(MessageError) as deep:  # Python's "maximum recursion depth exceeded"
+        decode(b"[" * 100_000 + b"]" * 100_000)
+    assert deep.value.detail.startswith("arrays or objects nested too deeply to read")
 
 
 def test_document_from_object_without_json() -> None:
