@@ -522,6 +522,10 @@ def _parquet_row(values: dict[str, Any], text_fields: tuple[str, ...], also: tup
                  max_bytes: int, time_field: str, id_field: str) -> Document | MessageError:
     obj = {name: value if name in text_fields or name == id_field else _as_text(value)
            for name, value in values.items() if value is not None}
+    binary = next((n for n in (*text_fields, id_field) if isinstance(obj.get(n), bytes)), None)
+    if binary is not None:  # it said "must be a string, got JSON value"
+        return MessageError("wrong_type", f"{binary} is a binary column: write it as a "
+                                          "string column (UTF-8 text)")
     if isinstance(obj.get(id_field), float) and obj[id_field].is_integer():
         obj[id_field] = int(obj[id_field])  # an integer column with nulls, as pandas writes
     elif isinstance(obj.get(id_field), str) and not obj[id_field].strip():

@@ -594,3 +594,17 @@ def test_a_blank_line_in_a_tsv_is_skipped_and_keeps_its_row_number(tmp_path: Pat
     path.write_text("title\tdescription\nA\tx y\n\nB\tz w\n\n", encoding="utf-8")
     got = rows(path)
     assert [(n, outcome(item)) for n, item in got] == [(0, "doc:0"), (2, "doc:2")]
+
+
+def test_a_binary_parquet_text_column_says_so(tmp_path: Path) -> None:
+    """It said "description must be a string, got JSON value"."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "ads.parquet"
+    pq.write_table(pa.table({"title": ["Cuoco"], "description": pa.array([b"Roma"],
+                                                                        pa.binary())}), path)
+    ((_, item),) = rows(path)
+    assert isinstance(item, MessageError) and item.reason == "wrong_type"
+    assert item.detail == ("description is a binary column: write it as a string column "
+                           "(UTF-8 text)")
