@@ -255,6 +255,9 @@ class Settings:
                               f"{self.redis_namespace!r}")
         if not self.text_fields:
             raise ConfigError("text_fields must name at least one field")
+        twice = sorted({f for f in self.text_fields if self.text_fields.count(f) > 1})
+        if twice:  # title,title was taken without a word
+            raise ConfigError(f"text_fields names {', '.join(map(repr, twice))} twice")
         if not self.id_field.strip():
             raise ConfigError("id_field must name a column (default 'id')")
         if not MIN_SESSION_TIMEOUT_MS <= self.session_timeout_ms <= MAX_SESSION_TIMEOUT_MS:

@@ -144,6 +144,11 @@ def make_settings(preset: str | None, options: dict[str, Any], *,
             f"{' and '.join(unused)} {'is' if len(unused) == 1 else 'are'} for "
             f"--store-backend redis, and the store here is {settings.store_backend!r}: add "
             f"--store-backend redis, or leave {'it' if len(unused) == 1 else 'them'} out")
+    if opens_store and options.get("store") is not None and settings.store_backend != "sqlite":
+        # the opposite of the above: a directory given and no file written there
+        raise click.UsageError(f"--store is a SQLite store's directory, and the store here "
+                               f"is {settings.store_backend!r}: leave --store out, or give "
+                               "--store-backend sqlite")
     return settings
 
 

@@ -138,10 +138,11 @@ class Service(Stoppable):
         if not s.metrics_port:
             return None
         server = HealthServer(self.metrics, s.metrics_host, s.metrics_port).start()
-        log.info("metrics on http://%s:%d/metrics", s.metrics_host, server.port)
+        host = s.metrics_host or "every address"  # '' said "served on , reachable..."
+        log.info("metrics on http://%s:%d/metrics", s.metrics_host or "0.0.0.0", server.port)
         if not is_loopback(s.metrics_host):
             log.warning("metrics and health are served on %s, reachable from other hosts; "
-                        "bind 127.0.0.1 unless that is intended", s.metrics_host)
+                        "bind 127.0.0.1 unless that is intended", host)
         return server
 
     # --- clients

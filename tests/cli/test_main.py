@@ -61,6 +61,10 @@ def test_environment_and_flags_configure_settings(tmp_path: Path) -> None:
     # a Redis flag on another backend was ignored (backfill wrote into ./streamdedup-store)
     ({}, ["--redis-url", "redis://x"],
      "Error: --redis-url is for --store-backend redis, and the store here is 'memory'"),
+    # and a store directory on another backend was taken without a word
+    ({}, ["--store", "mine"], "Error: --store is a SQLite store's directory, and the store "
+                              "here is 'memory'"),
+    ({}, ["--text-fields", "title,title"], "Error: --text-fields names 'title' twice"),
 ])
 def test_a_refused_value_is_named_by_where_it_came_from(
         tmp_path: Path, env: dict[str, str], args: list[str], said: str) -> None:
