@@ -96,8 +96,12 @@ def _param(request: Request, name: str) -> str | None:
 
 
 def _doc_id(request: Request) -> str:
-    """The id in the path, or in ``?id=`` (raises ValueError, a 400, when neither has one)."""
-    doc_id = request.path_params.get("doc_id", _param(request, "id"))
+    """The id in the path, or in ``?id=`` (raises ValueError, a 400, when neither has one, or
+    both do: ``/api/verdict/x1?id=x2`` answered for x1 without a word)."""
+    in_query = _param(request, "id")
+    doc_id = request.path_params.get("doc_id", in_query)
+    if in_query is not None and "doc_id" in request.path_params:
+        raise ValueError("the id is given twice, in the path and as ?id=: give it once")
     if not doc_id:
         raise ValueError("no id: give it in the path or as ?id=ID")
     return str(doc_id)

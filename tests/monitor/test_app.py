@@ -209,6 +209,10 @@ def test_an_id_a_browser_reads_as_a_folder_is_found_by_query(
         assert code == 400 and "is no duplicate" in body["error"], body
     assert get(base + "/api/verdict")[0] == 400
     assert "?id=" in get(base + "/api/explain?id=")[1]["error"]
+    for route in ("verdict", "explain"):  # the path's id was taken, ?id= left without a word
+        code, body = get(f"{base}/api/{route}/x1?id=x2")
+        assert code == 400 and body["error"] == ("the id is given twice, in the path and as "
+                                                 "?id=: give it once"), body
 
 
 def test_a_token_guards_the_api_only() -> None:
