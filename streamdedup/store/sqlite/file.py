@@ -171,6 +171,14 @@ def refuse_a_broken_link(path: Path) -> None:
                          "volume not mounted?): mount it, or give another --store")
 
 
+def refuse_an_empty_file(path: Path) -> None:
+    """We never leave an empty file (see ``_create``), so this one was truncated. Said so
+    by every command: `store stats` called it "not a streamdedup store of schema 7"."""
+    if path.stat().st_size == 0:
+        raise StoreCorruptError(f"{path} is empty: the store was truncated; restore it or "
+                                "remove the directory to start a new index")
+
+
 def open_db(directory: Path, read: Callable[[sqlite3.Connection], None] = lambda c: None
             ) -> sqlite3.Connection:
     """The store's connection, made ready (schema, WAL, FULL sync), or one clear error.
@@ -185,12 +193,7 @@ def open_db(directory: Path, read: Callable[[sqlite3.Connection], None] = lambda
     refuse_a_broken_link(path)
     if not path.exists():
         _create(directory)
-    elif path.stat().st_size == 0:
-        # We never leave an empty file (see _create), so this one was truncated.
-        raise StoreCorruptError(
-            f"{path} is empty: the store was truncated; restore it or remove the "
-            f"directory to start a new index"
-        )
+    refuse_an_empty_file(path)
     conn: sqlite3.Connection | None = None
     try:
         # One thread at a time, not always the same one: the consumer lends the store to
@@ -255,7 +258,8 @@ def check_schema(conn: sqlite3.Connection, path: Path) -> int:
         hint = (" (an earlier streamdedup's layout: replay into a new store directory)"
                 if 0 < version < SCHEMA_VERSION else
                 " (written by a newer streamdedup: run that release, or go back to a backup "
-                "made before the upgrade)" if version > SCHEMA_VERSION else "")
+                "made before the upgrade)" if version > SCHEMA_VERSION else
+                " (another program's database? A store is the directory --store names)")
         raise StoreCorruptError(f"{path} is not a streamdedup store of schema "
                                 f"{SCHEMA_VERSION} (user_version {version}){hint}")
     return version

@@ -17,7 +17,13 @@ from typing import Any
 
 from streamdedup.errors import StoreCorruptError, StoreError
 from streamdedup.store.base import parsed_params
-from streamdedup.store.sqlite.file import DB_NAME, VERDICT, checked_verdict, checksum_column
+from streamdedup.store.sqlite.file import (
+    DB_NAME,
+    VERDICT,
+    checked_verdict,
+    checksum_column,
+    refuse_an_empty_file,
+)
 
 
 def no_store(directory: Path) -> StoreError:
@@ -98,6 +104,7 @@ def read_only(directory: Path) -> Iterator[sqlite3.Connection]:
     path = Path(directory) / DB_NAME
     if not path.is_file():
         raise no_store(directory)
+    refuse_an_empty_file(path)
     conn = _connect(path)
     try:
         yield conn

@@ -221,6 +221,10 @@ def test_sqlite_store_truncated_to_zero_bytes_is_refused(tmp_path: Path) -> None
         wal.unlink()
     with pytest.raises(StoreCorruptError, match="truncated"):
         open_store("sqlite", str(d), PARAMS)
+    from streamdedup.store.sqlite.maintenance import stats
+
+    with pytest.raises(StoreCorruptError, match="is empty: the store was truncated"):
+        stats(d)  # it said "not a streamdedup store of schema 7 (user_version 0)"
 
 
 def test_sqlite_store_creation_leaves_no_side_file(tmp_path: Path) -> None:
@@ -331,7 +335,8 @@ def test_sqlite_foreign_sqlite_database_is_refused(tmp_path: Path) -> None:
     d = sqlite_dir(tmp_path)
     d.mkdir()
     damage(d, "CREATE TABLE someone_elses (x)")
-    with pytest.raises(StoreCorruptError, match="not a streamdedup store"):
+    with pytest.raises(StoreCorruptError, match=r"not a streamdedup store .* \(another "
+                                                r"program's database\?"):
         SqliteStore(d)
 
 
