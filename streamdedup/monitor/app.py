@@ -187,6 +187,17 @@ class _Hosts(BaseHTTPMiddleware):
                            "STREAMDEDUP_MONITOR_HOSTS), or give --monitor-token")
 
 
+class _GetOnly(BaseHTTPMiddleware):
+    """Another method than GET (or HEAD) is 405 on any path: on a path no route has
+    (``CONNECT host:443``, ``OPTIONS *``) it was 404 "no such page"."""
+
+    async def dispatch(self, request: Request,
+                       call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        if request.method in ("GET", "HEAD"):
+            return await call_next(request)
+        return _error(405, f"{request.method} is not allowed: the monitor only answers GET")
+
+
 def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
                token: str | None = None, tick_s: float = 1.0,
                closing: threading.Event | None = None,
@@ -288,9 +299,6 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
     async def not_found(request: Request, exc: Exception) -> Response:
         return _error(404, f"no such page: {shown(request.url.path)}")
 
-    async def not_allowed(request: Request, exc: Exception) -> Response:
-        return _error(405, f"{request.method} is not allowed: the monitor only answers GET")
-
     routes = [
         Route("/", index),
         Route("/api/summary", summary),
@@ -307,7 +315,7 @@ def create_app(state: MonitorState, lock: threading.Lock, explainer: Explainer,
         Route("/api/events", events),
         Mount("/static", _Static(directory=str(STATIC)), name="static"),
     ]
-    middleware = [Middleware(_Token, token=token) if token else Middleware(_Hosts, hosts=hosts)]
+    middleware = [Middleware(_Token, token=token) if token else Middleware(_Hosts, hosts=hosts),
+                  Middleware(_GetOnly)]  # after the token and the Host: asked first
     return Starlette(routes=routes, middleware=middleware,
-                     exception_handlers={ValueError: bad_request, 404: not_found,
-                                         405: not_allowed})
+                     exception_handlers={ValueError: bad_request, 404: not_found})

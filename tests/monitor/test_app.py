@@ -132,6 +132,17 @@ def test_bad_requests_get_clear_errors(site: tuple[str, MonitorState]) -> None:
         urllib.request.urlopen(request, timeout=10)
     assert refused.value.code == 405 and "only answers GET" in json.loads(
         refused.value.read())["error"]
+    import http.client
+
+    where = urllib.parse.urlsplit(base)
+    for method, target in (("OPTIONS", "*"), ("CONNECT", "evil.example:443"),
+                           ("DELETE", "/api/nothing")):  # 404 "no such page", not 405
+        conn = http.client.HTTPConnection(where.hostname, where.port, timeout=10)
+        conn.request(method, target)
+        answer = conn.getresponse()
+        assert (method, answer.status) == (method, 405), answer.read()
+        assert "only answers GET" in json.loads(answer.read())["error"]
+        conn.close()
     assert get(base + "/api/nothing")[0] == 404
     assert get(base + "/api/events?since=-1")[0] == 400  # refused before the stream starts
     # the last of a parameter given twice was taken, silently
