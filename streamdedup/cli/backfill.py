@@ -136,7 +136,8 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         bar.write(message, file=sys.stderr)
 
     garbage.settle()  # start-up is over (50,000 ads, local engine: 7.1 -> 2.2 s of GC)
-    made_here = directory is not None and not directory.exists()
+    # (a link to nothing is refused, and was said as a store started and not kept)
+    made_here = directory is not None and not (directory.exists() or directory.is_symlink())
     judged = 0
     counted_by_store = False  # judged is the store's count (else this run's)
     committed = 0  # documents this run judged and committed

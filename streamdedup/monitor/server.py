@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import re
 import shlex
 import socket
 import threading
@@ -20,7 +21,7 @@ from kafka.errors import KafkaError
 
 from streamdedup.core.explain import disagreement, explain
 from streamdedup.core.sketch import Sketcher
-from streamdedup.errors import ConfigError
+from streamdedup.errors import ConfigError, StreamdedupError
 from streamdedup.extras import require
 from streamdedup.monitor.app import NotFound, create_app
 from streamdedup.monitor.observer import BEGINNING, Observer, decode
@@ -43,6 +44,7 @@ class Monitor:
         ``dump`` (in ``fmt``): where an ad the topic lacks is looked for when explained,
         a backfilled one (read through at each such explanation: 0.03 s for the
         Kijiji dump)."""
+        _check_token(settings.monitor_token)
         _check_resolves(settings.monitor_host)
         if not is_loopback(settings.monitor_host) and not settings.monitor_token:
             host = settings.monitor_host or "'' (every address)"
@@ -114,7 +116,11 @@ class Monitor:
         missing = [i for i, t in texts.items() if t is None]
         read, notes = None, []
         if missing and self.dump is not None:  # outside the lock: the topics are read on
-            read = dump_texts(self.dump, self.fmt, self.settings, missing)
+            try:
+                read = dump_texts(self.dump, self.fmt, self.settings, missing)
+            except (StreamdedupError, OSError) as exc:  # moved, rotated, cut: was a 500
+                raise NotFound(f"no text for {', '.join(map(repr, missing))} in the topic, "
+                               f"and the dump {self.dump} cannot be read now: {exc}") from None
             for i in missing:
                 if i in read.found:  # its last; older than anything streamed
                     row, fields = read.found[i][-1]
@@ -223,6 +229,21 @@ class Monitor:
             server.run(sockets=[sock] if sock is not None else None)
         finally:
             self.stop()
+
+
+MIN_TOKEN_CHARS = 8  # "t" or "ab" is guessed at once
+
+
+def _check_token(token: str) -> None:
+    """A token the monitor can be guarded with: " " passed the check for none, and the
+    monitor served every address with its API open to ``?token=+``. Checked here, not with
+    the settings: an environment shared with `run` and `check` stopped them too."""
+    if token and (len(token) < MIN_TOKEN_CHARS or re.search(r"\s", token)):
+        spaces = ", with spaces" if re.search(r"\s", token) else ""
+        raise ConfigError(f"--monitor-token (STREAMDEDUP_MONITOR_TOKEN) must be at least "
+                          f"{MIN_TOKEN_CHARS} characters, "
+                          "without spaces (e.g. `openssl rand -hex 16`); the one given "
+                          f"(not shown) has {len(token)}{spaces}")
 
 
 def _check_resolves(host: str) -> None:

@@ -145,13 +145,15 @@ def row_number_warning(path: Path, fmt: str | None, held: Callable[[], int] | No
 def _numbered_store_warning(path: Path, header: list[str], id_field: str,
                             named: Callable[[str], bool] | None) -> str | None:
     """The warning for a TSV of column ids into a store that holds documents "0" and "1"
-    (a dump's row numbers), unless the TSV's own first id is "0" (its ids are numbers)."""
+    (a dump's row numbers), unless the TSV's own ids are numbers too (its first is): then
+    the store's "0" is as likely one of its own (a day's dump of ids 0 to 1,499, then the
+    next day's from 1,500, was warned of)."""
     if named is None or not (named("0") and named("1")):
         return None
     with path.open(encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
         first = next(itertools.islice(csv.reader(fh, delimiter="\t"), 1, None), None)
     column = header.index(id_field)
-    if first is not None and len(first) > column and first[column].strip() == "0":
+    if first is not None and len(first) > column and first[column].strip().isdigit():
         return None
     again = " (or without --id-field, as it was judged before)" if id_field != "id" else ""
     return (f"warning: the store holds documents named 0, 1, ..., as a TSV without an id "

@@ -20,8 +20,9 @@ from streamdedup.settings import Settings
 
 @dataclass
 class DumpTexts:
-    """Every text of each id asked for, with its row (1-based, in file order), in that
-    order; and how many rows were read, and why those that could not be were not."""
+    """Every text of each id asked for, with its row (0-based, as ``--errors`` and a TSV's
+    row-number ids count them), in file order; and how many rows were read, and why those
+    that could not be were not."""
 
     found: dict[str, list[tuple[int, dict[str, str]]]] = field(default_factory=dict)
     rows: int = 0
@@ -43,11 +44,11 @@ def dump_texts(path: Path, fmt: str | None, settings: Settings, ids: Collection[
     """The texts of ``ids`` in the dump at ``path``, each id read as ``check`` reads it
     (``--id-field``, row numbers in a TSV without an id column)."""
     texts = DumpTexts()
-    for _, item in read_dump(path, fmt, settings.text_fields,
-                             max_bytes=settings.max_message_bytes, id_field=settings.id_field):
+    for row, item in read_dump(path, fmt, settings.text_fields,
+                               max_bytes=settings.max_message_bytes, id_field=settings.id_field):
         texts.rows += 1
         if not isinstance(item, Document):
             texts.reasons[item.reason] += 1
         elif item.id in ids:
-            texts.found.setdefault(item.id, []).append((texts.rows, dict(item.fields)))
+            texts.found.setdefault(item.id, []).append((row, dict(item.fields)))
     return texts

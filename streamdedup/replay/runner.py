@@ -233,6 +233,18 @@ def _record_id(value: bytes, key: bytes | None, *, is_verdict: bool) -> str | No
 # the whole replay
 
 
+def _set_on(name: str) -> bool:
+    """Whether the environment turns ``name`` on: `STREAMDEDUP_ONLY_DUPLICATES=false` was
+    said "left out" too. A value that does not parse counts (it is left out unread)."""
+    raw = os.environ.get(env_name(name), "")
+    if not raw.strip():
+        return False
+    try:
+        return bool(getattr(build_settings(env={env_name(name): raw}), name))
+    except ConfigError:
+        return True
+
+
 def replay_settings(config: ReplayConfig, bootstrap: str, store: Path,
                     say: Callable[[str], None] = lambda _m: None) -> Settings:
     """The user's settings, with what a replay must fix: its topics, group, store, one
@@ -245,7 +257,7 @@ def replay_settings(config: ReplayConfig, bootstrap: str, store: Path,
     for name, why in NOT_FOR_A_REPLAY.items():
         if getattr(base, name):  # given as a flag: the environment's is not read
             raise ConfigError(f"{why}: drop --{name.replace('_', '-')}")
-        if os.environ.get(env_name(name), "").strip():
+        if _set_on(name):
             say(f"{env_name(name)} is left out: {why}")
     if config.store is not None and base.store_backend != "sqlite":
         raise ConfigError(f"--store is a SQLite store's directory; on --store-backend "

@@ -373,6 +373,9 @@ def test_ids_from_a_column_into_a_store_of_row_numbers_are_warned_of(
     assert "holds documents named 0, 1" in said and "column 'link'" in said, said
     assert "without --id-field" in said
     assert "documents named" not in judge(3, str(numbered))
+    later = tmp_path / "later.tsv"  # the next day's dump, its ids going on from the first's
+    later.write_text("id\ttitle\tdescription\n1500\tCuoco\tRoma\n", encoding="utf-8")
+    assert "documents named" not in judge(5, str(later))
     assert "documents named" not in judge(4, str(dump))  # row numbers again: as before
 
 
@@ -605,3 +608,16 @@ def test_a_dump_in_another_encoding_is_named_as_such(tmp_path: Path, command: li
                      + "Cuoco\tPiù turni\n".encode("cp1252"))  # one stray row in 31
     code, _, err = run(*command[:1], str(dump), *command[1:], *out)
     assert code == 0 and "not UTF-8" not in err, err
+
+
+@pytest.mark.parametrize("command", [["check"], ["backfill", "--engine", "local"]])
+def test_a_store_linked_to_nothing_is_refused_without_a_word_of_a_store_started(
+        tmp_path: Path, command: list[str]) -> None:
+    """It ended "; the store it started at lnk is not kept", where nothing was started."""
+    tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "a", "b", "c"] for t, d in ADS])
+    link = tmp_path / "lnk"
+    link.symlink_to(tmp_path / "volume" / "gone")
+    code, _, err = run(*command[:1], str(tsv), *command[1:], "--store", str(link),
+                       "--out", str(tmp_path / "v.jsonl"))
+    assert code == 1 and "which is not there (a volume not mounted?)" in err, err
+    assert "not kept" not in err and link.is_symlink()

@@ -82,12 +82,15 @@ def test_explain_reads_a_backfilled_ads_text_from_the_dump(tmp_path: Path) -> No
     out = m.explain("b", "a")
     assert out["b"]["link"] == "https://k/a" and out["a"]["id"] == "b"  # sides: b, then a
     assert out["jaccard"] == filled("default", 0.9).explain("b", "a")["jaccard"]
-    assert out["note"] == "'a''s text is from history.jsonl, row 2"
+    assert out["note"] == "'a''s text is from history.jsonl, row 1"  # 0-based, as --errors
     with pytest.raises(NotFound, match=re.escape(
             f"no text for 'nope': not in {dump}, and no ad with that id was read from "
             "'jobs', from its beginning")) as caught:
         m.explain("b", "nope")
     assert "--dump FILE" not in str(caught.value)  # it was given
+    dump.unlink()  # rotated, or replaced by a new export: a 500 and a traceback in the log
+    with pytest.raises(NotFound, match=f"the dump {dump} cannot be read now: no such file"):
+        m.explain("b", "a")
 
 
 def test_explain_gives_each_ads_link_of_the_text_shown() -> None:
@@ -287,3 +290,21 @@ def test_a_monitor_bound_to_every_address_without_a_token_names_the_empty_host()
         Monitor(build_settings(env={}, overrides={"monitor_host": ""}))
     with pytest.raises(ConfigError, match=r"bound to 0\.0\.0\.0 is reachable"):
         Monitor(build_settings(env={}, overrides={"monitor_host": "0.0.0.0"}))
+
+
+@pytest.mark.parametrize("token", [" ", "\t", "ab", "1234567", "abcd efgh"])
+def test_a_blank_short_or_spaced_monitor_token_is_refused_without_showing_it(
+        token: str) -> None:
+    """" " passed the check for an empty token: the monitor served every address, and its
+    API opened with ``?token=+``; "ab" is guessed at once. Only the monitor refuses it: in
+    the settings, an environment shared with `run` and `check` stopped them too."""
+    from streamdedup.errors import ConfigError
+
+    settings = build_settings(env={}, overrides={"monitor_token": token,
+                                                 "monitor_host": "0.0.0.0"})
+    with pytest.raises(ConfigError, match=r"--monitor-token .* must be at least 8 "
+                                          "characters") as err:
+        Monitor(settings)
+    assert token.strip() == "" or token not in str(err.value)
+    assert build_settings(env={"STREAMDEDUP_MONITOR_TOKEN": token}).monitor_token == token
+

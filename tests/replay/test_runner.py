@@ -134,6 +134,11 @@ def test_what_a_replay_cannot_use_is_refused_as_a_flag_and_left_out_from_the_env
     replay_settings(dataclasses.replace(config, overrides={}), "127.0.0.1:9", tmp_path / "s",
                     said.append)
     assert len(said) == 1 and said[0].startswith(f"{env} is left out: ")
+    monkeypatch.setenv(env, " " if name == "retention" else "false")  # off: nothing to say
+    said.clear()
+    replay_settings(dataclasses.replace(config, overrides={}), "127.0.0.1:9", tmp_path / "s",
+                    said.append)
+    assert said == []
 
 
 # --- against a real broker ------------------------------------------------------------------
