@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -65,10 +66,29 @@ def not_json(name: str) -> Any:
     raise ValueError(f"{name} is not JSON (null is)")
 
 
+class _Object(dict[str, Any]):
+    """A JSON object that named a key more than once (``twice``): Python keeps the last
+    value, other readers the first, so ``{"id": "a", "id": "b"}`` was judged as "b" where
+    another reader of the topic saw "a". Only objects with such keys are of this class."""
+
+    __slots__ = ("twice",)
+    twice: tuple[str, ...]
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) == len(pairs):
+        return obj
+    counts = Counter(k for k, _ in pairs)
+    odd = _Object(pairs)
+    odd.twice = tuple(k for k, n in counts.items() if n > 1)
+    return odd
+
+
 # One decoder for every message: ``json.loads`` with ``parse_int`` builds a decoder and its
-# scanner on each call (15 -> 10 us for a generated ad).
+# scanner on each call (15 -> 10 us for a generated ad). The pairs hook costs 0.3 us for 1 KB.
 _DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float,
-                            parse_constant=not_json)
+                            parse_constant=not_json, object_pairs_hook=_object)
 _NUMBERS = (int, float, Decimal)  # kept as their decimal text (bool, an int, is not)
 # JSON's names for what a message or a text field holds ("got JSON NoneType", "got BigFloat"
 # said Python's)
@@ -151,6 +171,12 @@ def document_from_object(obj: Any, text_fields: tuple[str, ...], time_field: str
     and link: a number there made a row the consumer judges an unreadable one)."""
     if not isinstance(obj, dict):
         raise MessageError("not_an_object", f"got JSON {_JSON_TYPES.get(type(obj), 'value')}")
+    if isinstance(obj, _Object):  # a key given twice matters where it is one we read
+        read = {"id", id_field, time_field, *text_fields, *also}
+        clash = [key for key in obj.twice if key in read]
+        if clash:
+            raise MessageError("malformed_json", f"the object gives {clash[0]!r} twice: "
+                                                 "readers disagree on which value counts")
     obj, read_from = with_id_field(obj, id_field)
     try:
         doc_id = message_id(obj)

@@ -339,3 +339,15 @@ def test_an_id_less_message_is_sent_as_it_came(extra: str) -> None:
     given_id = decode_message(b'{"id": "7", "title": "Cercasi", "salary": 3}', FIELDS, LIMIT)
     assert json.loads(encode_message(given_id)) == {"id": "7", "title": "Cercasi",
                                                     "salary": "3"}
+
+
+def test_a_key_read_twice_is_malformed_and_one_nobody_reads_is_not() -> None:
+    """``{"id": "a", "id": "b"}`` was judged as "b" (Python keeps the last value) where
+    another reader of the topic sees "a"."""
+    for twice in (b'{"id": "a", "id": "b", "title": "x"}',
+                  b'{"id": "a", "title": "x", "title": "y"}'):
+        with pytest.raises(MessageError) as err:
+            decode(twice)
+        assert err.value.reason == "malformed_json" and "twice" in err.value.detail
+    doc = decode(b'{"id": "a", "title": "x", "meta": {"k": 1, "k": 2}, "z": 1, "z": 2}')
+    assert doc.id == "a" and doc.fields["z"] == "2"  # a field nobody reads: as before
