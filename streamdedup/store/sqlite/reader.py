@@ -22,6 +22,7 @@ from streamdedup.store.sqlite.file import (
     VERDICT,
     checked_verdict,
     checksum_column,
+    refuse_a_broken_link,
     refuse_an_empty_file,
 )
 
@@ -103,6 +104,8 @@ def read_only(directory: Path) -> Iterator[sqlite3.Connection]:
     is said as ``unreadable`` says it; the WAL's files are tidied at the end."""
     path = Path(directory) / DB_NAME
     if not path.is_file():
+        for link in (Path(directory), path):  # "no store at lnk", of a volume not mounted
+            refuse_a_broken_link(link)
         raise no_store(directory)
     refuse_an_empty_file(path)
     conn = _connect(path)

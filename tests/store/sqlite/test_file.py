@@ -807,5 +807,9 @@ def test_a_store_linked_to_nothing_is_refused_and_the_link_kept(tmp_path: Path,
     with pytest.raises(StoreError, match=f"{link} is a link to {target}, which is not there "
                                          r"\(a volume not mounted\?\)"):
         SqliteStore(store)
+    from streamdedup.store.sqlite.maintenance import stats
+
+    with pytest.raises(StoreError, match="which is not there"):
+        stats(store)  # it said "no store at s (no index.sqlite)"
     assert link.is_symlink() and os.readlink(link) == str(target)
     assert not (tmp_path / "volume").exists()
