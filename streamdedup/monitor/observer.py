@@ -41,6 +41,9 @@ CONNECT_TIMEOUT_MS = 10_000
 BEGINNING = "beginning"
 
 
+FROM_AHEAD_S = 86_400  # a --from later than this is no typo of today's time zone
+
+
 def parse_start(start: str) -> str | int:
     """'beginning', 'latest', or a time as epoch milliseconds; ConfigError otherwise."""
     if start in (BEGINNING, "latest"):
@@ -54,6 +57,9 @@ def parse_start(start: str) -> str | int:
         raise ConfigError(f"--from {start!r} needs a time zone (e.g. Z or +01:00)")
     if when.timestamp() < 0:  # Kafka's record times start at 1970
         raise ConfigError(f"--from {start!r} is before 1970-01-01T00:00:00Z")
+    if when.timestamp() > time.time() + FROM_AHEAD_S:  # 9999-12-31 showed nothing, silently
+        raise ConfigError(f"--from {start!r} is more than a day to come: nothing would be "
+                          "shown until then; give 'latest' to watch from now")
     return int(when.timestamp() * 1000)
 
 

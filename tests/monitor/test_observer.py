@@ -5,6 +5,7 @@ with a real broker of its own that is killed and started again."""
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -102,10 +103,14 @@ def test_from_latest_a_topic_that_appears_later_is_read_from_its_beginning() -> 
     assert client.seeks[1:] == [("beginning", "out"), ("beginning", "out")]
 
 
-def test_a_start_before_1970_is_refused() -> None:
+def test_a_start_before_1970_or_days_to_come_is_refused() -> None:
     with pytest.raises(ConfigError, match="before 1970"):
         parse_start("1960-01-01T00:00:00Z")
     assert parse_start("1970-01-01T00:00:01Z") == 1000
+    with pytest.raises(ConfigError, match="more than a day to come: nothing would be shown"):
+        parse_start("9999-12-31T23:59:59Z")  # the page showed nothing, silently
+    soon = datetime.fromtimestamp(time.time() + 3600, UTC).isoformat()
+    assert isinstance(parse_start(soon), int)  # an hour ahead: a time zone mistyped, or not
 
 
 def test_the_observer_tells_a_quiet_topic_from_a_broker_that_does_not_answer() -> None:
