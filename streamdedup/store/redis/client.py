@@ -196,7 +196,11 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         return fn(*args, **kwargs)
     except redis.RedisError as exc:
-        raise store_error(exc) from exc
+        error = store_error(exc)
+        if "WRONGTYPE" in str(exc) and args and isinstance(args[0], str):  # named no key
+            error = type(error)(f"{error} (key {args[0]}: another program's? Give another "
+                                "--redis-namespace)")
+        raise error from exc
 
 
 def store_error(exc: Exception) -> StoreError:
