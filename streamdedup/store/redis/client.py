@@ -197,8 +197,11 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
     except redis.RedisError as exc:
         error = store_error(exc)
-        if "WRONGTYPE" in str(exc) and args and isinstance(args[0], str):  # named no key
-            error = type(error)(f"{error} (key {args[0]}: another program's? Give another "
+        # WRONGTYPE names no key: ours are "{namespace}:name" (after a script or a command)
+        key = next((a for a in args if isinstance(a, str) and a.startswith("{") and "}:" in a),
+                   None)
+        if "WRONGTYPE" in str(exc) and key is not None:
+            error = type(error)(f"{error} (key {key}: another program's? Give another "
                                 "--redis-namespace)")
         raise error from exc
 
