@@ -124,11 +124,16 @@ def consumer_process(kafka_bootstrap: str, topics: Topics, tmp_path: Path
     group = f"g-{topics.input}"
 
     def start(*extra: str, store: Path | None = None) -> subprocess.Popen[bytes]:
+        # --store is a SQLite store's directory: refused beside another --store-backend
+        backend = extra[extra.index("--store-backend") + 1] if "--store-backend" in extra \
+            else "sqlite"
+        sqlite = backend == "sqlite"
         cmd = [
             sys.executable, "-m", "streamdedup", "run",
             "--bootstrap-servers", kafka_bootstrap, "--group-id", group,
             "--input-topic", topics.input, "--output-topic", topics.output,
-            "--dlq-topic", topics.dlq, "--store", str(store or tmp_path / "store"),
+            "--dlq-topic", topics.dlq,
+            *(["--store", str(store or tmp_path / "store")] if sqlite else []),
             "--metrics-port", "0", "--commit-interval-s", "0.2", "--no-create-topics",
             *extra,
         ]
