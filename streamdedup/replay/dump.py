@@ -21,6 +21,7 @@ message's is (``service/message.py``).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import itertools
 import logging
@@ -150,8 +151,11 @@ def _numbered_store_warning(path: Path, header: list[str], id_field: str,
     next day's from 1,500, was warned of)."""
     if named is None or not (named("0") and named("1")):
         return None
-    with path.open(encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
-        first = next(itertools.islice(csv.reader(fh, delimiter="\t"), 1, None), None)
+    with _tsv_reader(path) as rows:
+        try:
+            first = next(itertools.islice(rows, 1, None), None)
+        except csv.Error:  # a row the reading itself will say (a field over the bound)
+            first = None
     column = header.index(id_field)
     if first is not None and len(first) > column and first[column].strip().isdigit():
         return None
@@ -163,11 +167,19 @@ def _numbered_store_warning(path: Path, header: list[str], id_field: str,
             f"new --store{again}")
 
 
-def tsv_header(path: Path) -> list[str]:
-    """A TSV's column names (an Excel export's byte order mark is not part of the first)."""
+@contextlib.contextmanager
+def _tsv_reader(path: Path) -> Iterator[Iterator[list[str]]]:
+    """A TSV's rows as the csv module reads them, from its header on (an Excel export's
+    byte order mark is not part of the first column's name)."""
     with path.open(encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
+        yield csv.reader(fh, delimiter="\t")
+
+
+def tsv_header(path: Path) -> list[str]:
+    """A TSV's column names."""
+    with _tsv_reader(path) as rows:
         try:
-            return next(csv.reader(fh, delimiter="\t"))
+            return next(rows)
         except StopIteration:
             raise InputError(f"{path} is empty: a TSV dump starts with a header line "
                              f"naming its columns (a JSON lines dump may be empty)") from None

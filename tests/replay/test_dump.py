@@ -608,3 +608,16 @@ def test_a_binary_parquet_text_column_says_so(tmp_path: Path) -> None:
     assert isinstance(item, MessageError) and item.reason == "wrong_type"
     assert item.detail == ("description is a binary column: write it as a string column "
                            "(UTF-8 text)")
+
+
+def test_the_row_number_warning_reads_past_a_first_row_too_large_to_read(
+        tmp_path: Path) -> None:
+    """Its look at the first row's id let the csv module's error out, a traceback where the
+    reading of the dump says such a row in its own words."""
+    from streamdedup.replay.dump import FIELD_BOUND, row_number_warning
+
+    path = tmp_path / "ads.tsv"
+    path.write_text("id\ttitle\tdescription\nad-1\tCuoco\t" + "x" * (FIELD_BOUND + 1) + "\n",
+                    encoding="utf-8")
+    said = row_number_warning(path, None, lambda: 2, "id", lambda _doc_id: True)
+    assert said is not None and "holds documents named 0, 1" in said
