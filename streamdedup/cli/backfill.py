@@ -75,7 +75,13 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         not_utf8_warning,
         store_named,
     )
-    from streamdedup.cli.output import STDOUT, checked_output, store_directory, writable_directory
+    from streamdedup.cli.output import (
+        STDOUT,
+        checked_output,
+        store_directory,
+        store_made_here,
+        writable_directory,
+    )
     from streamdedup.cli.progress import progress_bar
     from streamdedup.core.sketch import Sketcher
     from streamdedup.replay.backfill import backfill
@@ -136,8 +142,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         bar.write(message, file=sys.stderr)
 
     garbage.settle()  # start-up is over (50,000 ads, local engine: 7.1 -> 2.2 s of GC)
-    # (a link to nothing is refused, and was said as a store started and not kept)
-    made_here = directory is not None and not (directory.exists() or directory.is_symlink())
+    made_here = store_made_here(directory)
     judged = 0
     counted_by_store = False  # judged is the store's count (else this run's)
     committed = 0  # documents this run judged and committed

@@ -59,6 +59,7 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
         named_file,
         open_output,
         store_directory,
+        store_made_here,
     )
     from streamdedup.cli.progress import progress_bar
     from streamdedup.core.sketch import Sketcher
@@ -87,7 +88,7 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
         garbage.settle()  # start-up is over; the read-ahead child inherits it
         if settings.sketch_ahead:  # started before the store is opened: it holds none of it
             batches = ahead = ReadAhead(path, fmt, settings)
-        made_here = directory is not None and not (directory.exists() or directory.is_symlink())
+        made_here = store_made_here(directory)
         store = open_configured(settings, sketcher.params())
         try:
             warning = row_number_warning(path, fmt, lambda: store.stats()["documents"],

@@ -19,7 +19,7 @@ from streamdedup.replay.config import STDOUT
 from streamdedup.settings import Settings
 
 __all__ = ["STDOUT", "checked_output", "named_file", "open_output", "store_directory",
-           "writable_directory"]
+           "store_made_here", "writable_directory"]
 
 
 def named_file(out: Path | None) -> Path | None:
@@ -83,6 +83,13 @@ def store_directory(settings: Settings) -> Path | None:
     if settings.store_backend != "sqlite" or not settings.store.strip():
         return None
     return Path(settings.store)
+
+
+def store_made_here(directory: Path | None) -> bool:
+    """Whether a command opening the SQLite store at ``directory`` makes it (so it removes
+    it again if it judged nothing). A link to nothing is refused, not made: it was said as a
+    store "started and not kept"."""
+    return directory is not None and not (directory.exists() or directory.is_symlink())
 
 
 def _same_regular_file(a: Path, b: Path) -> bool:
