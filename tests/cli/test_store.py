@@ -9,18 +9,24 @@ import pytest
 from command_line import run, write_tsv
 
 
+def checked_store(tmp_path: Path, ads: int) -> str:
+    """A store of ``ads`` distinct ads, made by `check`; its directory."""
+    rows = [[f"annuncio {i}", f"testo numero {i} di prova", "Milano", "2020", f"l{i}"]
+            for i in range(ads)]
+    store = str(tmp_path / "s")
+    code, _, err = run("check", str(write_tsv(tmp_path / "ads.tsv", rows)), "--store", store,
+                       "--out", str(tmp_path / "v.jsonl"))
+    assert code == 0, err
+    return store
+
+
 def test_store_export_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     """`store export | head -1` ended with "Error: cannot write the export: Broken pipe"
     and exit 1, as if the export had failed."""
     import subprocess
     import sys
 
-    rows = [[f"annuncio {i}", f"testo numero {i} di prova", "Milano", "2020", f"l{i}"]
-            for i in range(3000)]
-    store = str(tmp_path / "s")
-    code, _, err = run("check", str(write_tsv(tmp_path / "ads.tsv", rows)), "--store", store,
-                       "--out", str(tmp_path / "v.jsonl"))
-    assert code == 0, err
+    store = checked_store(tmp_path, 3000)
     export = subprocess.Popen([sys.executable, "-m", "streamdedup", "store", "export",
                                "--store", store], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE)
@@ -31,12 +37,7 @@ def test_store_export_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
 
 
 def test_store_backup_copies_checks_and_points_redis_at_its_server(tmp_path: Path) -> None:
-    rows = [[f"annuncio {i}", f"testo numero {i} di prova", "Milano", "2020", f"l{i}"]
-            for i in range(50)]
-    store = str(tmp_path / "s")
-    code, _, err = run("check", str(write_tsv(tmp_path / "ads.tsv", rows)), "--store", store,
-                       "--out", str(tmp_path / "v.jsonl"))
-    assert code == 0, err
+    store = checked_store(tmp_path, 50)
     code, out, err = run("store", "backup", "--store", store, "--to", str(tmp_path / "b"))
     assert code == 0, err
     assert out.strip() == f"backup {tmp_path / 'b'}: 50 documents, ok"
@@ -57,10 +58,7 @@ def test_a_backup_interrupted_while_its_copy_is_checked_says_the_copy_is_uncheck
     """Ctrl-C in the check said "interrupted" alone and left the copy as if done."""
     from streamdedup.store.sqlite import maintenance
 
-    store = str(tmp_path / "s")
-    code, _, err = run("check", str(write_tsv(tmp_path / "ads.tsv", [
-        ["annuncio", "testo di prova", "Milano", "2020", "l"]])), "--store", store)
-    assert code == 0, err
+    store = checked_store(tmp_path, 1)
 
     def interrupted(*_: object, **__: object) -> list[str]:
         raise KeyboardInterrupt
