@@ -322,11 +322,13 @@ def test_a_store_of_other_params_that_holds_nothing_says_removing_it_loses_nothi
     assert "holds no documents" not in str(err.value)
 
 
-def _params_record(backend: str, location: str, namespace: str, value: str | None) -> None:
-    """The store's record of its parameters set by hand (None: deleted), as damage does."""
+def _params_record(backend: str, location: str, namespace: str, value: str | None,
+                   delete: bool = False) -> None:
+    """The store's record of its parameters set by hand (None: SQLite's NULL, which Redis
+    cannot hold), or deleted, as damage does."""
     if backend == "sqlite":
         with sqlite3.connect(Path(location) / DB_NAME) as conn:
-            if value is None:
+            if delete:
                 conn.execute("DELETE FROM meta WHERE key = 'params'")
             else:
                 conn.execute("UPDATE meta SET value = ? WHERE key = 'params'", (value,))
@@ -335,7 +337,11 @@ def _params_record(backend: str, location: str, namespace: str, value: str | Non
 
     r = redis.Redis.from_url(location)
     key = f"{{{namespace}}}:meta"
-    r.hdel(key, "params") if value is None else r.hset(key, "params", value)
+    if delete:
+        r.hdel(key, "params")
+    else:
+        assert value is not None, "Redis holds no NULL"
+        r.hset(key, "params", value)
     r.close()
 
 
@@ -367,15 +373,11 @@ def test_a_damaged_or_deleted_record_of_the_params_is_refused_and_verify_says_it
     assert verify() == []
     damaged = ["not json", "[1, 2]"] + ([] if backend == "redis" else [None])
     for value in damaged:
-        if value is None:  # SQLite's NULL, which Redis cannot hold
-            with sqlite3.connect(Path(location) / DB_NAME) as conn:
-                conn.execute("UPDATE meta SET value = NULL WHERE key = 'params'")
-        else:
-            _params_record(backend, location, namespace, value)
+        _params_record(backend, location, namespace, value)
         with pytest.raises(StoreCorruptError, match="record of its parameters is damaged"):
             open_store(backend, location, PARAMS, namespace=namespace)
         assert any("record of its parameters is damaged" in p for p in verify()), value
-    _params_record(backend, location, namespace, None)
+    _params_record(backend, location, namespace, None, delete=True)
     other = Sketcher(Settings(num_perm=64)).params()
     with pytest.raises(StoreCorruptError, match="holds 1 document but no record of the "
                                                 "parameters"):
