@@ -40,6 +40,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import resources
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from streamdedup.errors import shown
 from streamdedup.extras import require
@@ -95,9 +96,23 @@ def _param(request: Request, name: str) -> str | None:
     return given[0] if given else None
 
 
+def _utf8(request: Request) -> None:
+    """Raises ValueError (a 400) if the path or the query is not UTF-8 once its ``%XX`` are
+    decoded: Starlette puts U+FFFD for such bytes, so ``/api/verdict/%ff`` asked for an id
+    "\ufffd" and answered 404 for an id nobody gave."""
+    for part, raw in (("path", request.scope.get("raw_path") or b""),
+                      ("query", request.scope.get("query_string") or b"")):
+        try:
+            unquote_to_bytes(raw.replace(b"+", b" ")).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"the {part} is not UTF-8 once its %XX are decoded (byte "
+                             f"0x{exc.object[exc.start]:02x}): ids are UTF-8") from None
+
+
 def _doc_id(request: Request) -> str:
     """The id in the path, or in ``?id=`` (raises ValueError, a 400, when neither has one, or
     both do: ``/api/verdict/x1?id=x2`` answered for x1 without a word)."""
+    _utf8(request)
     in_query = _param(request, "id")
     doc_id = request.path_params.get("doc_id", in_query)
     if in_query is not None and "doc_id" in request.path_params:
@@ -109,8 +124,6 @@ def _doc_id(request: Request) -> str:
 
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
-
-
 
 
 def _int(request: Request, name: str, default: int, lo: int, hi: int) -> int:

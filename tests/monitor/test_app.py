@@ -207,6 +207,22 @@ def test_an_id_with_a_newline_or_a_slash_is_found(site: tuple[str, MonitorState]
         assert code == 200 and body["id"] == doc_id, body
 
 
+def test_an_id_that_is_not_utf8_once_decoded_is_a_400(site: tuple[str, MonitorState]) -> None:
+    """Starlette read ``%ff`` as U+FFFD: a 404 for an id nobody gave. A real U+FFFD is found."""
+    base, state = site
+    state.add_verdict({"id": "\ufffd", "duplicate": True, "cluster_id": "x",
+                       "duplicate_of": "x"})
+    for bad, part in (("/api/verdict/%ff", "path"), ("/api/verdict?id=%ff", "query"),
+                      ("/api/cluster/a%C3", "path"), ("/api/explain/x?other=%ff", "query")):
+        code, body = get(base + bad)
+        assert code == 400 and body["error"] == (
+            f"the {part} is not UTF-8 once its %XX are decoded (byte 0x{bad[-2:].lower()}): "
+            "ids are UTF-8"), (bad, body)
+    for good in ("/api/verdict/%EF%BF%BD", "/api/verdict?id=%EF%BF%BD"):
+        code, body = get(base + good)
+        assert code == 200 and body["id"] == "\ufffd", (good, body)
+
+
 def test_an_id_a_browser_reads_as_a_folder_is_found_by_query(
         site: tuple[str, MonitorState]) -> None:
     """A page asking for /api/verdict/%2E%2E asks for /api/ (browsers resolve dot segments,
