@@ -1289,3 +1289,43 @@ def test_a_member_the_group_has_not_heard_from_is_not_ready(
         assert by_document(got) == expected_verdicts(first + second)
     finally:
         broker.stop()
+
+
+def test_a_group_on_a_redis_index_a_backfill_filled_takes_up_the_topic_from_its_start(
+        tmp_path: Path, kafka_bootstrap: str, topics: Topics, consumer_process: Any,
+        redis_url: str) -> None:
+    """The README's way from one SQLite process to a group on Redis (no store copies into
+    another backend): backfill the dump into Redis, then a new group reads the input topic
+    from its start. The topic holds the dump's last 30 ads only (its retention took the
+    rest), then two later ones: the ads the backfill judged get its verdicts back, field by
+    field but the counts (`candidates`, `skipped`), their originals being only in the
+    index, and a later copy of an ad only the dump holds is its duplicate."""
+    ads = make_ads(40, seed=35)
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text("".join(json.dumps(a) + "\n" for a in ads), encoding="utf-8")
+    redis = ["--store-backend", "redis", "--redis-url", redis_url,
+             "--redis-namespace", f"t{uuid.uuid4().hex}"]
+    done = subprocess.run([sys.executable, "-m", "streamdedup", "backfill", str(dump),
+                           "--engine", "local", "--out", str(tmp_path / "v.jsonl"), *redis],
+                          capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items()
+                               if not k.startswith("STREAMDEDUP_")})
+    assert done.returncode == 0, done.stderr
+    backfilled = [json.loads(line) for line in (tmp_path / "v.jsonl").open(encoding="utf-8")]
+    later = [{"id": "later-copy", "description": ads[3]["description"]},
+             {"id": "later-new", "description": "un annuncio del tutto nuovo di zecca"}]
+    produce(kafka_bootstrap, topics.input, encode(ads[-30:] + later))
+    proc = consumer_process(*redis)
+    got = by_document(read_topic(kafka_bootstrap, topics.output, 32))
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+
+    def judged(v: dict[str, Any]) -> dict[str, Any]:
+        return {k: x for k, x in v.items() if k not in ("candidates", "skipped", "source")}
+
+    assert len(backfilled) == len(ads) and sum(v["duplicate"] for v in backfilled) == 20
+    assert sum(v["duplicate"] for v in backfilled[-30:]) == 20  # of ads the topic lacks
+    assert [judged(got[v["id"]]) for v in backfilled[-30:]] == [judged(v)
+                                                                 for v in backfilled[-30:]]
+    assert got["later-copy"]["duplicate_of"] == ads[3]["id"]
+    assert not got["later-new"]["duplicate"]
