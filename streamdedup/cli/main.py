@@ -80,7 +80,8 @@ def main() -> None:
 @settings_options
 def run(preset: str | None, **options: Any) -> None:
     """Consume announcements from Kafka and emit a verdict (or dead letter) for each."""
-    from streamdedup.service.consumer import Service, StoppedWhileConnecting
+    from streamdedup.service.consumer import Service
+    from streamdedup.service.stop import StoppedWhileConnecting
 
     settings = logged_settings(preset, options, opens_store=True)
     try:
