@@ -6,8 +6,9 @@ published jars with Maven (once, into a cache outside the repo) and run ``kafka.
 JVM process bound to loopback ports.  Only the jars are cached; a broker's data lives in its state
 directory and is removed by :meth:`LocalBroker.stop` unless asked to keep it (for restart tests).
 
-CLI: ``python -m harness.broker {fetch,start,stop,status}``; ``start`` prints
-``BOOTSTRAP=host:port`` as its last stdout line (``scripts/kafka-local`` wraps this).
+CLI: ``python -m harness.broker {fetch,start,stop,status,topics,consumer-groups}``; ``start``
+prints ``BOOTSTRAP=host:port`` as its last stdout line (``scripts/kafka-local`` wraps this);
+``topics`` and ``consumer-groups`` are Kafka's own tools, run from the same jars.
 Development harness, not part of the product: the test fixtures, ``scripts/demo``,
 ``scripts/replay.py``, the chaos runs and the benchmarks start their broker with it; a user's
 ``streamdedup run`` and ``replay`` are given the bootstrap address of a broker they run.
@@ -73,6 +74,14 @@ POM_XML = f"""<?xml version="1.0" encoding="UTF-8"?>
       <version>{KAFKA_VERSION}</version>
     </dependency>
     <dependency>
+      <!-- kafka-topics.sh and kafka-consumer-groups.sh (the README's steps); what they need
+           but this jar is the broker's already (its own dependencies are Kafka Connect's) -->
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>kafka-tools</artifactId>
+      <version>{KAFKA_VERSION}</version>
+      <exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions>
+    </dependency>
+    <dependency>
       <groupId>org.apache.logging.log4j</groupId>
       <artifactId>log4j-slf4j-impl</artifactId>
       <version>{LOG4J_VERSION}</version>
@@ -94,6 +103,14 @@ _OWNED_ENTRIES = (
     _STATE_FILE,
     ".lock",
 )
+
+
+# The Kafka distribution's scripts that the README's steps use (deleting a replay's topics,
+# adding partitions, resetting a group's offsets), by the name after "kafka-" and before ".sh".
+TOOLS = {
+    "topics": "org.apache.kafka.tools.TopicCommand",
+    "consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+}
 
 
 class BrokerError(RuntimeError):
@@ -133,6 +150,7 @@ def _jars_complete(base: Path) -> bool:
         marker.is_file()
         and marker.read_text().strip() == _pom_digest()
         and any(libs.glob(f"kafka_2.13-{KAFKA_VERSION}.jar"))
+        and any(libs.glob(f"kafka-tools-{KAFKA_VERSION}.jar"))
     )
 
 
@@ -808,8 +826,25 @@ def _probe_metadata(host: str, port: int) -> None:
         admin.close()
 
 
+def run_tool(name: str, args: Sequence[str], broker: LocalBroker) -> int:
+    """Kafka's ``kafka-<name>.sh`` with ``args`` from the cached jars, against ``broker``
+    unless ``args`` name another ``--bootstrap-server``; its exit status."""
+    if "--bootstrap-server" not in args and not any(
+        a.startswith("--bootstrap-server=") for a in args
+    ):
+        if not broker.is_running():
+            raise BrokerError(
+                "the local broker is not running: start it, or give --bootstrap-server"
+            )
+        args = ["--bootstrap-server", broker.bootstrap, *args]
+    libs = fetch_jars(broker.cache_dir)
+    cmd = [_find_java(), "-Djava.awt.headless=true", "-cp", str(libs / "*"), TOOLS[name], *args]
+    return subprocess.run(cmd, check=False).returncode
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m harness.broker {fetch,start,stop,status}``; see ``scripts/kafka-local``."""
+    """``python -m harness.broker {fetch,start,stop,status,topics,consumer-groups}``; see
+    ``scripts/kafka-local``."""
     parser = argparse.ArgumentParser(
         prog="kafka-local",
         description="Run a local single-node KRaft Kafka broker from Maven Central jars.",
@@ -837,7 +872,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="keep data and ports so that the next start resumes them",
     )
     sub.add_parser("status", help="exit 0 if running, 3 if not")
-    args = parser.parse_args(argv)
+    for tool in TOOLS:  # add_help=False: --help is the tool's
+        sub.add_parser(tool, add_help=False,
+                       help=f"Kafka's kafka-{tool}.sh, against the local broker unless "
+                       "--bootstrap-server is given")
+    args, passed = parser.parse_known_args(argv)
+    if passed and args.command not in TOOLS:
+        parser.error(f"unrecognized arguments: {' '.join(passed)}")
 
     logging.basicConfig(level=logging.WARNING, format="kafka-local: %(message)s", stream=sys.stderr)
     log.setLevel(logging.INFO)
@@ -848,6 +889,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"kafka {KAFKA_VERSION} jars: {libs}")
             return 0
         broker = LocalBroker(args.state_dir, cache_dir=cache_dir)
+        if args.command in TOOLS:
+            return run_tool(args.command, passed, broker)
         if args.command == "start":
             broker.startup_timeout = args.timeout
             was_running = broker.is_running()

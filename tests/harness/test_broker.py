@@ -128,3 +128,34 @@ def test_module_cli_reports_not_running(tmp_path):
     )
     assert proc.returncode == 3
     assert proc.stdout.startswith("not running")
+
+
+def _kafka_local(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness.broker", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120, check=False)
+
+
+def test_kafka_local_runs_the_topic_and_group_tools_the_readme_names(
+        kafka_bootstrap, kafka_topic_factory, tmp_path):
+    """The README's steps use kafka-topics.sh (--alter, --delete) and kafka-consumer-groups.sh
+    (--reset-offsets), which the broker's jars lacked: a user of the local broker was stuck."""
+    topic = kafka_topic_factory(partitions=1)
+    _produce(kafka_bootstrap, topic, [b"a", b"b", b"c"])
+    group = f"{topic}-group"
+    assert len(_consume_all(kafka_bootstrap, topic, 3, group_id=group)) == 3
+    server = ["--bootstrap-server", kafka_bootstrap]
+    done = _kafka_local("consumer-groups", *server, "--group", group, "--topic", topic,
+                        "--reset-offsets", "--to-offset", "1", "--execute")
+    assert done.returncode == 0, done.stderr
+    probe = KafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group)
+    try:
+        assert probe.committed(TopicPartition(topic, 0)) == 1
+    finally:
+        probe.close()
+    done = _kafka_local("topics", *server, "--alter", "--topic", topic, "--partitions", "2")
+    assert done.returncode == 0, done.stderr
+    done = _kafka_local("topics", *server, "--describe", "--topic", topic)
+    assert "PartitionCount: 2" in done.stdout, done.stdout + done.stderr
+    # without --bootstrap-server: the local broker of --state-dir, which is not running here
+    done = _kafka_local("--state-dir", str(tmp_path), "topics", "--list")
+    assert done.returncode == 1 and "the local broker is not running" in done.stderr
