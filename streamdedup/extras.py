@@ -1,6 +1,6 @@
 """Optional dependencies, imported only where they are needed, with a clear error when absent.
 
-``pip install streamdedup`` runs the consumer and ``check``: plotting (matplotlib) and the
+``pip install .`` (from the checkout) runs the consumer and ``check``: plotting (matplotlib) and the
 ground truth of replay reports (scipy) are the ``report`` extra, so a consumer neither installs
 them nor pays their import time (scipy alone took ~0.6 s of a 2.4 s start-up).
 """
@@ -24,7 +24,9 @@ def require(module: str, purpose: str) -> ModuleType:
     except ImportError as exc:
         top = module.split(".")[0]
         extra = EXTRAS.get(top, "")
-        hint = f"pip install 'streamdedup[{extra}]'" if extra else f"pip install {top}"
+        # from the checkout, as the README says: the name on PyPI is another project's
+        hint = (f"pip install '.[{extra}]' in streamdedup's checkout" if extra
+                else f"pip install {top}")
         raise MissingExtraError(
             f"{purpose} needs {top}, which is not installed here ({exc}); {hint}"
         ) from None

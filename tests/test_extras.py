@@ -33,7 +33,21 @@ def _parquet(tmp_path: Path) -> Path:
 
 def _one_line(done: subprocess.CompletedProcess[str], extra: str) -> None:
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
-    assert f"pip install 'streamdedup[{extra}]'" in done.stderr, done.stderr
+    assert f"pip install '.[{extra}]' in streamdedup's checkout" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("module", ["scipy", "matplotlib"])
+def test_backfill_report_without_its_extra_stops_before_any_work(tmp_path: Path,
+                                                                  module: str) -> None:
+    """It judged the whole dump into the store and wrote every verdict, then said scipy was
+    missing (exit 1); replay refused at once."""
+    dump = tmp_path / "ads.jsonl"
+    dump.write_text('{"id": "a", "description": "un annuncio di lavoro"}\n', encoding="utf-8")
+    done = without(module, "backfill", str(dump), "--engine", "local", "--store",
+                   str(tmp_path / "s"), "--out", str(tmp_path / "v.jsonl"), "--report",
+                   str(tmp_path / "r"))
+    _one_line(done, "report")
+    assert not (tmp_path / "s").exists() and not (tmp_path / "v.jsonl").exists()
 
 
 def test_scurve_without_matplotlib(tmp_path: Path) -> None:

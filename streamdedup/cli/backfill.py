@@ -112,8 +112,12 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
                                 master=master, driver_memory=driver_memory,
                                 order_by=order_by,
                                 partitions=partitions, pairs=pairs, report_dir=report_dir)
+        from streamdedup.extras import require
+
+        if report_dir is not None:  # it judged the whole dump, then said scipy was missing
+            require("scipy", "--report (its ground truth)")
+            require("matplotlib", "--report (its plots)")
         if engine == "spark":  # before the store is made, the dump read and --out emptied
-            from streamdedup.extras import require
             from streamdedup.replay.spark import check_master_answers
 
             require("pyspark", "the Spark backfill")
