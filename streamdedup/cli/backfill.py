@@ -74,6 +74,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
         not_kept,
         not_utf8_warning,
         store_named,
+        untimed_said,
     )
     from streamdedup.cli.output import (
         STDOUT,
@@ -224,6 +225,8 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
                      f"{p['over_cap']} sets over max_candidates, {result.plan_seconds:.1f} s")
     if settings.retention:
         parts.append(f"retention {settings.retention}: {result.evicted}")
+    if said := untimed_said(settings, result.untimed):
+        parts.append(said.removeprefix("; "))
     if result.unordered and result.unordered == result.documents:
         parts.append(f"no row has a readable {settings.time_field!r} (ISO 8601 or epoch "
                      "seconds): --order-by timestamp kept the file's order")

@@ -52,6 +52,7 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
         not_kept,
         not_utf8_warning,
         store_named,
+        untimed_said,
     )
     from streamdedup.cli.output import (
         STDOUT,
@@ -155,9 +156,7 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
         f"{sketcher.recall_at_threshold():.6f}"
         + (f"; retention {settings.retention}: {getattr(detector, 'evicted', Evicted())}"
            if settings.retention else "")
-        + (f"; {counted(untimed, 'document')} without a {settings.time_field!r} field took "
-           "the clock's time (the newest seen; on a fresh store, their batch's first)"
-           if settings.read_time_field and untimed else "")
+        + untimed_said(settings, untimed)
         # a dump of a header and no row: the new store was empty but pinned to these settings
         + (not_kept(True, directory) if made_here and not docs and not tally.bad.count
            else f"; {store_named(settings)}"),

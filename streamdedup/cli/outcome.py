@@ -36,6 +36,15 @@ def again_with_retention(settings: Settings) -> str:
             "anew: for the same verdicts, start again with an empty store")
 
 
+def untimed_said(settings: Settings, documents: int) -> str:
+    """How many documents had no time field where retention reads one (empty if none): each
+    took the clock's time, so its window is not its own."""
+    if not settings.read_time_field or not documents:
+        return ""
+    return (f"; {counted(documents, 'document')} without a {settings.time_field!r} field took "
+            "the clock's time (the newest seen; on a fresh store, their batch's first)")
+
+
 def not_kept(remove: bool, directory: Path | None) -> str:
     """A SQLite store a command made and put nothing in is removed (empty, but pinned to the
     run's settings: the next try with another --preset was refused); says so."""

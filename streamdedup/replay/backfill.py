@@ -53,6 +53,7 @@ class BackfillResult:
     duplicates: int = 0
     bad: BadRows = field(default_factory=BadRows)
     unordered: int = 0  # rows without a usable timestamp (with --order-by timestamp): last
+    untimed: int = 0  # documents without a time where retention reads one (the clock's)
     seconds: float = 0.0
     sketch_seconds: float = 0.0  # Spark: the parallel phase, all partitions at once
     plan_seconds: float = 0.0
@@ -113,6 +114,7 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
             raise InputError(f"{exc}; the backfill judged none of the dump") from None
     ordered, result.unordered = order(good, config.order_by, settings.time_field)
     docs = [d for _, d in ordered]
+    result.untimed = sum(d.time is None for d in docs) if settings.read_time_field else 0
     if config.report_dir is not None and len({d.id for d in docs}) != len(docs):
         raise InputError("--report needs a dump whose ids are unique (the report's brute "
                          "force compares documents, not versions of one id)")

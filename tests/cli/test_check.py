@@ -245,16 +245,20 @@ def test_two_ads_that_differ_after_a_lone_angle_bracket_are_not_exact_copies(
     assert (tmp_path / "again").read_text() == out.read_text()
 
 
-def test_check_with_retention_says_how_many_documents_had_no_time(tmp_path: Path) -> None:
-    """A --time-field no row has (a typo) made every time an arrival, silently."""
+@pytest.mark.parametrize("command", ["check", "backfill"])
+def test_check_with_retention_says_how_many_documents_had_no_time(tmp_path: Path,
+                                                                  command: str) -> None:
+    """A --time-field no row has (a typo) made every time an arrival, silently; backfill
+    said nothing of it where check did."""
     tsv = write_tsv(tmp_path / "ads.tsv", [[t, d, "Milano", "2020-01-01T00:00:00Z", f"l{i}"]
                                            for i, (t, d) in enumerate(ADS)])
-    common = [str(tsv), "--retention", "60d", "--out", str(tmp_path / "v.jsonl")]
-    code, _, err = run("check", *common, "--store", str(tmp_path / "s1"))
+    common = [command, str(tsv), "--retention", "60d", "--out", str(tmp_path / "v.jsonl"),
+              *(["--engine", "local"] if command == "backfill" else [])]
+    code, _, err = run(*common, "--store", str(tmp_path / "s1"))
     assert code == 0 and "without a" not in err, err
-    code, _, err = run("check", *common, "--store", str(tmp_path / "s2"), "--time-field", "nosuch")
+    code, _, err = run(*common, "--store", str(tmp_path / "s2"), "--time-field", "nosuch")
     assert code == 0 and "3 documents without a 'nosuch' field took the clock's time" in err, err
-    code, _, err = run("check", *common, "--store", str(tmp_path / "s3"), "--time-field", "")
+    code, _, err = run(*common, "--store", str(tmp_path / "s3"), "--time-field", "")
     assert code == 0 and "without a" not in err, err  # arrival times asked for
 
 
