@@ -125,7 +125,7 @@ class Monitor:
                 if i in read.found:  # its last; older than anything streamed
                     row, fields = read.found[i][-1]
                     texts[i] = (0.0, fields)
-                    notes.append(f"{i!r}'s text is from {self.dump.name}, row {row:,}")
+                    notes.append(f"the text of {i!r} is from {self.dump.name}, row {row:,}")
             missing = [i for i, t in texts.items() if t is None]
         if missing:
             raise NotFound(self._not_found(missing, doc_id, other, read))

@@ -82,7 +82,7 @@ def test_explain_reads_a_backfilled_ads_text_from_the_dump(tmp_path: Path) -> No
     out = m.explain("b", "a")
     assert out["b"]["link"] == "https://k/a" and out["a"]["id"] == "b"  # sides: b, then a
     assert out["jaccard"] == filled("default", 0.9).explain("b", "a")["jaccard"]
-    assert out["note"] == "'a''s text is from history.jsonl, row 1"  # 0-based, as --errors
+    assert out["note"] == "the text of 'a' is from history.jsonl, row 1"  # 0-based, as --errors
     with pytest.raises(NotFound, match=re.escape(
             f"no text for 'nope': not in {dump}, and no ad with that id was read from "
             "'jobs', from its beginning")) as caught:
