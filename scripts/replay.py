@@ -156,6 +156,14 @@ if __name__ == "__main__":
     given = flag_value(args, "--bootstrap-servers")
     env = os.environ.get(env_name("bootstrap_servers"))
     if "--help" in args or "-h" in args:  # its usage as typed: no "replay" after the script
+        # the command's "It needs a running broker" is not true of this script
+        help_text, needs = replay_command.help or "", "It needs a running broker ("
+        if needs in help_text:
+            start = help_text.index(needs)
+            end = help_text.index(").", start) + 2
+            replay_command.help = (help_text[:start] + "Without --bootstrap-servers (or its "
+                                   "variable) it starts a local broker of its own and stops "
+                                   "it afterwards." + help_text[end:])
         code = run(args, replay_command)
         try:
             print("\nscripts/replay.py adds: without --bootstrap-servers a local broker of its "

@@ -157,3 +157,7 @@ def test_its_help_is_the_replays_as_typed_and_says_what_it_adds() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Usage: scripts/replay.py [OPTIONS]\n"), done.stdout[:200]
     assert "--monitor: the monitor of the replay's topics" in done.stdout
+    # the command's own help says it needs a running broker: not this script's
+    assert "It needs a running broker" not in done.stdout, done.stdout
+    assert "Without --bootstrap-servers (or its variable) it starts a local broker of its own" \
+        in " ".join(done.stdout.split()), done.stdout
