@@ -45,6 +45,7 @@ from streamdedup.replay.pairs import Plan, Row, local_plan, sketch_rows
 from streamdedup.settings import Settings
 from streamdedup.store.base import Evicted, Store, refuse_a_restart
 from streamdedup.store.payload import decode_shingles
+from streamdedup.terminal import counted
 
 
 @dataclass
@@ -118,7 +119,8 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
     if config.report_dir is not None and len({d.id for d in docs}) != len(docs):
         raise InputError("--report needs a dump whose ids are unique (the report's brute "
                          "force compares documents, not versions of one id)")
-    say(f"{len(docs):,} documents, {result.bad.count:,} bad rows ({config.errors_place})")
+    say(f"{counted(len(docs), 'document')}, {counted(result.bad.count, 'bad row')} "
+        f"({config.errors_place})")  # the numbers as the summary line writes them
     detector = detector_for(settings, store, Sketcher(settings))
     # The plan knows this dump's sets only: used into an empty store; a store that already
     # holds documents is probed as the stream would. With retention, too: a pair plan knows
