@@ -621,3 +621,25 @@ def test_the_row_number_warning_reads_past_a_first_row_too_large_to_read(
                     encoding="utf-8")
     said = row_number_warning(path, None, lambda: 2, "id", lambda _doc_id: True)
     assert said is not None and "holds documents named 0, 1" in said
+
+
+@pytest.mark.parametrize(("body", "store", "warned"), [
+    ("\n7\tCuoco\tRoma\n", {"0", "1"}, False),  # numbers after a blank line: its own ids
+    ("\nad-7\tCuoco\tRoma\n", {"0", "1"}, True),
+    ("\t\t\nad-7\tCuoco\tRoma\n", {"0", "1"}, True),  # a line of empty fields is blank too
+    ("ad-7\tCuoco\tRoma\n", {"0"}, False),  # one document "0" is no dump's row numbers
+    ("ad-7\tCuoco\tRoma\n", {"1"}, False),
+])
+def test_the_row_number_warning_looks_at_the_first_row_that_holds_something(
+        tmp_path: Path, body: str, store: set[str], warned: bool) -> None:
+    """A blank first line was taken for the first row: a TSV of numbered ids was warned of
+    (and with the id column last, its index was past the blank row's end)."""
+    from streamdedup.replay.dump import row_number_warning
+
+    path = tmp_path / "ads.tsv"
+    path.write_text("id\ttitle\tdescription\n" + body, encoding="utf-8")
+    said = row_number_warning(path, None, lambda: len(store), "id", store.__contains__)
+    assert (said is not None and "holds documents named 0, 1" in said) == warned, said
+    last = tmp_path / "last.tsv"  # the id column last, after a blank first line
+    last.write_text("title\tdescription\tid\n\nCuoco\tRoma\t7\n", encoding="utf-8")
+    assert row_number_warning(last, None, lambda: 2, "id", {"0", "1"}.__contains__) is None
