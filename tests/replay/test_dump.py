@@ -608,6 +608,10 @@ def test_a_binary_parquet_text_column_says_so(tmp_path: Path) -> None:
     assert isinstance(item, MessageError) and item.reason == "wrong_type"
     assert item.detail == ("description is a binary column: write it as a string column "
                            "(UTF-8 text)")
+    pq.write_table(pa.table({"id": pa.array([b"a-1"], pa.binary()),
+                             "description": ["Cuoco a Roma"]}), path)
+    ((_, item),) = rows(path)  # the id column too
+    assert isinstance(item, MessageError) and item.detail.startswith("id is a binary column")
 
 
 def test_the_row_number_warning_reads_past_a_first_row_too_large_to_read(

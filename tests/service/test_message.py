@@ -351,3 +351,15 @@ def test_a_key_read_twice_is_malformed_and_one_nobody_reads_is_not() -> None:
         assert err.value.reason == "malformed_json" and "twice" in err.value.detail
     doc = decode(b'{"id": "a", "title": "x", "meta": {"k": 1, "k": 2}, "z": 1, "z": 2}')
     assert doc.id == "a" and doc.fields["z"] == "2"  # a field nobody reads: as before
+
+    # the keys read under other settings: --id-field, the time field, replay's ``also``; and
+    # "id" itself, still read under --id-field link (where the link is missing)
+    for twice, extra in ((b'{"link": "a", "link": "b", "title": "x"}', {"id_field": "link"}),
+                         (b'{"id": "a", "id": "b", "title": "x"}', {"id_field": "link"}),
+                         (b'{"title": "x", "ts": "1", "ts": "2"}', {"time_field": "ts"}),
+                         (b'{"title": "x", "place": "a", "place": "b"}', {"also": ("place",)})):
+        with pytest.raises(MessageError) as err:
+            decode_message(twice, ("title",), 10_000, **extra)
+        assert err.value.reason == "malformed_json" and "twice" in err.value.detail, extra
+        if b'"id"' not in twice:  # not read under the defaults: taken as before
+            assert decode_message(twice, ("title",), 10_000).fields["title"] == "x"
