@@ -137,7 +137,8 @@ class Monitor:
             out[side] = {**cast(dict[str, Any], out[side]), "link": link_of(shown[1])}
         if several:
             notes.append(f"{' and '.join(map(repr, several))} came with several texts: "
-                         f"{doc_id!r}'s last is shown, and {other!r}'s as it was then")
+                         f"the last of {doc_id!r} is shown, and that of {other!r} as it was "
+                         "then")
         if notes:
             out["note"] = "; ".join(notes)
         apart = disagreement(verdict, other, found)

@@ -93,6 +93,38 @@ def test_explain_reads_a_backfilled_ads_text_from_the_dump(tmp_path: Path) -> No
         m.explain("b", "a")
 
 
+def test_explain_from_the_dump_takes_an_ids_last_row_and_says_why_an_id_is_missing(
+        tmp_path: Path) -> None:
+    """What the dump's reading says beyond "not there" (a mutation review: nothing pinned
+    it): an id on two rows is its last row's text; the dump's unreadable rows are counted; a
+    monitor without texts says so; a dump turned unreadable (a directory now) is a 404
+    naming it, not a 500."""
+    from streamdedup.monitor.app import NotFound
+
+    dump = tmp_path / "history.jsonl"
+    dump.write_text("".join(json.dumps(row) + "\n" for row in (
+        {"id": "a", "title": "Cuoco", "description": "Roma"}, {"id": "z", **B},
+        {"id": "a", **A})), encoding="utf-8")
+    m = monitor("default")
+    m.state.add_text("b", B)
+    m.start, m.texts, m.dump, m.fmt = "beginning", True, dump, None
+    out = m.explain("b", "a")
+    assert out["note"] == "the text of 'a' is from history.jsonl, row 2" and out["b"]["raw"] \
+        == filled("default", 0.9).explain("b", "a")["b"]["raw"]
+    with dump.open("a", encoding="utf-8") as more:
+        more.write("{not json\n")
+    with pytest.raises(NotFound, match=re.escape(
+            "not in " + str(dump) + " (1 of its 4 rows could not be read: 1 malformed_json)")):
+        m.explain("b", "nope")
+    m.texts = False
+    with pytest.raises(NotFound, match="the monitor was started with --no-texts"):
+        m.explain("b", "nope")
+    dump.unlink()
+    dump.mkdir()
+    with pytest.raises(NotFound, match=f"the dump {dump} cannot be read now"):
+        m.explain("b", "a")
+
+
 def test_explain_gives_each_ads_link_of_the_text_shown() -> None:
     m = monitor("default")
     m.state.add_text("a", {**A, "link": "https://www.kijiji.it/a"}, at=1.0)
@@ -277,7 +309,8 @@ def test_an_id_sent_again_with_another_text_is_explained_as_it_was_judged() -> N
                          "cluster_id": "a", "matches": [{"id": "a", "jaccard": 1.0}]})
     out = m.explain("e", "a")
     assert out["jaccard"] == 1.0 and "warning" not in out, out
-    assert "'a' came with several texts" in str(out["note"])
+    assert out["note"] == ("'a' came with several texts: the last of 'e' is shown, and that "
+                           "of 'a' as it was then")
     assert m.state.title("a") == A.get("title")  # the last text names it
     assert "note" not in filled("default", 0.5).explain("b", "a")
 
