@@ -144,6 +144,10 @@ def test_bad_requests_get_clear_errors(site: tuple[str, MonitorState]) -> None:
         assert "only answers GET" in json.loads(answer.read())["error"]
         conn.close()
     assert get(base + "/api/nothing")[0] == 404
+    conn = http.client.HTTPConnection(where.hostname, where.port, timeout=10)
+    conn.request("HEAD", "/api/summary")  # HEAD is GET without the body
+    assert conn.getresponse().status == 200
+    conn.close()
     assert get(base + "/api/events?since=-1")[0] == 400  # refused before the stream starts
     # the last of a parameter given twice was taken, silently
     for twice in ("/api/explain?id=b&id=a", "/api/explain/b?other=a&other=c",
@@ -240,6 +244,21 @@ def test_an_id_a_browser_reads_as_a_folder_is_found_by_query(
         code, body = get(f"{base}/api/{route}/x1?id=x2")
         assert code == 400 and body["error"] == ("the id is given twice, in the path and as "
                                                  "?id=: give it once"), body
+
+
+def test_another_method_is_refused_by_the_guards_before_it_is_said_to_be_405() -> None:
+    """A request without the token or from a foreign Host learns nothing more, whatever
+    its method (a mutation review: the order of the middlewares was not pinned)."""
+    import http.client
+
+    for token, headers, status in (("s3cret-token", {}, 401),
+                                   (None, {"Host": "evil.example"}, 403)):
+        for base, _ in serve(token=token):
+            where = urllib.parse.urlsplit(base)
+            conn = http.client.HTTPConnection(where.hostname, where.port, timeout=10)
+            conn.request("DELETE", "/api/summary", headers=headers)
+            assert conn.getresponse().status == status, (token, headers)
+            conn.close()
 
 
 def test_a_token_guards_the_api_only() -> None:

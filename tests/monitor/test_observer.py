@@ -111,6 +111,8 @@ def test_a_start_before_1970_or_days_to_come_is_refused() -> None:
         parse_start("9999-12-31T23:59:59Z")  # the page showed nothing, silently
     soon = datetime.fromtimestamp(time.time() + 3600, UTC).isoformat()
     assert isinstance(parse_start(soon), int)  # an hour ahead: a time zone mistyped, or not
+    with pytest.raises(ConfigError, match="more than a day to come"):
+        parse_start(datetime.fromtimestamp(time.time() + 2 * 86_400, UTC).isoformat())
 
 
 def test_the_observer_tells_a_quiet_topic_from_a_broker_that_does_not_answer() -> None:

@@ -125,6 +125,23 @@ def test_explain_from_the_dump_takes_an_ids_last_row_and_says_why_an_id_is_missi
         m.explain("b", "a")
 
 
+def test_a_dump_the_file_system_refuses_is_a_404_naming_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An OSError in reading it (permissions root does not feel, an I/O error) was a 500."""
+    from streamdedup.monitor import server
+    from streamdedup.monitor.app import NotFound
+
+    def refused(*_args: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(server, "dump_texts", refused)
+    m = monitor("default")
+    m.state.add_text("b", B)
+    m.start, m.texts, m.dump, m.fmt = "beginning", True, tmp_path / "d.jsonl", None
+    with pytest.raises(NotFound, match=r"cannot be read now: .*Permission denied"):
+        m.explain("b", "a")
+
+
 def test_explain_gives_each_ads_link_of_the_text_shown() -> None:
     m = monitor("default")
     m.state.add_text("a", {**A, "link": "https://www.kijiji.it/a"}, at=1.0)
@@ -340,4 +357,7 @@ def test_a_blank_short_or_spaced_monitor_token_is_refused_without_showing_it(
         Monitor(settings)
     assert token.strip() == "" or token not in str(err.value)
     assert build_settings(env={"STREAMDEDUP_MONITOR_TOKEN": token}).monitor_token == token
+    eight = build_settings(env={}, overrides={"monitor_token": "abcdefgh",
+                                              "monitor_host": "0.0.0.0"})
+    assert Monitor(eight).settings.monitor_token == "abcdefgh"  # 8 characters: enough
 
