@@ -64,6 +64,9 @@ def test_environment_and_flags_configure_settings(tmp_path: Path) -> None:
     # and a store directory on another backend was taken without a word
     ({}, ["--store", "mine"], "Error: --store is a SQLite store's directory, and the store "
                               "here is 'memory'"),
+    ({}, ["--store-backend", "redis", "--redis-url", "redis://127.0.0.1:9/0", "--store",
+          "mine"], "Error: --store is a SQLite store's directory, and the store here is "
+                   "'redis'"),
     ({}, ["--text-fields", "title,title"], "Error: --text-fields names 'title' twice"),
 ])
 def test_a_refused_value_is_named_by_where_it_came_from(
@@ -88,6 +91,21 @@ def test_a_redis_flag_on_a_command_without_a_store_is_taken_without_effect(
                        "redis://x", "--redis-cluster")
     assert code == 1 and "no Kafka broker answers at 127.0.0.1:1" in err
     assert "--redis" not in err
+
+
+def test_a_store_flag_on_another_backend_is_taken_where_no_store_is_opened(
+        tmp_path: Path) -> None:
+    """`explain` without --use-store opens no store, so its --store (from a shared
+    environment) is no mistake there; it is refused with --use-store."""
+    dump = tmp_path / "ads.jsonl"
+    dump.write_text("".join(json.dumps({"id": str(i), "title": t, "description": d}) + "\n"
+                            for i, (t, d) in enumerate(ADS)), encoding="utf-8")
+    args = ["explain", "0", "1", "--dump", str(dump), "--store-backend", "memory", "--store",
+            str(tmp_path / "s")]
+    code, out, err = run(*args)
+    assert code == 0 and "SQLite store's directory" not in err and "Jaccard" in out, err
+    code, _, err = run(*args, "--use-store")
+    assert code == 2 and "--store is a SQLite store's directory" in err, err
 
 
 def test_scurve_writes_a_png_and_prints_the_value_at_the_threshold(tmp_path: Path) -> None:

@@ -31,7 +31,8 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     (["--topic-prefix", ""], "--topic-prefix '' runs the replay's consumer on the settings'"),
     (["--topic-prefix", "bad prefix"], "--topic-prefix must be letters, digits, '.', '_' or "
                                        "'-' (it starts the replay's topic and group names), "
-                                       "not 'bad prefix'")])
+                                       "not 'bad prefix'"),
+    (["--topic-prefix", "p" * 201], "--topic-prefix must be letters, digits, '.', '_' or '-'")])
 def test_replay_refuses_a_negative_rate_and_no_timeout(tmp_path: Path, args: list[str],
                                                        message: str) -> None:
     tsv = write_tsv(tmp_path / "ads.tsv", [["t", "d", "Milano", "2020", "l"]])

@@ -46,8 +46,9 @@ def test_store_backup_copies_checks_and_points_redis_at_its_server(tmp_path: Pat
     assert "clock              none" in out and "None" not in out  # no --retention: no clock
     code, _, err = run("store", "backup", "--store", store, "--to", str(tmp_path / "b"))
     assert code == 2 and "exists: a backup is written to a new directory" in err  # was 1
-    code, _, err = run("store", "backup", "--store", store, "--to", "")
-    assert code == 2 and "--to is empty, or the current directory" in err  # ". exists"
+    for blank in ("", " "):
+        code, _, err = run("store", "backup", "--store", store, "--to", blank)
+        assert code == 2 and "--to is empty, or the current directory" in err  # ". exists"
     code, _, err = run("store", "backup", "--store-backend", "redis", "--redis-url",
                        "redis://127.0.0.1:9/0", "--to", str(tmp_path / "r"))
     assert code == 2 and "appendonlydir" in err and not (tmp_path / "r").exists()
