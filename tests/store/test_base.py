@@ -7,6 +7,7 @@ need a persistent store (reopen, lock, corruption, file modes) and are SQLite on
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import uuid
 from collections.abc import Callable
@@ -713,3 +714,15 @@ def test_a_tombstone_that_comes_back_is_a_live_set_again(store: Store) -> None:
     revived = store.get_sets([1])[1]
     assert not revived.evicted and revived.last_time == 90 and revived.first_id == "p"
     assert [d for _, d in store.members(1, 10)] == ["p2"]
+
+
+def test_a_damaged_record_of_the_params_says_how() -> None:
+    from streamdedup.errors import StoreCorruptError
+    from streamdedup.store.base import parsed_params
+
+    for raw, how in ((None, "(empty)"), ("[1]", "(not a JSON object)"),
+                     (b"{", "(not a JSON object)")):
+        with pytest.raises(StoreCorruptError, match=re.escape(f"x: the store's record of its "
+                                                              f"parameters is damaged {how}")):
+            parsed_params(raw, "x")
+    assert parsed_params('{"a": 1}', "x") == {"a": 1}

@@ -99,6 +99,8 @@ def test_shingles_damaged_out_of_order_are_named(redis_url: str) -> None:
      "damaged (not a JSON object)"),
     ("meta", "params", b"[[1, 2]]", "meta params: the store's record of its parameters is "
      "damaged (not a JSON object)"),
+    ("meta", "params", b"", "meta params: the store's record of its parameters is "
+     "damaged (not a JSON object)"),  # empty is damage, not "never written"
     ("meta", "clock", b"banana", "the retention clock (meta clock) is not a number"),
     ("seq", None, b"abc", "the seq counter is not a number: b'abc'"),
     ("counts", "sets", b"banana", "the count of 'sets' is not a number: b'banana'"),

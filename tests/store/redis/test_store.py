@@ -370,6 +370,25 @@ def test_a_set_evicted_before_the_crowded_set_it_named_leaves_its_list(
     store.close()
 
 
+def test_a_store_of_the_layout_before_store_ids_opens(redis_url: str) -> None:
+    """A namespace whose ``meta`` holds its parameters but no ``store_id`` (older releases
+    recorded the parameters first) is a streamdedup store, not another program's."""
+    import redis
+
+    ns = f"t{uuid.uuid4().hex}"
+    store = RedisStore(redis_url, ns)
+    store.put_params({"num_perm": 128})
+    store.commit()
+    store.close()
+    r = redis.Redis.from_url(redis_url)
+    r.hdel(f"{{{ns}}}:meta", "store_id")
+    assert r.hkeys(f"{{{ns}}}:meta") == [b"params"]
+    again = RedisStore(redis_url, ns)
+    assert again.get_params() == {"num_perm": 128}
+    again.close()
+    r.close()
+
+
 @pytest.mark.parametrize("keys", [{"meta": {"foo": "bar"}}, {"seq": "5"},
                                   {"meta": {"foo": "bar"}, "seq": "5"}])
 def test_a_namespace_of_another_programs_keys_is_refused_and_left_as_it_was(
