@@ -128,3 +128,26 @@ def test_topics_the_broker_will_not_make_are_a_refusal_in_its_own_words(
     assert str(caught.value) == (f"[Error 44] PolicyViolationError: topic {name} with "
                                  "--topic-partitions 100000: Excessively large number of "
                                  "partitions per request.")
+
+
+def test_a_topic_another_member_made_meanwhile_is_no_refusal() -> None:
+    """Two members starting at once both find the topics missing and both create them: the
+    second's TOPIC_ALREADY_EXISTS (36) is the race lost, not an error; another code is."""
+    from kafka.errors import InvalidPartitionsError
+
+    from streamdedup.service.kafka import _create
+
+    class Admin:
+        def __init__(self, code: int) -> None:
+            self.code = code
+
+        def create_topics(self, topics: dict[str, Any], raise_errors: bool) -> dict[str, Any]:
+            assert raise_errors is False
+            return {"topics": [{"name": t, "error_code": self.code, "error_message": None}
+                               for t in topics]}
+
+    settings = build_settings(env={})
+    _create(Admin(36), settings, ["jobs"])
+    _create(Admin(0), settings, ["jobs"])
+    with pytest.raises(InvalidPartitionsError, match="topic jobs with --topic-partitions 1"):
+        _create(Admin(37), settings, ["jobs"])
