@@ -274,7 +274,10 @@ def test_run_with_a_metrics_port_in_use_is_one_clear_line(tmp_path: Path) -> Non
     assert "give each its own --metrics-port" in proc.stderr
 
 
-def test_run_warns_when_metrics_are_bound_beyond_loopback(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("host", "said"), [("0.0.0.0", "0.0.0.0"), ("", "every address")])
+def test_run_warns_when_metrics_are_bound_beyond_loopback(tmp_path: Path, host: str,
+                                                          said: str) -> None:
+    """'' said "served on , reachable from other hosts"."""
     import os
     import signal
     import subprocess
@@ -284,7 +287,7 @@ def test_run_warns_when_metrics_are_bound_beyond_loopback(tmp_path: Path) -> Non
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMDEDUP_")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamdedup", "run", "--bootstrap-servers", "127.0.0.1:9",
-         "--store", str(tmp_path / "s"), "--metrics-host", "0.0.0.0", "--metrics-port",
+         "--store", str(tmp_path / "s"), "--metrics-host", host, "--metrics-port",
          str(_free_port())],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
     )
@@ -292,7 +295,7 @@ def test_run_warns_when_metrics_are_bound_beyond_loopback(tmp_path: Path) -> Non
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, out.decode()[-2000:]
-    assert b"served on 0.0.0.0, reachable from other hosts" in out
+    assert f"served on {said}, reachable from other hosts".encode() in out
 
 
 def _free_port() -> int:
