@@ -138,7 +138,7 @@ def test_explain_from_the_topics_and_from_the_dump(stream: Stream) -> None:
     e = json.loads(as_json.stdout)
     assert e["duplicate"]
     listed = [m["jaccard"] for m in dup["matches"] if m["id"] == dup["duplicate_of"]]
-    assert not listed or abs(e["jaccard"] - listed[0]) < 1e-6  # the verdict's own figure
+    assert listed and abs(e["jaccard"] - listed[0]) < 1e-6  # the verdict's own figure
     from_store = stream.cli("explain", dup["id"], "--use-store", "--store", str(stream.store),
                             "--dump", str(stream.dump), "--json")
     assert json.loads(from_store.stdout)["b"]["id"] == dup["duplicate_of"], from_store.stderr
@@ -191,8 +191,9 @@ def test_the_monitor_explains_backfilled_ads_from_its_dump(stream: Stream) -> No
         proc.wait(timeout=30)
     listed = [m["jaccard"] for m in dup["matches"] if m["id"] == dup["duplicate_of"]]
     assert out["b"]["id"] == dup["duplicate_of"] and out["duplicate"]
-    assert not listed or abs(out["jaccard"] - listed[0]) < 1e-6
-    assert f"text is from {stream.dump.name}, row" in out["note"]
+    assert listed and abs(out["jaccard"] - listed[0]) < 1e-6  # duplicate_of is always listed
+    assert f"the text of {dup['duplicate_of']!r} is from {stream.dump.name}, row " in \
+        out["note"], out["note"]
 
 
 @pytest.mark.parametrize(("sig", "page_open"), [(signal.SIGTERM, False),
