@@ -152,6 +152,34 @@ def make_settings(preset: str | None, options: dict[str, Any], *,
     return settings
 
 
+class _Rate(click.ParamType):
+    """``--rate`` of `produce` and `replay`: messages a second, 0 for no limit, else at
+    least one an hour. A number too small for a float (``1e-400``) reads as 0, no limit:
+    the opposite of what was asked, so it is refused as below the bound."""
+
+    name = "float"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        from streamdedup.replay.config import rate_error
+
+        if isinstance(value, float):
+            return value
+        try:
+            rate = float(value)
+        except ValueError:
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if rate == 0 and re.search(r"[1-9]", re.split(r"[eE]", str(value))[0]):
+            self.fail(f"{value} is below one message an hour (as a float it is 0, no "
+                      "limit): give 0, or at least 1/3600", param, ctx)
+        if said := rate_error(rate):
+            self.fail(said, param, ctx)
+        return rate
+
+
+RATE = _Rate()
+
+
 class BadSetting(click.ClickException):
     """A setting that parsed but cannot be used, found by the command: exit 2 as for the
     values refused at parsing, in one line (no usage text: the flag was spelled right)."""

@@ -11,16 +11,19 @@ from typing import Any
 
 import click
 
-from streamdedup.cli.options import KAFKA_CLIENT, failure, make_settings, settings_options
+from streamdedup.cli.options import (
+    KAFKA_CLIENT,
+    RATE,
+    failure,
+    make_settings,
+    settings_options,
+)
 from streamdedup.errors import StreamdedupError, describe
 from streamdedup.replay.dump import FORMATS
 from streamdedup.terminal import counted
 
 PRODUCE_FLUSH_S = 60.0  # the wait for the broker's acknowledgements at the end
 CLOSE_S = 5.0  # what closing the producer may add after an interruption or a failure
-# one message an hour: --rate 1e-9 was taken (one message in 31 years), 1e-300 asked
-# time.sleep for more than it takes (a traceback)
-_MIN_RATE = 1 / 3600
 
 
 class _Acks:
@@ -62,7 +65,7 @@ def _settle(producer: Any, tally: _Acks, sent: int, timeout_s: float) -> None:
                                         allow_dash=True))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="input format [default: from the file name]")
-@click.option("--rate", type=float, default=0.0, show_default=True,
+@click.option("--rate", type=RATE, default=0.0, show_default=True,
               help="at most this many messages per second (0 = as fast as possible; at least "
                    "one an hour)")
 @settings_options(shown=(*KAFKA_CLIENT, "input_topic", "max_message_bytes", "text_fields",
@@ -80,9 +83,6 @@ def produce_command(path: Path, fmt: str | None, rate: float, preset: str | None
     from streamdedup.service.message import encode_message
 
     settings = make_settings(preset, options)
-    if not (rate == 0 or rate >= _MIN_RATE):  # NaN too: it was accepted as "no limit"
-        raise click.UsageError(f"--rate must be 0 (no limit) or at least {_MIN_RATE:.6f} "
-                               f"(one message an hour), not {rate}")
     if str(path) == "-":  # click said "File '-' does not exist"
         raise click.UsageError("produce reads a dump from a file, not from standard input "
                                "(it reads a file's header first); write the stream to a file")

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from streamdedup.cli.options import failure, make_settings, settings_options
+from streamdedup.cli.options import RATE, failure, make_settings, settings_options
 from streamdedup.errors import StreamdedupError
 from streamdedup.replay.config import ReplayConfig, replay_environment
 from streamdedup.replay.dump import FORMATS
@@ -44,8 +44,9 @@ _REPLAY_SHOWN = ("text", "sketch", "store", "ops", "bootstrap_servers", "commit_
               help="dump format [default: from the file name]")
 @click.option("--no-consumer", is_flag=True,
               help="a consumer is already running on the settings' topics; do not start one")
-@click.option("--rate", type=click.FloatRange(min=0), default=ReplayConfig.rate, show_default=True,
-              help="produce at most this many messages per second (0 = no limit)")
+@click.option("--rate", type=RATE, default=ReplayConfig.rate, show_default=True,
+              help="produce at most this many messages per second (0 = no limit; at least one "
+                   "an hour)")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True),
               default=ReplayConfig.timeout_s, show_default=True,
               help="give up when no verdict arrived for this many seconds")

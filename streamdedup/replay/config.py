@@ -56,6 +56,18 @@ def replay_environment(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k not in dropped}
 
 
+MIN_RATE = 1 / 3600  # one message an hour: 1e-9 was taken (one message in 31 years), and
+# 1e-300 asked time.sleep for more than it takes (OverflowError, a traceback)
+
+
+def rate_error(rate: float) -> str | None:
+    """What is wrong with a ``--rate`` of ``produce`` or ``replay`` (None: nothing). NaN
+    compares false with everything: it was taken as "no limit"."""
+    if rate == 0 or rate >= MIN_RATE:
+        return None
+    return f"must be 0 (no limit) or at least 1/3600 (one message an hour), not {rate}"
+
+
 @dataclass(frozen=True)
 class ReplayConfig:
     """What to replay and where; ``overrides`` are Settings fields given explicitly."""
@@ -78,8 +90,8 @@ class ReplayConfig:
     def __post_init__(self) -> None:
         """NaN passed click's ranges (every comparison with it is false): ``--timeout nan``
         replayed the whole dump and reported 500 ids "missing within nan s"."""
-        if not self.rate >= 0:
-            raise ConfigError(f"--rate must be >= 0, not {self.rate}")
+        if said := rate_error(self.rate):
+            raise ConfigError(f"--rate {said}")
         if not 0 < self.timeout_s < float("inf"):
             raise ConfigError(f"--timeout must be a number of seconds > 0, not {self.timeout_s}")
         if self.topic_prefix == "" and self.run_consumer:

@@ -98,15 +98,26 @@ def test_produce_warns_of_row_number_ids(
     assert [r.key for r in sent] == [b"l"] and json.loads(sent[0].value)["id"] == "l"
 
 
-@pytest.mark.parametrize("rate", ["nan", "-1", "1e-9", "0.0002"])
-def test_produce_refuses_a_rate_that_is_no_number_or_below_one_message_an_hour(
-        tmp_path: Path, rate: str) -> None:
-    """--rate nan ran unlimited; 1e-9 was taken (one message in 31 years). Refused before
-    any broker is asked (none is given here)."""
+@pytest.mark.parametrize(("rate", "said"), [
+    ("nan", "not nan"), ("-1", "not -1.0"), ("1e-9", "not 1e-09"), ("0.0002", "not 0.0002"),
+    # too small for a float: it read as 0, no limit, the opposite of what was asked
+    ("1e-400", "1e-400 is below one message an hour (as a float it is 0, no limit)"),
+    ("x", "'x' is not a number")])
+@pytest.mark.parametrize("command", ["produce", "replay"])
+def test_a_rate_that_is_no_number_or_below_one_message_an_hour_is_refused(
+        tmp_path: Path, rate: str, said: str, command: str) -> None:
+    """--rate nan ran unlimited; 1e-9 was taken (one message in 31 years), and replay's
+    1e-300 ended in an OverflowError from time.sleep. Refused before any broker is asked
+    (none answers here); exactly one an hour, and 0, are taken."""
     tsv = write_tsv(tmp_path / "ads.tsv", [["t", "un annuncio", "Milano", "2020", "l"]])
-    code, _, err = run("produce", str(tsv), "--bootstrap-servers", "127.0.0.1:1",
-                       "--rate", rate)
-    assert code == 2 and f"(one message an hour), not {float(rate)}" in err, err
+    args = ([str(tsv)] if command == "produce" else
+            ["--dump", str(tsv), "--report-dir", str(tmp_path / "r"), "--no-consumer"])
+    code, _, err = run(command, *args, "--bootstrap-servers", "127.0.0.1:1", "--rate", rate)
+    assert code == 2 and "Invalid value for '--rate'" in err and said in err, err
+    for taken in (str(1 / 3600), "0"):
+        code, _, err = run(command, *args, "--bootstrap-servers", "127.0.0.1:1", "--rate",
+                           taken)
+        assert code == 1 and "Invalid value" not in err, err  # on to the broker
 
 
 @pytest.mark.broker

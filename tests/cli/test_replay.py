@@ -25,7 +25,8 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> list[object]:
 @pytest.mark.parametrize(("args", "message"), [
     (["--rate", "-1"], "--rate"), (["--timeout", "0"], "--timeout"),
     # NaN passed click's ranges: a whole replay, then "500 ids missing within nan s"
-    (["--rate", "nan"], "--rate must be >= 0, not nan"),
+    (["--rate", "nan"], "must be 0 (no limit) or at least 1/3600 (one message an hour), "
+                        "not nan"),
     (["--timeout", "nan"], "--timeout must be a number of seconds > 0, not nan"),
     # the production topics and group, with a consumer of the replay's own
     (["--topic-prefix", ""], "--topic-prefix '' runs the replay's consumer on the settings'"),
