@@ -74,8 +74,9 @@ POM_XML = f"""<?xml version="1.0" encoding="UTF-8"?>
       <version>{KAFKA_VERSION}</version>
     </dependency>
     <dependency>
-      <!-- kafka-topics.sh and kafka-consumer-groups.sh (the README's steps); what they need
-           but this jar is the broker's already (its own dependencies are Kafka Connect's) -->
+      <!-- kafka-topics.sh and kafka-consumer-groups.sh (the README's steps): what they need
+           beside this jar the broker's jars hold; its own dependencies (connect-runtime and
+           a Jakarta JSON provider) serve other tools -->
       <groupId>org.apache.kafka</groupId>
       <artifactId>kafka-tools</artifactId>
       <version>{KAFKA_VERSION}</version>
@@ -829,7 +830,8 @@ def _probe_metadata(host: str, port: int) -> None:
 def run_tool(name: str, args: Sequence[str], broker: LocalBroker) -> int:
     """Kafka's ``kafka-<name>.sh`` with ``args`` from the cached jars, against ``broker``
     unless ``args`` name another ``--bootstrap-server``; its exit status."""
-    if "--bootstrap-server" not in args and not any(
+    asks_help = any(a in ("-h", "--help", "--version") for a in args)  # no broker needed
+    if not asks_help and "--bootstrap-server" not in args and not any(
         a.startswith("--bootstrap-server=") for a in args
     ):
         if not broker.is_running():
@@ -879,6 +881,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, passed = parser.parse_known_args(argv)
     if passed and args.command not in TOOLS:
         parser.error(f"unrecognized arguments: {' '.join(passed)}")
+    ours = [a for a in passed if a.split("=")[0] in ("--cache-dir", "--state-dir")]
+    if ours:  # Kafka's tool would answer with a Java stack trace
+        parser.error(f"{ours[0].split('=')[0]} goes before the command "
+                     f"(kafka-local {ours[0].split('=')[0]} DIR {args.command} ...)")
 
     logging.basicConfig(level=logging.WARNING, format="kafka-local: %(message)s", stream=sys.stderr)
     log.setLevel(logging.INFO)

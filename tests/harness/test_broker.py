@@ -156,6 +156,19 @@ def test_kafka_local_runs_the_topic_and_group_tools_the_readme_names(
     assert done.returncode == 0, done.stderr
     done = _kafka_local("topics", *server, "--describe", "--topic", topic)
     assert "PartitionCount: 2" in done.stdout, done.stdout + done.stderr
+    done = _kafka_local("topics", f"--bootstrap-server={kafka_bootstrap}", "--list")
+    assert done.returncode == 0 and topic in done.stdout.split(), done.stderr
     # without --bootstrap-server: the local broker of --state-dir, which is not running here
     done = _kafka_local("--state-dir", str(tmp_path), "topics", "--list")
     assert done.returncode == 1 and "the local broker is not running" in done.stderr
+    done = _kafka_local("--state-dir", str(tmp_path), "topics", "--help")  # needs none
+    assert "--bootstrap-server" in done.stdout + done.stderr and "not running" not in done.stderr
+    done = _kafka_local("topics", "--state-dir", str(tmp_path), "--list")
+    assert done.returncode == 2 and "--state-dir goes before the command" in done.stderr
+
+
+def test_kafka_local_tools_default_to_the_running_local_broker(local_broker, kafka_topic_factory):
+    """Without --bootstrap-server, the broker of --state-dir (here the session's)."""
+    topic = kafka_topic_factory(partitions=1)
+    done = _kafka_local("--state-dir", str(local_broker.state_dir), "topics", "--list")
+    assert done.returncode == 0 and topic in done.stdout.split(), done.stderr
