@@ -97,15 +97,20 @@ def _param(request: Request, name: str) -> str | None:
 
 
 def _utf8(request: Request) -> None:
-    """Raises ValueError (a 400) if the path or the query is not UTF-8 once its ``%XX`` are
-    decoded: Starlette puts U+FFFD for such bytes, so ``/api/verdict/%ff`` asked for an id
-    "\ufffd" and answered 404 for an id nobody gave."""
-    for part, raw in (("path", request.scope.get("raw_path") or b""),
-                      ("query", request.scope.get("query_string") or b"")):
+    """Raises ValueError (a 400) if the path, or ``?id=`` or ``?other=``, is not UTF-8 once
+    its ``%XX`` are decoded: Starlette puts U+FFFD for such bytes, so ``/api/verdict/%ff``
+    asked for an id "\ufffd" and answered 404 for an id nobody gave. Other parameters (a
+    page's cache-buster) are not ids and are not checked."""
+    pairs = [("the path", request.scope.get("raw_path") or b"")]
+    for pair in (request.scope.get("query_string") or b"").split(b"&"):
+        name, _, value = pair.partition(b"=")
+        if unquote_to_bytes(name.replace(b"+", b" ")) in (b"id", b"other"):
+            pairs.append((f"?{name.decode('ascii', 'replace')}=", value))
+    for part, raw in pairs:
         try:
             unquote_to_bytes(raw.replace(b"+", b" ")).decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise ValueError(f"the {part} is not UTF-8 once its %XX are decoded (byte "
+            raise ValueError(f"{part} is not UTF-8 once its %XX are decoded (byte "
                              f"0x{exc.object[exc.start]:02x}): ids are UTF-8") from None
 
 
