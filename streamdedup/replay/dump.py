@@ -153,7 +153,8 @@ def _numbered_store_warning(path: Path, header: list[str], id_field: str,
         return None
     with _tsv_reader(path) as rows:
         try:
-            # the first row that holds something: a blank line is skipped by the reading
+            # the first row that holds something (the reading skips an empty line, and a
+            # line of empty fields has no id to look at)
             first = next((row for row in itertools.islice(rows, 1, None)
                           if any(value.strip() for value in row)), None)
         except csv.Error:  # a row the reading itself will say (a field over the bound)
