@@ -26,6 +26,7 @@ import numpy as np
 
 from streamdedup.settings import Settings
 from streamdedup.store.payload import encode_shingles
+from streamdedup.store.redis.buckets import ADD, run_per_shard
 from streamdedup.store.redis.client import call
 from streamdedup.store.redis.store import RedisStore
 from streamdedup.store.shared_store import Claim, SharedStore
@@ -40,15 +41,6 @@ if redis.call('HGET', ARGV[1] .. 'meta', 'store_id') ~= ARGV[2] then
   return redis.error_reply('STOREGONE the store this process opened is not in Redis (a ' ..
     'restart without persistence, or its keys deleted)')
 end
-"""
-
-# KEYS: bucket keys of one shard; ARGV: (size, set id) per key.
-_ADD = """
-local out = {}
-for i = 1, #KEYS do
-  out[i] = redis.call('ZADD', KEYS[i], ARGV[2 * i - 1], ARGV[2 * i])
-end
-return out
 """
 
 # ARGV: ledger prefix, store id, then (doc id, set id, "1" if it has shingles) per document.
@@ -261,7 +253,7 @@ class SharedRedisStore(RedisStore, SharedStore):
         for set_id, shingles, keys in sets:
             for key in dict.fromkeys(int(k) for k in keys):
                 per_shard[self.k.shard(key)].append((key, int(shingles.size), set_id))
-        added = sum(int(n) for n in self._per_shard(_ADD, per_shard).values())
+        added = sum(int(n) for n in run_per_shard(self.r, self.k, ADD, per_shard).values())
         if added:
             call(self.r.hincrby, self.k("counts"), "bucket_entries", added)
 

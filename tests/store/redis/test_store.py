@@ -411,3 +411,28 @@ def test_a_namespace_of_another_programs_keys_is_refused_and_left_as_it_was(
     assert {k: r.type(k) for k in r.scan_iter(match=f"{{{ns}}}:*")} == before
     assert r.hgetall(f"{{{ns}}}:meta") == ({b"foo": b"bar"} if "meta" in keys else {})
     r.close()
+
+
+def test_the_single_writer_counts_its_seqs_and_writes_them_with_the_commit(
+        redis_url: str) -> None:
+    """One round trip a document went to INCR (a tenth of `check --retention` on Redis);
+    the lock's holder is the only writer, so it counts, and a rolled-back number is used
+    again, as SQLite's. Without the lock (a group's members) every number is an INCR."""
+    import redis
+
+    ns = f"t{uuid.uuid4().hex}"
+    r = redis.Redis.from_url(redis_url)
+    store = RedisStore(redis_url, ns, writer_lock=True)
+    assert (store.next_seq(), store.next_seq()) == (1, 2)
+    assert r.get(f"{{{ns}}}:seq") is None  # not before the commit
+    store.put_clock(1_000)
+    store.commit()
+    assert r.get(f"{{{ns}}}:seq") == b"2"
+    assert store.next_seq() == 3
+    store.rollback()
+    assert store.next_seq() == 3  # read again from the server: 2, then counted
+    store.close()
+    shared = RedisStore(redis_url, ns)
+    assert shared.next_seq() == 3 and r.get(f"{{{ns}}}:seq") == b"3"
+    shared.close()
+    r.close()
