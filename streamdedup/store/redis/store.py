@@ -390,9 +390,9 @@ class RedisStore(Store):
         docs += [d for _, d in sorted((doc.time, doc.doc_id) for doc in self._docs.values()
                                       if doc is not None and doc.time is not None
                                       and doc.time < cutoff_ms)[:limit]]
-        gone = 0
-        self._get_docs(list(dict.fromkeys(docs)))  # one HMGET, kept for the loop (one writer)
-        for doc_id in dict.fromkeys(docs):
+        gone, docs = 0, list(dict.fromkeys(docs))
+        self._get_docs(docs)  # one HMGET, kept for the loop (one writer)
+        for doc_id in docs:
             doc = self.get_doc(doc_id)
             if doc is not None and doc.time is not None and doc.time < cutoff_ms:
                 self.forget_doc(doc.doc_id)
