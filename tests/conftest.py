@@ -309,7 +309,8 @@ def make_store(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Calla
 
             place = str(location or tmp_path / "store-redis")
             namespace = "t" + uuid.uuid5(uuid.NAMESPACE_URL, place).hex
-            store = RedisStore(request.getfixturevalue("redis_url"), namespace)
+            store = RedisStore(request.getfixturevalue("redis_url"), namespace,
+                               writer_lock=True)  # as the product opens it
         else:
             raise ValueError(f"no such store backend in the tests: {backend!r}")
         opened.append(store)

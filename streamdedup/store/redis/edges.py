@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from streamdedup.store.redis.client import Keys, call
+from streamdedup.store.redis.client import Keys
+from streamdedup.store.redis.reads import Reads
 
 Queue = Callable[..., None]  # the store's ``_do``: one write of this checkpoint
 
 
 class Edges:
-    def __init__(self, r: Any, k: Keys, do: Queue) -> None:
-        self.r, self.k, self._do = r, k, do
+    def __init__(self, k: Keys, do: Queue, reads: Reads) -> None:
+        self.k, self._do, self._reads = k, do, reads
         self.reset()
 
     def reset(self) -> None:
@@ -31,11 +31,8 @@ class Edges:
     def add(self, set_id: int, edges: Sequence[tuple[int, float]], cap: int) -> None:
         """Both directions; a set past ``cap`` is crowded (its reposts are verified again)."""
         ends = list(dict.fromkeys([set_id, *(o for o, _ in edges)]))
-        pipe = self.r.pipeline(transaction=False)
-        for a in ends:
-            pipe.sismember(self.k("crowded"), a)
-            pipe.hlen(self.k("edges", a))
-        flags = call(pipe.execute)
+        flags = self._reads.many([read for a in ends for read in (
+            ("sismember", self.k("crowded"), a), ("hlen", self.k("edges", a)))])
         stored = {a: (bool(flags[2 * i]), int(flags[2 * i + 1])) for i, a in enumerate(ends)}
         for a, b, sim in [(set_id, o, s) for o, s in edges] + [(o, set_id, s) for o, s in edges]:
             if stored[a][0] or a in self._crowded:
@@ -51,7 +48,7 @@ class Edges:
     def _crowd(self, set_id: int) -> None:
         """Past the cap a set keeps no edges of its own, but the sets it matched keep theirs
         to it; their ids go to ``into:<id>``. One read, once per set, after 256 edges."""
-        stored = call(self.r.hkeys, self.k("edges", set_id))
+        stored = self._reads.one("hkeys", self.k("edges", set_id))
         others = {int(o) for o in stored} | set(self._edges.pop(set_id, {}))
         self._crowded.add(set_id)
         self._into[set_id] |= others
@@ -61,23 +58,25 @@ class Edges:
             self._do("sadd", self.k("into", set_id), *sorted(others))
 
     def _is_crowded(self, set_id: int) -> bool:
-        return set_id in self._crowded or bool(call(self.r.sismember, self.k("crowded"),
-                                                    set_id))
+        return set_id in self._crowded or bool(self._reads.one("sismember", self.k("crowded"),
+                                                               set_id))
 
     def _listed(self, set_id: int) -> dict[int, float]:
         """An uncrowded set's edges: stored, and this checkpoint's."""
         found = {int(o): float(s) for o, s in
-                 call(self.r.hgetall, self.k("edges", set_id)).items()}
+                 self._reads.one("hgetall", self.k("edges", set_id)).items()}
         found.update(self._edges.get(set_id, {}))
         return found
 
     def neighbours(self, set_id: int) -> list[tuple[int, float]] | None:
+        self._reads.ahead([("sismember", self.k("crowded"), set_id),
+                           ("hgetall", self.k("edges", set_id))])  # one round trip, not two
         return None if self._is_crowded(set_id) else sorted(self._listed(set_id).items())
 
     def drop(self, set_id: int) -> None:
         """A set leaving: its edges, and every other set's edge to it."""
         if self._is_crowded(set_id):  # asked once: a round trip per set evicted
-            others = sorted({int(o) for o in call(self.r.smembers, self.k("into", set_id))}
+            others = sorted({int(o) for o in self._reads.one("smembers", self.k("into", set_id))}
                             | self._into.pop(set_id, set()))
         else:
             others = sorted(self._listed(set_id))

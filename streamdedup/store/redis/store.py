@@ -61,6 +61,7 @@ from streamdedup.store.redis.buckets import PROBE, run_per_shard
 from streamdedup.store.redis.client import Keys, call, connect, ping, run_ids
 from streamdedup.store.redis.edges import Edges
 from streamdedup.store.redis.lock import WriterLock
+from streamdedup.store.redis.reads import Reads
 from streamdedup.store.redis.records import (
     doc_record,
     held_and_missing,
@@ -92,7 +93,8 @@ class RedisStore(Store):
         if writer_lock:
             self._claim_mode("single")
             self._lock = WriterLock(self.r, self.k("writer"), namespace)
-        self._edge_list = Edges(self.r, self.k, self._do)
+        self._reads = Reads(self.r, keep=self._lock is not None)
+        self._edge_list = Edges(self.k, self._do, self._reads)
         self._reset()
 
     def _refuse_foreign(self, meta: dict[bytes, bytes]) -> None:
@@ -141,9 +143,9 @@ class RedisStore(Store):
         self._dropped: set[int] = set()  # out of the buckets in this checkpoint
         self._gone_versions: set[tuple[str, int]] = set()
         self._verof: dict[str, list[int]] = {}
-        # One writer (the lock): documents read kept for the checkpoint, the seq counted
-        # here and written at the commit (retention was 5.4x slower, 12 round trips a doc)
-        self._read_docs: dict[str, DocRecord | None] = {}
+        # One writer (the lock): the server's answers kept for the checkpoint (``reads.py``),
+        # the seq counted here and written at the commit (retention was 5.4x slower)
+        self._reads.reset()
         self._seq: int | None = None
 
     def _do(self, method: str, *args: Any, **kwargs: Any) -> None:
@@ -241,17 +243,19 @@ class RedisStore(Store):
         return {d: r for d, r in found.items() if r is not None}
 
     def _get_docs(self, doc_ids: Sequence[str]) -> dict[str, DocRecord | None]:
-        """Records of many documents: this checkpoint's, then one HMGET for the rest."""
+        """Records of many documents: this checkpoint's, then one HMGET for the rest (the
+        single writer: one pipeline, with their versions' sets, which it asks next)."""
         out, missing = held_and_missing(doc_ids, self._docs)
-        if self._lock is not None:  # one writer: what it read stays true till the commit
-            held, missing = held_and_missing(missing, self._read_docs)
-            out.update(held)
-        if missing:
+        if not missing:
+            return out
+        if self._reads.keep:
+            raws = self._reads.many([("hget", self.k("docs"), d) for d in missing]
+                                    + [("hget", self.k("verof"), d) for d in missing]
+                                    )[:len(missing)]
+        else:
             raws = self._call(self.r.hmget, self.k("docs"), missing)
-            for doc_id, raw in zip(missing, raws, strict=True):
-                out[doc_id] = None if raw is None else doc_record(doc_id, raw)
-                if self._lock is not None:
-                    self._read_docs[doc_id] = out[doc_id]
+        for doc_id, raw in zip(missing, raws, strict=True):
+            out[doc_id] = None if raw is None else doc_record(doc_id, raw)
         return out
 
     def put_doc(self, doc: DocRecord) -> None:
@@ -278,7 +282,8 @@ class RedisStore(Store):
             self._versions[(doc.doc_id, doc.set_id)] = doc.verdict
             self._gone_versions.discard((doc.doc_id, doc.set_id))
             self._do("hsetnx", self.k("ver"), f"{doc.doc_id}\0{doc.set_id}", doc.verdict)
-            if doc.time is not None:  # retention: a version must be found to be removed
+            if doc.time is not None or self._lock is not None:  # retention: a version
+                # must be found to be removed; the single writer's list is every version
                 sets = [*self._version_sets(doc.doc_id), doc.set_id]
                 self._verof[doc.doc_id] = sets
                 self._do("hset", self.k("verof"), doc.doc_id, " ".join(map(str, sets)))
@@ -300,7 +305,7 @@ class RedisStore(Store):
     def _version_sets(self, doc_id: str) -> list[int]:
         if doc_id in self._verof:
             return self._verof[doc_id]
-        raw = self._call(self.r.hget, self.k("verof"), doc_id)
+        raw = self._reads.one("hget", self.k("verof"), doc_id)
         return [] if raw is None else [int(x) for x in raw.split()]
 
     def get_version(self, doc_id: str, set_id: int) -> str | None:
@@ -308,7 +313,9 @@ class RedisStore(Store):
             return None
         if (doc_id, set_id) in self._versions:
             return self._versions[(doc_id, set_id)]
-        raw = self._call(self.r.hget, self.k("ver"), f"{doc_id}\0{set_id}")
+        if self._lock is not None and set_id not in self._version_sets(doc_id):
+            return None  # with retention every document is timed: verof lists its versions
+        raw = self._reads.one("hget", self.k("ver"), f"{doc_id}\0{set_id}")
         return None if raw is None else raw.decode()
 
     def members(self, set_id: int, limit: int, since: int | None = None
@@ -316,7 +323,7 @@ class RedisStore(Store):
         removed = self._members_del.get(set_id, set())
         # With ``since``, every member is read: expired ones are few (eviction keeps up).
         stop = -1 if since is not None else limit + len(removed) - 1
-        stored = self._call(self.r.zrange, self.k("mem", set_id), 0, stop, False, True)
+        stored = self._reads.one("zrange", self.k("mem", set_id), 0, stop, False, True)
         found = {m.decode(): int(score) for m, score in stored}
         for doc_id in removed:
             found.pop(doc_id, None)
@@ -339,10 +346,11 @@ class RedisStore(Store):
         out, missing = held_and_missing(set_ids, self._sets)
         missing = [s for s in missing if s not in self._gone_sets]
         if missing:
-            pipe = self.r.pipeline(transaction=False)
-            for set_id in missing:
-                pipe.hgetall(self.k("set", set_id))
-            for set_id, raw in zip(missing, self._call(pipe.execute), strict=True):
+            raws = self._reads.many([("hgetall", self.k("set", s)) for s in missing])
+            # A set not there yet is about to be added and bucketed: the writer asks next
+            self._reads.ahead(("hexists", self.k("bsize"), s)
+                              for s, raw in zip(missing, raws, strict=True) if not raw)
+            for set_id, raw in zip(missing, raws, strict=True):
                 if raw:
                     out[set_id] = self._sets[set_id] = set_record(set_id, raw)
         return out
@@ -403,14 +411,30 @@ class RedisStore(Store):
                                       if not rec.evicted and rec.last_time is not None
                                       and rec.last_time < cutoff_ms)[:limit]]
         gone_sets = 0
-        self.get_sets(sets)  # one pipeline; kept for the checkpoint
-        for set_id in dict.fromkeys(sets):
+        recs = self.get_sets(sets)  # one pipeline; kept for the checkpoint
+        leaving = [s for s in dict.fromkeys(sets) if (rec := recs.get(s)) is not None
+                   and not rec.evicted and rec.last_time is not None
+                   and rec.last_time < cutoff_ms]
+        self._ask_ahead(leaving)
+        for set_id in leaving:
             rec = self.get_sets([set_id]).get(set_id)
             if rec is not None and not rec.evicted and rec.last_time is not None \
                     and rec.last_time < cutoff_ms:
                 self.evict_set(set_id)
                 gone_sets += 1
         return Evicted(gone, gone_sets)
+
+    def _ask_ahead(self, set_ids: Sequence[int]) -> None:
+        """What dropping these sets reads, in two round trips where it took four a set:
+        their members, band keys and edges, then the members' records."""
+        if not (self._reads.keep and set_ids):
+            return
+        self._reads.ahead(read for s in set_ids for read in (
+            ("zrange", self.k("mem", s), 0, -1), ("get", self.k("bk", s)),
+            ("sismember", self.k("crowded"), s), ("hgetall", self.k("edges", s)),
+            ("smembers", self.k("into", s))))
+        self._get_docs(list(dict.fromkeys(m.decode() for s in set_ids for m in self._reads.one(
+            "zrange", self.k("mem", s), 0, -1))))
 
     def forget_doc(self, doc_id: str) -> None:
         old = self.get_doc(doc_id)
@@ -427,7 +451,7 @@ class RedisStore(Store):
         self._do("hdel", self.k("verof"), doc_id)
 
     def _drop_set(self, set_id: int) -> None:
-        stored = self._call(self.r.zrange, self.k("mem", set_id), 0, -1)
+        stored = self._reads.one("zrange", self.k("mem", set_id), 0, -1)
         for doc_id in {m.decode() for m in stored} | set(self._members_add.get(set_id, {})):
             doc = self.get_doc(doc_id)
             if doc is not None and doc.set_id == set_id:
@@ -437,7 +461,7 @@ class RedisStore(Store):
         self._shingles.pop(set_id, None)
         self._shingle_cache.drop(set_id)
         self._do("delete", self.k.shingles(set_id))
-        raw_keys = self._call(self.r.get, self.k("bk", set_id))
+        raw_keys = self._reads.one("get", self.k("bk", set_id))
         keys = [] if raw_keys is None else np.frombuffer(raw_keys, ">i8").tolist()
         keys = list(dict.fromkeys([*keys, *(k for k, b in self._buckets.items()
                                             if set_id in b)]))
@@ -520,8 +544,8 @@ class RedisStore(Store):
 
     def add_to_buckets(self, keys: Sequence[int], set_id: int, size: int) -> None:
         distinct = list(dict.fromkeys(int(k) for k in keys))
-        new = set_id in self._dropped or (set_id not in self._bucketed and not self._call(
-            self.r.hexists, self.k("bsize"), set_id))
+        new = set_id in self._dropped or (set_id not in self._bucketed and not self._reads.one(
+            "hexists", self.k("bsize"), set_id))
         self._dropped.discard(set_id)
         for key in distinct:
             self._buckets[key][set_id] = size
