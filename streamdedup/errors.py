@@ -5,6 +5,7 @@
     │   └── MissingExtraError      an optional dependency is not installed (names the extra)
     ├── StoreError             the store cannot be used
     │   ├── StoreUnavailableError  a store server cannot be reached now (retrying may help)
+    │   │   └── StoreRestartedError    it restarted under a dump's judging (may have lost writes)
     │   ├── StoreLockedError       another process has the store open for writing
     │   ├── StoreParamsError       the store was built with other sketch parameters
     │   └── StoreCorruptError      the store file is damaged or not a streamdedup store
@@ -40,7 +41,13 @@ class StoreError(StreamdedupError):
 
 
 class StoreUnavailableError(StoreError):
-    """The store's server does not answer; a consumer retries, a one-off command stops."""
+    """The store's server does not answer; a consumer retries, and so do `check` and
+    `backfill` (for two minutes)."""
+
+
+class StoreRestartedError(StoreUnavailableError):
+    """The store's server restarted while `check` or `backfill` judged a dump: it may have
+    come back from an older copy, so the command stops (the same command again goes on)."""
 
 
 class StoreLockedError(StoreError):

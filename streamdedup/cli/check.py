@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -124,7 +124,8 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
     bar = progress_bar(unit="doc")
     try:
         for batch, sketches in batches:
-            _check_batch(detector, batch, sketches, sink, bad, tally, settings)
+            _check_batch(detector, batch, sketches, sink, bad, tally, settings,
+                         lambda line: bar.write(line, file=sys.stderr))
             bar.update(len(batch))
     except StreamdedupError as exc:  # e.g. a TSV field too long to read past
         if made_here and not tally.docs:
@@ -180,16 +181,15 @@ class _Tally:
 
 
 def _check_batch(detector: Any, batch: list[Any], sketches: Any, sink: TextIO, bad: TextIO,
-                 tally: _Tally, settings: Settings) -> None:
-    """Judge and write one batch; bad rows are written whatever ``only_duplicates`` says (a
-    row left out of the output must say why)."""
+                 tally: _Tally, settings: Settings, say: Callable[[str], None]) -> None:
+    """Judge and write one batch (judged again after a store outage: ``outage.py``); bad
+    rows are written whatever ``only_duplicates`` says (a row left out of the output must
+    say why)."""
+    from streamdedup.detection.outage import judged
     from streamdedup.errors import MessageError
-    from streamdedup.store.base import refuse_a_restart
 
     docs = [item for _, item in batch if not isinstance(item, MessageError)]
-    verdicts = iter(detector.process_many(docs, sketches))
-    detector.store.commit()
-    refuse_a_restart(detector.store)
+    verdicts = iter(judged(detector, lambda: detector.process_many(docs, sketches), say))
     tally.docs += len(docs)
     target = sink
     try:

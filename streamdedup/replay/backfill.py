@@ -36,6 +36,7 @@ from streamdedup.core.retention import parse_time
 from streamdedup.core.sketch import Shingled, Sketcher
 from streamdedup.core.verdict import Verdict
 from streamdedup.detection.detector import Detector
+from streamdedup.detection.outage import judged
 from streamdedup.detection.shared_detector import detector_for
 from streamdedup.errors import ConfigError, InputError, MessageError
 from streamdedup.replay.bad_rows import BadRows
@@ -43,7 +44,7 @@ from streamdedup.replay.config import BATCH, ENGINES, ORDERS, STDOUT, BackfillCo
 from streamdedup.replay.dump import read_dump, row_number_warning
 from streamdedup.replay.pairs import Plan, Row, local_plan, sketch_rows
 from streamdedup.settings import Settings
-from streamdedup.store.base import Evicted, Store, refuse_a_restart
+from streamdedup.store.base import Evicted, Store
 from streamdedup.store.payload import decode_shingles
 from streamdedup.terminal import counted
 
@@ -155,7 +156,7 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
                 plan = local_plan(rows, settings.threshold, settings.max_candidates,
                                   keep_pairs=keep is not None)
                 result.plan_seconds = time.perf_counter() - started
-            _decide(detector, store, docs, iter(rows), plan, out, result, progress, keep)
+            _decide(detector, docs, iter(rows), plan, out, result, progress, say, keep)
         else:
             from streamdedup.replay import spark as sp
 
@@ -171,7 +172,7 @@ def backfill(settings: Settings, store: Store, config: BackfillConfig,
                                          keep_pairs=keep is not None)
                     result.plan_seconds = time.perf_counter() - started
                 say("deciding in arrival order")
-                _decide(detector, store, docs, sketches.rows(), plan, out, result, progress,
+                _decide(detector, docs, sketches.rows(), plan, out, result, progress, say,
                         keep)
     result.plan = plan.counts() if plan is not None else None
     result.seconds = time.perf_counter() - start
@@ -254,9 +255,10 @@ class _Kept:
     set_ids: list[int] = field(default_factory=list)
 
 
-def _decide(detector: Any, store: Store, docs: Sequence[Document], rows: Iterator[Row],
+def _decide(detector: Any, docs: Sequence[Document], rows: Iterator[Row],
             plan: Plan | None, out: _Named, result: BackfillResult,
-            progress: Callable[[int], None], keep: _Kept | None) -> None:
+            progress: Callable[[int], None], say: Callable[[str], None],
+            keep: _Kept | None) -> None:
     """The driver's half: batches of sketches, in document order, through the detector."""
     batch: list[Row] = []
 
@@ -264,10 +266,11 @@ def _decide(detector: Any, store: Store, docs: Sequence[Document], rows: Iterato
         part = [docs[p] for p, _, _, _ in batch]
         shingled = [Shingled(decode_shingles(sh), set_id) for _, set_id, sh, _ in batch]
         keys = {set_id: np.frombuffer(k, dtype=np.int64) for _, set_id, _, k in batch if k}
-        found = (detector.process_many(part, (shingled, keys)) if plan is None else
-                 detector.process_many(part, (shingled, keys), planned=plan.sets))
-        store.commit()  # then the verdicts, as check does: a redo gives the stored ones
-        refuse_a_restart(store)
+        # Committed, then the verdicts written, as check does (a redo gives the stored ones);
+        # judged again after a store outage (``outage.py``)
+        found = judged(detector, lambda: (
+            detector.process_many(part, (shingled, keys)) if plan is None else
+            detector.process_many(part, (shingled, keys), planned=plan.sets)), say)
         for verdict in found:
             if verdict.duplicate or not detector.settings.only_duplicates:  # as check does
                 out.write(verdict.to_json() + "\n")

@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from streamdedup.errors import StoreCorruptError, StoreParamsError, StoreUnavailableError
+from streamdedup.errors import StoreCorruptError, StoreParamsError, StoreRestartedError
 from streamdedup.terminal import counted
 
 V = TypeVar("V")
@@ -325,7 +325,7 @@ def refuse_a_restart(store: Store) -> None:
     the same command again judges what it lost."""
     what = store.server_restarted()
     if what is not None:
-        raise StoreUnavailableError(f"{what} while the dump was judged, and may have lost "
+        raise StoreRestartedError(f"{what} while the dump was judged, and may have lost "
                                     "this run's latest writes: the verdicts of the batch in "
                                     "hand are not written")
 

@@ -376,6 +376,22 @@ def test_a_dump_refused_at_its_header_leaves_out_and_store_untouched(tmp_path: P
     assert not (tmp_path / "s").exists()
 
 
+def _reposting_dump(path: Path, seed: int, timed: bool = False) -> Path:
+    """1,200 ads in JSONL: 700 texts, then 500 reposts of them (across batches of 500);
+    ``timed``: one a second from 2026-01-01 in ``timestamp``."""
+    import random
+
+    rng = random.Random(seed)
+    words = ["".join(rng.choice("abcdefghilmnoprstuvz") for _ in range(7)) for _ in range(300)]
+    texts = [" ".join(rng.choice(words) for _ in range(30)) for _ in range(700)]
+    texts += [rng.choice(texts) for _ in range(500)]
+    rows = [{"id": f"ad{i}", "title": "t", "description": t} for i, t in enumerate(texts)]
+    for i, row in enumerate(rows if timed else []):
+        row["timestamp"] = f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}Z"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
 @pytest.mark.parametrize("when", ["after a commit", "within a batch"])
 @pytest.mark.parametrize("command", [["check"], ["backfill", "--engine", "local"]])
 def test_a_redis_restart_under_a_dump_command_stops_it_and_the_same_command_finishes(
@@ -388,18 +404,10 @@ def test_a_redis_restart_under_a_dump_command_stops_it_and_the_same_command_fini
     that batch's claims into the empty namespace, and the run again had 344 of 1,200 wrong.
     Now the command stops before writing that batch, and run again gives a clean run's
     verdicts."""
-    import random
-
     from harness.redis import RedisServer
     from streamdedup.store.redis.shared_store import SharedRedisStore
 
-    rng = random.Random(4)
-    words = ["".join(rng.choice("abcdefghilmnoprstuvz") for _ in range(7)) for _ in range(300)]
-    texts = [" ".join(rng.choice(words) for _ in range(30)) for _ in range(700)]
-    texts += [rng.choice(texts) for _ in range(500)]  # reposts, across the batches of 500
-    dump = tmp_path / "ads.jsonl"
-    dump.write_text("".join(json.dumps({"id": f"ad{i}", "title": "t", "description": t})
-                            + "\n" for i, t in enumerate(texts)), encoding="utf-8")
+    dump = _reposting_dump(tmp_path / "ads.jsonl", seed=4)
     server = RedisServer(tmp_path / "redis", durable=False)
     server.run()
     method = "commit" if when == "after a commit" else "publish"
@@ -429,8 +437,9 @@ def test_a_redis_restart_under_a_dump_command_stops_it_and_the_same_command_fini
         if when == "after a commit":
             assert "Redis restarted without the store" in err, err
             assert "the verdicts of the batch in hand are not written" in err, err
-        else:
+        else:  # said while it waits for the store; then it finds the restart
             assert "STOREGONE" in err or "Connection" in err, err
+            assert "Redis restarted without the store" in err, err
         want = (tmp_path / "clean.jsonl").read_text().splitlines()
         assert (tmp_path / "v.jsonl").read_text().splitlines() == want[:500]
         code, err = judge("restarted", tmp_path / "v.jsonl")
@@ -439,6 +448,58 @@ def test_a_redis_restart_under_a_dump_command_stops_it_and_the_same_command_fini
         server.stop()
     assert (tmp_path / "v.jsonl").read_text().splitlines() == want
     assert len(want) == 1200 and 500 <= sum(json.loads(v)["duplicate"] for v in want) < 700
+
+
+@pytest.mark.parametrize("retention", ["", "60d"])
+@pytest.mark.parametrize("command", [["check"], ["backfill", "--engine", "local"]])
+def test_a_dump_command_waits_out_a_network_outage_and_gives_a_clean_runs_verdicts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str], retention: str
+) -> None:
+    """A real redis-server reached through a link cut just before the second batch's commit
+    and mended 1.5 s later (the server runs on: same run id, nothing lost). The command
+    stopped at any outage; now it waits, judges the batch again, and its verdicts are a
+    clean run's, on the shared store and on the single writer (retention)."""
+    import threading
+
+    from harness.link import Link
+    from harness.redis import RedisServer
+    from streamdedup.store.redis.store import RedisStore
+
+    dump = _reposting_dump(tmp_path / "ads.jsonl", seed=5, timed=True)
+    server = RedisServer(tmp_path / "redis")
+    server.run()
+    link = Link(server.ports[0]).start()
+    real = RedisStore.commit  # the shared store's too (it inherits it)
+    calls = []
+
+    def then_cut(self: RedisStore) -> None:
+        calls.append(1)
+        if len(calls) == 2:  # the second batch's
+            link.cut()
+            threading.Timer(1.5, link.mend).start()
+        real(self)
+
+    def judge(url: str, namespace: str, out: Path) -> tuple[int, str]:
+        code, _, err = run(*command, str(dump), "--store-backend", "redis", "--redis-url", url,
+                           "--redis-namespace", namespace, "--out", str(out),
+                           *(["--retention", retention] if retention else []))
+        return code, err
+
+    try:
+        code, err = judge(server.url, "clean", tmp_path / "clean.jsonl")
+        assert code == 0, err
+        with monkeypatch.context() as patched:
+            patched.setattr(RedisStore, "commit", then_cut)
+            code, err = judge(f"redis://127.0.0.1:{link.port}/0", "cut", tmp_path / "v.jsonl")
+        assert code == 0, err
+        assert "the store does not answer" in err and "judged again" in err, err
+    finally:
+        link.close()
+        server.stop()
+    want = (tmp_path / "clean.jsonl").read_text().splitlines()
+    assert len(calls) > 3 and len(want) == 1200
+    assert (tmp_path / "v.jsonl").read_text().splitlines() == want
+    assert 500 <= sum(json.loads(v)["duplicate"] for v in want) < 700
 
 
 def test_a_row_read_with_its_quotes_as_characters_is_said_by_check(tmp_path: Path) -> None:
