@@ -21,7 +21,8 @@ The machine has two cores: run one benchmark at a time.
     scripts/bench.py profile   [--preset reference] [--copies 10]
     scripts/bench.py group     [--messages 20000] [--members 1,2,4]   (bench_group.py)
     scripts/bench.py backfill  [--messages 100000]                    (bench_backfill.py)
-    scripts/bench.py retention [--messages 100000] [--window 7d]      (bench_retention.py)
+    scripts/bench.py retention [--messages 100000] [--window 7d] [--backend redis]
+                                                                      (bench_retention.py)
     scripts/bench.py fresh     [--messages 50000] [--before REV]      (bench_fresh.py)
     scripts/bench.py hotsoak   [--messages 100000]                    (bench_fresh.py)
     scripts/bench.py reopen    --store DIR                            (bench_fresh.py)
@@ -261,8 +262,13 @@ def run_core(core: CoreRun, docs: Sequence[Document], batch: int = BATCH) -> int
 _SUMMARY = re.compile(r"(\d+) documents, (\d+) duplicates")
 
 
-def timed_check(ads: Path, store: Path, extra: list[str], cwd: Path) -> dict[str, Any]:
-    argv = [sys.executable, "-m", "streamdedup", "check", str(ads), "--store", str(store),
+def timed_check(ads: Path, store: Path, extra: list[str], cwd: Path,
+                redis_url: str | None = None) -> dict[str, Any]:
+    """One whole `check` command into a new store: the directory ``store``, or with
+    ``redis_url`` a namespace named after it on that server (its size is not measured)."""
+    where = ["--store", str(store)] if redis_url is None else [
+        "--store-backend", "redis", "--redis-url", redis_url, "--redis-namespace", store.name]
+    argv = [sys.executable, "-m", "streamdedup", "check", str(ads), *where,
             "--out", str(store.with_suffix(".jsonl")), *extra]
     t0 = time.perf_counter()
     run = subprocess.run(argv, capture_output=True, text=True, cwd=cwd,
@@ -272,8 +278,8 @@ def timed_check(ads: Path, store: Path, extra: list[str], cwd: Path) -> dict[str
         raise RuntimeError(run.stderr[-2000:])
     found = _SUMMARY.search(run.stderr)
     assert found, run.stderr
-    size = dir_bytes(store)
-    shutil.rmtree(store)
+    size = dir_bytes(store) if redis_url is None else None
+    shutil.rmtree(store, ignore_errors=redis_url is not None)
     store.with_suffix(".jsonl").unlink()
     return {"s": wall, "documents": int(found[1]), "duplicates": int(found[2]),
             "store_bytes": size}

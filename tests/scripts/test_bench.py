@@ -47,3 +47,21 @@ def test_stages_compare_and_hotbucket_run(tmp_path: Path, kijiji_path: Path) -> 
     assert any("shortcut" in name for name in compare["results"])
     hot = bench(tmp_path, kijiji_path, "hotbucket", "--arrivals", "300", "--variants", "3")
     assert set(hot) >= {"one identical text", "3 variants"}
+
+
+@pytest.mark.slow
+def test_retention_runs_on_sqlite_and_on_a_redis_server_it_starts(tmp_path: Path,
+                                                                  kijiji_path: Path) -> None:
+    """Each backend's runs judged the same generated ads, with and without the window."""
+    found = {}
+    for backend in ("sqlite", "redis"):
+        result = bench(tmp_path, kijiji_path, "retention", "--messages", "600", "--window",
+                       "2h", "--backend", backend)
+        assert result["backend"] == backend and set(result["runs"]) == {"off", "2h"}
+        found[backend] = {name: (r[0]["documents"], r[0]["duplicates"])
+                          for name, r in result["runs"].items()}
+        sized = [r[0]["store_bytes"] for r in result["runs"].values()]
+        assert all(s > 0 for s in sized) if backend == "sqlite" else sized == [None, None]
+    assert found["sqlite"] == found["redis"]
+    assert found["sqlite"]["off"][0] == 600
+    assert found["sqlite"]["2h"][1] < found["sqlite"]["off"][1]  # the window forgot some
