@@ -57,7 +57,7 @@ from streamdedup.store.base import (
     parsed_params,
 )
 from streamdedup.store.payload import decode_shingles, encode_shingles
-from streamdedup.store.redis.buckets import PROBE, run_per_shard
+from streamdedup.store.redis.buckets import PROBE, Op, Write, run_per_shard, write_ops
 from streamdedup.store.redis.client import Keys, call, connect, ping, run_ids
 from streamdedup.store.redis.edges import Edges
 from streamdedup.store.redis.lock import WriterLock
@@ -125,7 +125,7 @@ class RedisStore(Store):
 
     def _reset(self) -> None:
         """The checkpoint's writes not yet sent, and what reads must see of them."""
-        self._ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self._ops: list[Op] = []
         self._docs: dict[str, DocRecord | None] = {}  # None: deleted in this checkpoint
         self._doc_delta = 0  # documents added minus removed in this checkpoint
         self._versions: dict[tuple[str, int], str] = {}
@@ -136,6 +136,8 @@ class RedisStore(Store):
         self._shingles: dict[int, np.ndarray] = {}
         self._edge_list.reset()
         self._buckets: dict[int, dict[int, int]] = defaultdict(dict)  # key -> set -> size
+        self._keys_added: dict[int, set[int]] = defaultdict(set)  # set -> its keys in those
+        self._bucket_writes: list[Write] = []  # sent as one script call a shard
         self._bucketed: set[int] = set()
         self._counted = {"sets": 0, "bucket_entries": 0}
         self._clock: int | None = None  # put in this checkpoint
@@ -143,8 +145,7 @@ class RedisStore(Store):
         self._dropped: set[int] = set()  # out of the buckets in this checkpoint
         self._gone_versions: set[tuple[str, int]] = set()
         self._verof: dict[str, list[int]] = {}
-        # One writer (the lock): the server's answers kept for the checkpoint (``reads.py``),
-        # the seq counted here and written at the commit (retention was 5.4x slower)
+        # One writer (the lock): the server's answers kept (reads.py), the seq counted here
         self._reads.reset()
         self._seq: int | None = None
 
@@ -249,9 +250,8 @@ class RedisStore(Store):
         if not missing:
             return out
         if self._reads.keep:
-            raws = self._reads.many([("hget", self.k("docs"), d) for d in missing]
-                                    + [("hget", self.k("verof"), d) for d in missing]
-                                    )[:len(missing)]
+            raws = self._reads.many([("hget", self.k(h), d) for h in ("docs", "verof")
+                                     for d in missing])[:len(missing)]
         else:
             raws = self._call(self.r.hmget, self.k("docs"), missing)
         for doc_id, raw in zip(missing, raws, strict=True):
@@ -425,16 +425,15 @@ class RedisStore(Store):
         return Evicted(gone, gone_sets)
 
     def _ask_ahead(self, set_ids: Sequence[int]) -> None:
-        """What dropping these sets reads, in two round trips where it took four a set:
-        their members, band keys and edges, then the members' records."""
-        if not (self._reads.keep and set_ids):
-            return
+        """What dropping these sets reads (members, band keys, edges; then the members'
+        records) in two round trips, where it took four a set."""
         self._reads.ahead(read for s in set_ids for read in (
             ("zrange", self.k("mem", s), 0, -1), ("get", self.k("bk", s)),
             ("sismember", self.k("crowded"), s), ("hgetall", self.k("edges", s)),
             ("smembers", self.k("into", s))))
-        self._get_docs(list(dict.fromkeys(m.decode() for s in set_ids for m in self._reads.one(
-            "zrange", self.k("mem", s), 0, -1))))
+        if self._reads.keep:
+            members = [self._reads.one("zrange", self.k("mem", s), 0, -1) for s in set_ids]
+            self._get_docs(list(dict.fromkeys(m.decode() for found in members for m in found)))
 
     def forget_doc(self, doc_id: str) -> None:
         old = self.get_doc(doc_id)
@@ -463,11 +462,10 @@ class RedisStore(Store):
         self._do("delete", self.k.shingles(set_id))
         raw_keys = self._reads.one("get", self.k("bk", set_id))
         keys = [] if raw_keys is None else np.frombuffer(raw_keys, ">i8").tolist()
-        keys = list(dict.fromkeys([*keys, *(k for k, b in self._buckets.items()
-                                            if set_id in b)]))
+        keys = list(dict.fromkeys([*keys, *self._keys_added.pop(set_id, ())]))
         for key in keys:
             self._buckets.get(key, {}).pop(set_id, None)
-            self._do("zrem", self.k.bucket(key), set_id)
+            self._bucket_writes.append((key, set_id, None))
         if keys or set_id in self._bucketed:
             self._count("bucket_entries", -len(keys))
         self._bucketed.discard(set_id)
@@ -547,9 +545,10 @@ class RedisStore(Store):
         new = set_id in self._dropped or (set_id not in self._bucketed and not self._reads.one(
             "hexists", self.k("bsize"), set_id))
         self._dropped.discard(set_id)
+        self._keys_added[set_id].update(distinct)
         for key in distinct:
             self._buckets[key][set_id] = size
-            self._do("zadd", self.k.bucket(key), {set_id: size})
+            self._bucket_writes.append((key, set_id, size))
         if new:  # a set has one list of band keys: counted once, however often it is added
             self._bucketed.add(set_id)
             self._do("hset", self.k("bsize"), set_id, size)
@@ -558,21 +557,22 @@ class RedisStore(Store):
             self._count("bucket_entries", len(distinct))
 
     def _count(self, name: str, n: int) -> None:
-        self._counted[name] += n
-        self._do("hincrby", self.k("counts"), name, n)
+        self._counted[name] += n  # one HINCRBY each at the commit
 
     # --- durability
     def commit(self) -> None:
         """Everything since the last commit in one MULTI/EXEC: all of it or none of it."""
-        if not self._ops:
+        ops = [*self._ops, *write_ops(self.k, self._bucket_writes), *(
+            ("hincrby", (self.k("counts"), c, n), {}) for c, n in self._counted.items() if n)]
+        if not ops:
             return
         if self._lock is not None:
             if self._seq is not None:  # counted here since the last commit
-                self._ops.append(("set", (self.k("seq"), self._seq), {}))
-            self._lock.commit(self._ops)
+                ops.append(("set", (self.k("seq"), self._seq), {}))
+            self._lock.commit(ops)
         else:
             pipe = self.r.pipeline(transaction=True)
-            for method, args, kwargs in self._ops:
+            for method, args, kwargs in ops:
                 getattr(pipe, method)(*args, **kwargs)
             self._call(pipe.execute)
         self._reset()

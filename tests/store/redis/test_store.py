@@ -436,3 +436,37 @@ def test_the_single_writer_counts_its_seqs_and_writes_them_with_the_commit(
     assert shared.next_seq() == 3 and r.get(f"{{{ns}}}:seq") == b"3"
     shared.close()
     r.close()
+
+
+def test_the_single_writer_sends_its_bucket_writes_as_one_script_call_a_shard(
+        redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A set enters ~25 buckets and leaves as many: one ZADD or ZREM each was ~60 commands a
+    document for the commit to send and parse (a third of `check --retention` on Redis).
+    A set that enters and leaves in one checkpoint is in no bucket after it."""
+    import redis
+
+    from streamdedup.store.redis.client import BUCKET_SHARDS
+
+    store = RedisStore(redis_url, f"t{uuid.uuid4().hex}", writer_lock=True)
+    assert store._lock is not None
+    sent: list[tuple[str, tuple[object, ...]]] = []
+    real = type(store._lock).commit
+    monkeypatch.setattr(type(store._lock), "commit", lambda lock, ops: (
+        sent.extend((m, a) for m, a, _ in ops), real(lock, ops))[1])
+    keys = {s: list(range(s * 100, s * 100 + 40)) for s in (1, 2, 3)}  # 120 band keys
+    for s, ks in keys.items():
+        store.add_set(SetRecord(s, s, f"d{s}", s, last_time=1), np.arange(5, dtype=np.uint64))
+        store.add_to_buckets(ks, s, 5)
+    store.evict_set(3)  # in and out within the checkpoint
+    store.commit()
+    scripts = [a for m, a in sent if m == "execute_command"]
+    buckets = {store.k.bucket(k) for ks in keys.values() for k in ks}
+    assert not [m for m, a in sent if m in ("zadd", "zrem") and a[0] in buckets], sent
+    assert 0 < len(scripts) <= BUCKET_SHARDS and sum(a[2] for a in scripts) == 160
+    assert store.probe(keys[1] + keys[2] + keys[3]) == {1: 40, 2: 40}
+    r = redis.Redis.from_url(redis_url)
+    assert r.zscore(store.k.bucket(keys[2][0]), 2) == 5.0
+    assert r.zscore(store.k.bucket(keys[3][0]), 3) is None
+    assert store.stats()["bucket_entries"] == 80
+    r.close()
+    store.close()
