@@ -684,6 +684,24 @@ def test_a_set_crowded_after_a_commit_leaves_no_edge_when_evicted(
     assert [store.neighbours(i) for i in range(2, 8)] == [[]] * 6
 
 
+def test_a_crowded_set_that_leaves_and_comes_back_in_one_checkpoint_keeps_its_new_edges(
+        store: Store) -> None:
+    """A crowded set's text expiring and coming back in one batch (a diff review's case):
+    Redis answered from the server, which still said crowded until the commit, so the set
+    came back with no edges at all (memory and SQLite: its new edge)."""
+    for s in (10, 11, 12, 13):
+        store.add_set(SetRecord(s, store.next_seq(), f"d{s}", s, last_time=1000), HIGH)
+    store.add_edges(10, [(11, 0.9), (12, 0.9), (13, 0.9)], cap=2)
+    store.commit()
+    assert store.neighbours(10) is None
+    store.evict_set(10)
+    store.add_set(SetRecord(10, store.next_seq(), "d20", 10, last_time=2000), HIGH)
+    store.add_edges(10, [(11, 0.9)], cap=2)
+    assert store.neighbours(10) == [(11, 0.9)]
+    store.commit()
+    assert store.neighbours(10) == [(11, 0.9)] and store.neighbours(11) == [(10, 0.9)]
+
+
 def test_members_since_is_not_answered_from_what_was_listed_without_it(store: Store) -> None:
     a, b = _set_with_docs(store, 5, [100, 200])
     assert [d for _, d in store.members(5, 10)] == [a, b]

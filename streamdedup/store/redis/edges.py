@@ -27,13 +27,16 @@ class Edges:
         self._edges: dict[int, dict[int, float]] = defaultdict(dict)
         self._crowded: set[int] = set()
         self._into: dict[int, set[int]] = defaultdict(set)  # crowded set -> sets naming it
+        self._dropped: set[int] = set()  # left in this checkpoint: the server's is stale
 
     def add(self, set_id: int, edges: Sequence[tuple[int, float]], cap: int) -> None:
         """Both directions; a set past ``cap`` is crowded (its reposts are verified again)."""
         ends = list(dict.fromkeys([set_id, *(o for o, _ in edges)]))
         flags = self._reads.many([read for a in ends for read in (
             ("sismember", self.k("crowded"), a), ("hlen", self.k("edges", a)))])
-        stored = {a: (bool(flags[2 * i]), int(flags[2 * i + 1])) for i, a in enumerate(ends)}
+        stored = {a: (False, 0) if a in self._dropped else (bool(flags[2 * i]),
+                                                              int(flags[2 * i + 1]))
+                  for i, a in enumerate(ends)}
         for a, b, sim in [(set_id, o, s) for o, s in edges] + [(o, set_id, s) for o, s in edges]:
             if stored[a][0] or a in self._crowded:
                 continue
@@ -48,7 +51,8 @@ class Edges:
     def _crowd(self, set_id: int) -> None:
         """Past the cap a set keeps no edges of its own, but the sets it matched keep theirs
         to it; their ids go to ``into:<id>``. One read, once per set, after 256 edges."""
-        stored = self._reads.one("hkeys", self.k("edges", set_id))
+        stored = [] if set_id in self._dropped else self._reads.one(
+            "hkeys", self.k("edges", set_id))
         others = {int(o) for o in stored} | set(self._edges.pop(set_id, {}))
         self._crowded.add(set_id)
         self._into[set_id] |= others
@@ -58,13 +62,14 @@ class Edges:
             self._do("sadd", self.k("into", set_id), *sorted(others))
 
     def _is_crowded(self, set_id: int) -> bool:
-        return set_id in self._crowded or bool(self._reads.one("sismember", self.k("crowded"),
-                                                               set_id))
+        return set_id in self._crowded or (set_id not in self._dropped and bool(
+            self._reads.one("sismember", self.k("crowded"), set_id)))
 
     def _listed(self, set_id: int) -> dict[int, float]:
         """An uncrowded set's edges: stored, and this checkpoint's."""
-        found = {int(o): float(s) for o, s in
-                 self._reads.one("hgetall", self.k("edges", set_id)).items()}
+        stored = {} if set_id in self._dropped else self._reads.one(
+            "hgetall", self.k("edges", set_id))
+        found = {int(o): float(s) for o, s in stored.items()}
         found.update(self._edges.get(set_id, {}))
         return found
 
@@ -76,8 +81,9 @@ class Edges:
     def drop(self, set_id: int) -> None:
         """A set leaving: its edges, and every other set's edge to it."""
         if self._is_crowded(set_id):  # asked once: a round trip per set evicted
-            others = sorted({int(o) for o in self._reads.one("smembers", self.k("into", set_id))}
-                            | self._into.pop(set_id, set()))
+            stored = set() if set_id in self._dropped else self._reads.one(
+                "smembers", self.k("into", set_id))
+            others = sorted({int(o) for o in stored} | self._into.pop(set_id, set()))
         else:
             others = sorted(self._listed(set_id))
         for other in others:
@@ -87,5 +93,6 @@ class Edges:
             self._do("srem", self.k("into", other), set_id)
         self._edges.pop(set_id, None)
         self._crowded.discard(set_id)
+        self._dropped.add(set_id)
         self._do("delete", self.k("edges", set_id), self.k("into", set_id))
         self._do("srem", self.k("crowded"), set_id)
