@@ -193,7 +193,7 @@ def backfill_command(dump: Path, fmt: str | None, engine: str, master: str, driv
     except StreamdedupError as exc:
         gone = dropped()
         if isinstance(exc, StoreUnavailableError) and committed and not gone:  # Redis
-            gone = judged_before(committed)
+            gone = judged_before(committed, settings)
         raise failure(exc, gone) from None
     except OSError as exc:  # the outputs: checked above, refused by the file system now
         name = str(exc.filename)

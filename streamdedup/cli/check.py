@@ -132,7 +132,7 @@ def check_command(path: Path, fmt: str | None, out: Path | None, errors: Path | 
             store.close()  # before its directory goes (SQLite: closing again does nothing)
             raise failure(exc, not_kept(True, directory)) from None
         if isinstance(exc, StoreUnavailableError) and tally.docs:  # Redis gone or restarted
-            raise failure(exc, judged_before(tally.docs)) from None
+            raise failure(exc, judged_before(tally.docs, settings)) from None
         raise failure(exc) from None
     except KeyboardInterrupt:  # as produce says it: where it stopped, and that again is safe
         click.echo(f"interrupted: {counted(tally.docs, 'document')} judged, "

@@ -54,11 +54,12 @@ def not_kept(remove: bool, directory: Path | None) -> str:
     return f"; the store it started at {directory} is not kept"
 
 
-def judged_before(documents: int) -> str:
-    """What a store outage (Redis away, restarted) leaves of a `check` or `backfill`."""
+def judged_before(documents: int, settings: Settings) -> str:
+    """What a store outage (Redis away, restarted) leaves of a `check` or `backfill` (with
+    retention, as an interrupted one: the run again judges anew what left the window)."""
     return (f"; the {counted(documents, 'document')} judged before it "
             f"{'stands' if documents == 1 else 'stand'}, and the same command again goes on "
-            "from what the store kept")
+            "from what the store kept" + again_with_retention(settings))
 
 
 def none_judged(path: Path, first_error: str, where: str = "") -> str:

@@ -290,6 +290,13 @@ class Store(ABC):
     def commit(self) -> None:
         """Make every write so far durable, atomically."""
 
+    def commit_landed(self) -> bool:
+        """After ``commit()`` raised StoreUnavailableError and the server answers again:
+        whether that commit reached it after all (only its reply was lost), which then
+        stands as if it had returned. False: it did not, or the store cannot tell, and
+        the caller rolls back (a local store's failed commit never lands)."""
+        return False
+
     @abstractmethod
     def rollback(self) -> None:
         """Discard every write since the last commit (or raise StoreError if impossible)."""

@@ -209,7 +209,8 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
 def store_error(exc: Exception) -> StoreError:
     """A Redis failure as the store contract names it: unavailable (retried by the consumer)
     when the server is away, still loading its data, or a cluster is moving slots (a script
-    meeting a key already moved says "non local key": a reshard stopped `backfill` with it)."""
+    meeting a key already moved says "non local key": a reshard stopped `backfill` with it;
+    redis-py gives up redirecting to a slot half moved after 16 tries: "TTL exhausted")."""
     text = str(exc)  # a failed pipeline's names its command, with a set's shingles in bytes
     text = text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS] + "…"
     message = f"Redis: {type(exc).__name__}: {text}"
@@ -218,7 +219,7 @@ def store_error(exc: Exception) -> StoreError:
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError | redis.BusyLoadingError
                   | redis.exceptions.ClusterDownError | redis.exceptions.TryAgainError) or any(
             word in str(exc) for word in ("LOADING", "CLUSTERDOWN", "TRYAGAIN", "STOREGONE",
-                                          "non local key")):
+                                          "non local key", "TTL exhausted")):
         return StoreUnavailableError(message)
     return StoreError(message)
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import redis
 
-from streamdedup.errors import StoreError, StoreLockedError
+from streamdedup.errors import StoreError, StoreLockedError, StoreUnavailableError
 from streamdedup.pids import PID_SPACE, gone
 from streamdedup.store.redis.client import call, store_error
 
@@ -75,6 +75,8 @@ class WriterLock:
             _HELD.discard(self.token)
             raise
         self.lost = False
+        self._landing: str | None = None  # the tag of a commit sent, its reply not yet read
+        self._retaken = False  # taken again after it expired: the checkpoint in hand is not
         self._turn = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._renew, daemon=True, name="redis-lock")
@@ -112,13 +114,22 @@ class WriterLock:
 
     def _renew(self) -> None:
         while not self._stop.wait(LOCK_TTL_MS / 3000):
-            self.check()
+            with contextlib.suppress(StoreError):  # lost: the commit says so (a traceback
+                self.check()  # here ended the renewals of a writer that took it again)
 
     def check(self) -> None:
-        """Renew the lock; raise StoreError if another writer holds it now."""
+        """Renew the lock; raise StoreError if another writer holds it now. A key that
+        expired while Redis was away (more than 30 s) is taken again if nobody else took
+        it: `run --retention` on Redis never got it back, and stayed unready for good."""
         try:
             with self._turn:
                 held = call(self.r.eval, _EXTEND, 1, self.key, self.token, LOCK_TTL_MS)
+                if not held and call(self.r.set, self.key, self.token, nx=True,
+                                     px=LOCK_TTL_MS):
+                    held = self._retaken = True
+                    _log.warning("the Redis writer lock had expired (Redis away for more than "
+                                 "%.0f s); taken again: the batch in hand is judged again",
+                                 LOCK_TTL_MS / 1000)
         except StoreError:
             return  # Redis away: the commit will say so
         if not held:
@@ -126,7 +137,20 @@ class WriterLock:
             raise StoreError("this process lost the Redis writer lock (stalled past "
                              f"{LOCK_TTL_MS // 1000} s); another writer may hold it")
 
+    def landed(self) -> bool:
+        """Whether the commit whose reply was lost reached Redis: each writes its own tag
+        beside the lock (``writer:commit``), read back once Redis answers again."""
+        if self._landing is None:
+            return False
+        found = call(self.r.get, self.key + ":commit") == self._landing.encode()
+        self._landing = None
+        return found
+
     def commit(self, ops: Sequence[tuple[str, tuple[Any, ...], dict[str, Any]]]) -> None:
+        if self._retaken:  # its reads were made before another writer could have written
+            self._retaken = False
+            raise StoreUnavailableError("the Redis writer lock expired while Redis was away "
+                                        "and was taken again: the checkpoint is not written")
         with self._turn, self.r.pipeline(transaction=True) as pipe:
             try:
                 pipe.watch(self.key)
@@ -138,7 +162,10 @@ class WriterLock:
                 for method, args, kwargs in ops:
                     getattr(pipe, method)(*args, **kwargs)
                 pipe.pexpire(self.key, LOCK_TTL_MS)
+                self._landing = uuid.uuid4().hex
+                pipe.set(self.key + ":commit", self._landing)
                 pipe.execute()
+                self._landing = None
             except redis.WatchError as exc:
                 raise StoreError("the Redis writer lock changed during a commit; the "
                                  "checkpoint is not written") from exc

@@ -4,7 +4,7 @@ Layout (keys in ``client.py``; values are explicit bytes or JSON, never pickle):
 
     meta        hash    params (JSON), store_id, clock (retention), writers ("single" with
                         retention, "shared" for the shared protocol: never both)
-    writer      string  the single writer's lock (``lock.py``)
+    writer      string  the single writer's lock; writer:commit its last commit's tag (lock.py)
     seq         string  arrival numbers: INCR in a group; one writer counts them itself
     docs        hash    doc id -> "seq set_id[ time]" + "\\n" + verdict JSON ("" while being judged)
     ver         hash    "doc id\\0set id" -> the first verdict of that pair
@@ -153,23 +153,20 @@ class RedisStore(Store):
         """Queue one write of this checkpoint (a redis-py pipeline method and its args)."""
         self._ops.append((method, args, kwargs))
 
-    def _call(self, fn: Any, *args: Any) -> Any:
-        return call(fn, *args)
-
     def ping(self) -> None:
         ping(self.r)
         if self._lock is not None:
             self._lock.check()
 
     def server_restarted(self) -> str | None:
-        """A restart between two asks answers every call after it as if nothing happened:
-        a member that did not see it fail went on, past writes the server had lost (a copy
-        restored within a second: 1,000 documents gone, nothing said). If the restart also
-        lost the store's identity (a server without persistence), it is made again with
-        this store's parameters, as for a new store: the running members wrote into a
-        namespace without them, which another preset could then claim."""
+        """A restart between two asks answers every call after it as if nothing happened (a
+        copy restored within a second: 1,000 documents gone, nothing said). One that lost the
+        store's identity (no persistence) has it made again with these parameters, which
+        another preset could otherwise claim."""
         runs = run_ids(self.r)
-        if runs == self._runs:
+        restarted = runs != self._runs  # else its keys may be gone (FLUSHDB): as if lost
+        if not restarted and call(self.r.hget, self.k("meta"), "store_id") == \
+                self._store_id.encode():
             return None
         lost = call(self.r.hsetnx, self.k("meta"), "store_id", uuid.uuid4().hex)
         # Read back whoever wrote it: every member of a group must tag its offsets alike.
@@ -180,15 +177,15 @@ class RedisStore(Store):
         if self._mode is not None:
             self._claim_mode(self._mode)
         self._runs = runs  # only now: a server still loading refuses the reads above
-        if not lost:  # a cluster's new master id: a restart, a failover or a node added
-            return ("a master of the Redis Cluster restarted, failed over or joined"
-                    if len(runs) > 1 else "Redis restarted")
-        return ("Redis restarted without the store (no persistence?): it starts again "
-                "empty, with these parameters")
+        what = ("the store's keys were deleted from Redis (it did not restart)" if not restarted
+                else "Redis restarted without the store (no persistence?)" if lost
+                else "a master of the Redis Cluster restarted, failed over or joined"
+                if len(runs) > 1 else "Redis restarted")  # (a failover, a node added)
+        return what + (": it starts again empty, with these parameters" if lost else "")
 
     # --- metadata
     def get_params(self) -> dict[str, Any] | None:
-        raw = self._call(self.r.hget, self.k("meta"), "params")
+        raw = call(self.r.hget, self.k("meta"), "params")
         if raw is None:
             return None
         params = parsed_params(raw, f"Redis {self.k('meta')} params")
@@ -198,20 +195,20 @@ class RedisStore(Store):
 
     def put_params(self, params: Mapping[str, Any]) -> None:
         self._params = dict(params)
-        self._call(self.r.hset, self.k("meta"), "params", json.dumps(dict(params)))
+        call(self.r.hset, self.k("meta"), "params", json.dumps(dict(params)))
 
     def next_seq(self) -> int:
         if self._lock is None:  # the group's members share the counter
-            return int(self._call(self.r.incr, self.k("seq")))
+            return int(call(self.r.incr, self.k("seq")))
         if self._seq is None:
-            self._seq = int(self._call(self.r.get, self.k("seq")) or 0)
+            self._seq = int(call(self.r.get, self.k("seq")) or 0)
         self._seq += 1
         return self._seq
 
     def get_clock(self) -> int | None:
         if self._clock is not None:
             return self._clock
-        raw = self._call(self.r.hget, self.k("meta"), "clock")
+        raw = call(self.r.hget, self.k("meta"), "clock")
         return None if raw is None else int(raw)
 
     def put_clock(self, clock_ms: int) -> None:
@@ -229,7 +226,7 @@ class RedisStore(Store):
 
     def get_positions(self) -> dict[tuple[str, int], int]:
         out: dict[tuple[str, int], int] = {}
-        for field, value in self._call(self.r.hgetall, self.k("pos")).items():
+        for field, value in call(self.r.hgetall, self.k("pos")).items():
             topic, _, partition = field.decode().rpartition("\0")
             out[(topic, int(partition))] = int(value)
         out.update(self._positions)
@@ -247,19 +244,17 @@ class RedisStore(Store):
         """Records of many documents: this checkpoint's, then one HMGET for the rest (the
         single writer: one pipeline, with their versions' sets, which it asks next)."""
         out, missing = held_and_missing(doc_ids, self._docs)
-        if not missing:
-            return out
-        if self._reads.keep:
-            raws = self._reads.many([("hget", self.k(h), d) for h in ("docs", "verof")
-                                     for d in missing])[:len(missing)]
-        else:
-            raws = self._call(self.r.hmget, self.k("docs"), missing)
+        raws = [] if not missing else self._reads.many(
+            [("hget", self.k(h), d) for h in ("docs", "verof") for d in missing]
+        )[:len(missing)] if self._reads.keep else call(self.r.hmget, self.k("docs"), missing)
         for doc_id, raw in zip(missing, raws, strict=True):
             out[doc_id] = None if raw is None else doc_record(doc_id, raw)
         return out
 
     def put_doc(self, doc: DocRecord) -> None:
         old = self.get_doc(doc.doc_id)
+        # One writer: an id without a record or versions is new (or was forgotten whole)
+        unseen = old is None and self._lock is not None and not self._version_sets(doc.doc_id)
         if old is not None:
             self._leave(old)
         else:
@@ -278,7 +273,7 @@ class RedisStore(Store):
         self._members_del[doc.set_id].discard(doc.doc_id)
         self._members_add[doc.set_id][doc.doc_id] = doc.seq
         self._do("zadd", self.k("mem", doc.set_id), {doc.doc_id: doc.seq})
-        if self.get_version(doc.doc_id, doc.set_id) is None:
+        if unseen or self.get_version(doc.doc_id, doc.set_id) is None:
             self._versions[(doc.doc_id, doc.set_id)] = doc.verdict
             self._gone_versions.discard((doc.doc_id, doc.set_id))
             self._do("hsetnx", self.k("ver"), f"{doc.doc_id}\0{doc.set_id}", doc.verdict)
@@ -313,8 +308,6 @@ class RedisStore(Store):
             return None
         if (doc_id, set_id) in self._versions:
             return self._versions[(doc_id, set_id)]
-        if self._lock is not None and set_id not in self._version_sets(doc_id):
-            return None  # with retention every document is timed: verof lists its versions
         raw = self._reads.one("hget", self.k("ver"), f"{doc_id}\0{set_id}")
         return None if raw is None else raw.decode()
 
@@ -393,7 +386,7 @@ class RedisStore(Store):
         """What left the window, from the server and from this checkpoint's own writes (the
         server has not seen those: ads that came and left within one batch stayed, and the
         same dump clustered apart from SQLite's)."""
-        docs = [raw.decode() for raw in self._call(
+        docs = [raw.decode() for raw in call(
             self.r.zrangebyscore, self.k("dtime"), "-inf", f"({cutoff_ms}", 0, limit)]
         docs += [d for _, d in sorted((doc.time, doc.doc_id) for doc in self._docs.values()
                                       if doc is not None and doc.time is not None
@@ -405,7 +398,7 @@ class RedisStore(Store):
             if doc is not None and doc.time is not None and doc.time < cutoff_ms:
                 self.forget_doc(doc.doc_id)
                 gone += 1
-        sets = [int(raw) for raw in self._call(
+        sets = [int(raw) for raw in call(
             self.r.zrangebyscore, self.k("stime"), "-inf", f"({cutoff_ms}", 0, limit)]
         sets += [i for _, i in sorted((rec.last_time, rec.set_id) for rec in self._sets.values()
                                       if not rec.evicted and rec.last_time is not None
@@ -491,14 +484,13 @@ class RedisStore(Store):
         fingerprint of its shingles, so a blob never changes: fetched ones are kept (128 MB,
         ``store/shingle_cache.py``), and a hot set is read from Redis once per process."""
         out, missing = held_and_missing(set_ids, self._shingles)
-        cache = self._shingle_cache
-        held, missing = cache.split(missing)
+        held, missing = (cache := self._shingle_cache).split(missing)
         out.update(held)
         if missing:
             pipe = self.r.pipeline(transaction=False)
             for s in missing:
                 pipe.get(self.k.shingles(s))
-            for s, blob in zip(missing, self._call(pipe.execute), strict=True):
+            for s, blob in zip(missing, call(pipe.execute), strict=True):
                 if blob is not None:
                     out[s] = cache.put(s, decode_shingles(blob))
         return out
@@ -574,8 +566,13 @@ class RedisStore(Store):
             pipe = self.r.pipeline(transaction=True)
             for method, args, kwargs in ops:
                 getattr(pipe, method)(*args, **kwargs)
-            self._call(pipe.execute)
+            call(pipe.execute)
         self._reset()
+
+    def commit_landed(self) -> bool:  # a group's member cannot tell (others write): False
+        if landed := self._lock is not None and self._lock.landed():
+            self._reset()
+        return landed
 
     def rollback(self) -> None:
         self._reset()
@@ -593,7 +590,7 @@ class RedisStore(Store):
         pipe = self.r.pipeline(transaction=False)
         pipe.hlen(self.k("docs"))
         pipe.hgetall(self.k("counts"))
-        docs, counts = self._call(pipe.execute)
+        docs, counts = call(pipe.execute)
         stored = {k.decode(): int(v) for k, v in counts.items()}
         return {"documents": int(docs) + self._doc_delta,
                 **{name: stored.get(name, 0) + n for name, n in self._counted.items()},

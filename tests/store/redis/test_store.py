@@ -217,7 +217,10 @@ def test_redis_failures_are_named_once_for_calls_and_the_lock_s_commit() -> None
                         redis.ResponseError("TRYAGAIN Multiple keys request during rehashing"),
                         # a script meeting a key a reshard moved
                         redis.ResponseError("Script attempted to access a non local key in a "
-                                            "cluster node script: 2ff3, on @user_script:17.")):
+                                            "cluster node script: 2ff3, on @user_script:17."),
+                        # redis-py's 16 redirections of a script to a slot half moved (a
+                        # review's reshard among the masters stopped `check` in 2 of 9 runs)
+                        redis.exceptions.ClusterError("TTL exhausted.")):
         assert isinstance(store_error(unavailable), StoreUnavailableError), unavailable
     wrong = store_error(redis.ResponseError("WRONGTYPE Operation against a key"))
     assert type(wrong) is StoreError and "ResponseError: WRONGTYPE" in str(wrong)
