@@ -43,6 +43,8 @@ def test_a_store_that_keeps_nothing_asks_every_time(r: redis.Redis, key: str) ->
     r.set(key, "2")
     assert reads.many([("get", key), ("hget", key + "h", "f"), ("get", key)]) == [
         b"2", None, b"2"]
+    r.set(key, "3")
+    assert reads.one("get", key) == b"3"  # what many() was told was not kept either
 
 
 def test_reads_asked_ahead_are_one_round_trip_and_then_none(

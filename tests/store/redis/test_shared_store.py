@@ -46,6 +46,18 @@ def test_claim_gives_seqs_in_order_and_the_same_seq_until_finished(kind: str,
     assert st.claim([("a", 7, True)]) == [Claim(0, '{"v":"a"}')]
 
 
+def test_a_member_keeps_none_of_the_servers_answers(kind: str, make_shared: Make) -> None:
+    """The single writer keeps what the server answered until its commit (nobody else
+    writes its namespace); a group's members share theirs, so another member's set is
+    seen at once, within the same checkpoint."""
+    st = make_shared(kind)
+    other = make_shared(kind, st.namespace)
+    assert st.get_sets([5]) == {} and st.get_docs(["a"]) == {}
+    other.r.hset(other.k("set", 5), mapping={"first_seq": 1, "first_id": "a", "parent": 5})
+    other.r.hset(other.k("docs"), "a", "1 5\n{}")
+    assert st.get_sets([5])[5].first_id == "a" and st.get_docs(["a"])["a"].set_id == 5
+
+
 def test_every_ledger_step_refuses_a_namespace_that_lost_its_store_id(
         kind: str, make_shared: Make) -> None:
     """The fence: a server restarted without its data has no store id, and a step that
