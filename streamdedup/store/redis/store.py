@@ -244,9 +244,11 @@ class RedisStore(Store):
         """Records of many documents: this checkpoint's, then one HMGET for the rest (the
         single writer: one pipeline, with their versions' sets, which it asks next)."""
         out, missing = held_and_missing(doc_ids, self._docs)
-        raws = [] if not missing else self._reads.many(
-            [("hget", self.k(h), d) for h in ("docs", "verof") for d in missing]
-        )[:len(missing)] if self._reads.keep else call(self.r.hmget, self.k("docs"), missing)
+        if self._reads.keep:
+            raws = self._reads.many([("hget", self.k(h), d) for h in ("docs", "verof")
+                                     for d in missing])[:len(missing)]
+        else:
+            raws = call(self.r.hmget, self.k("docs"), missing) if missing else []
         for doc_id, raw in zip(missing, raws, strict=True):
             out[doc_id] = None if raw is None else doc_record(doc_id, raw)
         return out
