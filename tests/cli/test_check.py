@@ -512,12 +512,14 @@ def test_a_batch_whose_commit_got_through_stands_and_a_lock_that_expired_is_take
     of 1,200 verdicts differ); an outage longer than the writer lock's TTL (scaled to 3 s
     here) stopped the command, and `run` never got its lock back."""
     import threading
+    import time
 
     import redis
 
     from harness.link import Link
     from harness.redis import RedisServer
     from streamdedup.store.redis import lock as lock_module
+    from streamdedup.store.redis.client import Keys
     from streamdedup.store.redis.store import RedisStore
 
     dump = _reposting_dump(tmp_path / "ads.jsonl", seed=5, timed=True)
@@ -541,16 +543,33 @@ def test_a_batch_whose_commit_got_through_stands_and_a_lock_that_expired_is_take
         assert code == 0, err
         with monkeypatch.context() as patched:
             if where == "its reply lost":
-                execute = redis.client.Pipeline.execute
+                # Inside redis-py's transaction, under its WATCH: it turns the connection
+                # lost there into a WatchError (the commit had stopped the command with
+                # "the lock changed", its batch applied and not written)
+                execute = redis.client.Pipeline._execute_transaction
+                direct = redis.Redis(port=server.ports[0])
+                tag = Keys("cut")("writer") + ":commit"
 
-                def lose_the_reply(pipe: Any, *args: Any) -> Any:
-                    done = execute(pipe, *args)
-                    if pipe.transaction and len(calls) < 1 and len(done) > 100:
-                        calls.append(1)  # the first commit's: applied, its reply lost
-                        cut(1.5)
-                        raise redis.ConnectionError("reply lost (the test)")
-                    return done
-                patched.setattr(redis.client.Pipeline, "execute", lose_the_reply)
+                def lose_the_reply(pipe: Any, conn: Any, commands: Any, *args: Any) -> Any:
+                    if len(commands) < 100 or calls:
+                        return execute(pipe, conn, commands, *args)
+                    calls.append(1)  # the first commit's
+                    parse, replies = pipe.parse_response, [0]
+
+                    def all_but_the_exec(connection: Any, name: str, **options: Any) -> Any:
+                        replies[0] += 1
+                        if replies[0] == len(commands) + 2:  # MULTI, each command, EXEC
+                            while direct.get(tag) is None:  # until Redis applied it
+                                time.sleep(0.01)
+                            cut(1.5)
+                            raise redis.ConnectionError("reply lost (the test)")
+                        return parse(connection, name, **options)
+                    pipe.parse_response = all_but_the_exec
+                    try:
+                        return execute(pipe, conn, commands, *args)
+                    finally:
+                        del pipe.parse_response
+                patched.setattr(redis.client.Pipeline, "_execute_transaction", lose_the_reply)
             else:
                 commit = RedisStore.commit
                 if where == "past the lock's ttl":

@@ -127,9 +127,9 @@ class WriterLock:
                 if not held and call(self.r.set, self.key, self.token, nx=True,
                                      px=LOCK_TTL_MS):
                     held = self._retaken = True
-                    _log.warning("the Redis writer lock had expired (Redis away for more than "
-                                 "%.0f s); taken again: the batch in hand is judged again",
-                                 LOCK_TTL_MS / 1000)
+                    _log.warning("the Redis writer lock had expired (Redis away, or this "
+                                 "process stalled, for more than %.0f s); taken again: the "
+                                 "batch in hand is judged again", LOCK_TTL_MS / 1000)
         except StoreError:
             return  # Redis away: the commit will say so
         if not held:
@@ -147,14 +147,19 @@ class WriterLock:
         return found
 
     def commit(self, ops: Sequence[tuple[str, tuple[Any, ...], dict[str, Any]]]) -> None:
-        if self._retaken:  # its reads were made before another writer could have written
-            self._retaken = False
-            raise StoreUnavailableError("the Redis writer lock expired while Redis was away "
-                                        "and was taken again: the checkpoint is not written")
+        self._landing = None
         with self._turn, self.r.pipeline(transaction=True) as pipe:
+            if self._retaken:  # its reads may predate another writer's (asked in turn: the
+                self._retaken = False  # renewal may be retaking it right now)
+                raise StoreUnavailableError("the Redis writer lock expired and was taken "
+                                            "again: the checkpoint is not written")
             try:
                 pipe.watch(self.key)
-                if pipe.get(self.key) != self.token.encode():
+                holder = pipe.get(self.key)
+                if holder is None:  # expired: Redis was away, or this process stalled
+                    raise StoreUnavailableError("the Redis writer lock expired: the "
+                                                "checkpoint is not written")
+                if holder != self.token.encode():
                     self.lost = True
                     raise StoreError("this process lost the Redis writer lock; its "
                                      "checkpoint is not written")
@@ -167,6 +172,11 @@ class WriterLock:
                 pipe.execute()
                 self._landing = None
             except redis.WatchError as exc:
+                # redis-py raises a connection lost under WATCH as a WatchError: the EXEC
+                # may have been applied, its reply lost (``landed`` tells)
+                if isinstance(exc.__context__, redis.ConnectionError | redis.TimeoutError):
+                    raise store_error(exc.__context__) from exc
+                self._landing = None
                 raise StoreError("the Redis writer lock changed during a commit; the "
                                  "checkpoint is not written") from exc
             except redis.RedisError as exc:

@@ -164,23 +164,24 @@ class RedisStore(Store):
         store's identity (no persistence) has it made again with these parameters, which
         another preset could otherwise claim."""
         runs = run_ids(self.r)
-        restarted = runs != self._runs  # else its keys may be gone (FLUSHDB): as if lost
+        restarted = not runs >= self._runs  # a master joining a cluster lost nothing
         if not restarted and call(self.r.hget, self.k("meta"), "store_id") == \
                 self._store_id.encode():
-            return None
+            self._runs = runs
+            return None  # (else its keys were deleted, FLUSHDB: as if lost)
         lost = call(self.r.hsetnx, self.k("meta"), "store_id", uuid.uuid4().hex)
         # Read back whoever wrote it: every member of a group must tag its offsets alike.
-        self._store_id = call(self.r.hget, self.k("meta"), "store_id").decode()
+        store_id = call(self.r.hget, self.k("meta"), "store_id").decode()
         if self._params is not None:  # StoreParamsError: another preset claimed it first
             call(self.r.hsetnx, self.k("meta"), "params", json.dumps(self._params))
             check_params(self.get_params() or {}, self._params)
         if self._mode is not None:
             self._claim_mode(self._mode)
-        self._runs = runs  # only now: a server still loading refuses the reads above
+        self._store_id, self._runs = store_id, runs  # only now: the calls above may fail
         what = ("the store's keys were deleted from Redis (it did not restart)" if not restarted
                 else "Redis restarted without the store (no persistence?)" if lost
-                else "a master of the Redis Cluster restarted, failed over or joined"
-                if len(runs) > 1 else "Redis restarted")  # (a failover, a node added)
+                else "a master of the Redis Cluster restarted, failed over or left"
+                if len(runs) > 1 else "Redis restarted")
         return what + (": it starts again empty, with these parameters" if lost else "")
 
     # --- metadata

@@ -120,3 +120,39 @@ def test_a_live_lock_of_this_process_is_refused_at_once(r: redis.Redis) -> None:
         assert r.get(key) == first.token.encode()
     finally:
         first.release()
+
+
+def test_a_lock_that_expired_is_taken_again_and_the_checkpoint_in_hand_judged_again(
+        redis_url: str, r: redis.Redis) -> None:
+    """An outage (or a stall) longer than the TTL let the key expire: the commit said "lost
+    the Redis writer lock", and a consumer never held it again. Now the commit is an outage,
+    the next ping takes the key again (nobody else did), the first commit after that is
+    refused (its reads may predate another writer's), and the one after goes through; a
+    key another writer holds is still lost."""
+    from streamdedup.errors import StoreError, StoreUnavailableError
+    from streamdedup.store.redis import RedisStore
+
+    store = RedisStore(redis_url, f"t{uuid.uuid4().hex}", writer_lock=True)
+    key = store.k("writer")
+    store.put_clock(1)
+    store.commit()
+    r.delete(key)  # expired
+    store.put_clock(2)
+    with pytest.raises(StoreUnavailableError, match="expired"):
+        store.commit()
+    store.rollback()
+    store.ping()
+    assert r.get(key) is not None and r.pttl(key) > 0
+    store.put_clock(3)
+    with pytest.raises(StoreUnavailableError, match="taken again"):
+        store.commit()
+    store.rollback()
+    assert store.get_clock() == 1
+    store.put_clock(4)
+    store.commit()
+    assert store.get_clock() == 4
+    r.set(key, "another writer")
+    with pytest.raises(StoreError, match="lost the Redis writer lock"):
+        store.ping()
+    r.delete(key)
+    store.close()

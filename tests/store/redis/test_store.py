@@ -309,11 +309,36 @@ def test_any_master_of_a_cluster_down_or_restarted_is_told(tmp_path: Path) -> No
                 server.restart(node)
                 store.ping()
                 assert store.server_restarted() == (
-                    "a master of the Redis Cluster restarted, failed over or joined"), node
+                    "a master of the Redis Cluster restarted, failed over or left"), node
         finally:
             store.close()
     finally:
         server.stop()
+
+
+def test_a_master_joining_is_no_restart_and_one_gone_is(redis_url: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reshard onto a new master stopped `check` and `backfill` ("restarted, failed over
+    or joined"), though a master joining lost nothing. The masters' run ids as a cluster
+    would give them (a real join: by hand, BENCHMARKS/RELIABILITY thirty-sixth session)."""
+    from streamdedup.store.redis import store as store_module
+
+    store = RedisStore(redis_url, f"t{uuid.uuid4().hex}")
+    masters = {"a", "b", "c"}
+    monkeypatch.setattr(store_module, "run_ids", lambda r: frozenset(masters))
+    store._runs = frozenset(masters)
+    masters.add("d")  # joined
+    assert store.server_restarted() is None and store.server_restarted() is None
+    masters.discard("b")  # restarted (a new id for it) or removed
+    masters.add("b2")
+    assert store.server_restarted() == ("a master of the Redis Cluster restarted, failed "
+                                        "over or left")
+    assert store.server_restarted() is None
+    store.r.delete(store.k("meta"))  # its keys deleted, no restart
+    assert store.server_restarted() == ("the store's keys were deleted from Redis (it did "
+                                        "not restart): it starts again empty, with these "
+                                        "parameters")
+    store.close()
 
 
 def test_a_database_the_server_does_not_have_is_a_setting(redis_url: str,
