@@ -36,14 +36,16 @@ def write_ops(k: Keys, writes: Sequence[Write]) -> list[Op]:
     """A checkpoint's bucket writes as one script call per shard, for its MULTI/EXEC: a set
     enters ~25 buckets and leaves as many, and one ZADD or ZREM each cost the single writer
     ~60 commands a document to send and parse (a third of `check --retention`'s time)."""
-    shards: dict[int, list[Write]] = defaultdict(list)
-    for write in writes:
-        shards[k.shard(write[0])].append(write)
-    return [("execute_command", ("EVAL", WRITE, len(items),
-                                 *(k.bucket(key) for key, _, _ in items),
-                                 *(v for _, set_id, size in items
-                                   for v in ("-" if size is None else size, set_id))), {})
-            for items in shards.values()]
+    shards: dict[int, list[tuple[int, Any, Any]]] = defaultdict(list)
+    for key, set_id, size in writes:
+        shards[k.shard(key)].append((key, "-" if size is None else size, set_id))
+    return [("execute_command", _eval(k, WRITE, items), {}) for items in shards.values()]
+
+
+def _eval(k: Keys, script: str, items: Sequence[tuple[int, Any, Any]]) -> tuple[Any, ...]:
+    """EVAL's arguments for one shard: its bucket keys, then two ARGV of each key's own."""
+    return ("EVAL", script, len(items), *(k.bucket(key) for key, _, _ in items),
+            *(v for _, a, b in items for v in (a, b)))
 
 
 def run_per_shard(r: Any, k: Keys, script: str, shards: Mapping[int, list[tuple[int, Any, Any]]]
@@ -56,9 +58,7 @@ def run_per_shard(r: Any, k: Keys, script: str, shards: Mapping[int, list[tuple[
     pipe = r.pipeline(transaction=False)
     for items in shards.values():
         # execute_command, not pipe.eval: redis-py's cluster pipeline refuses eval()
-        pipe.execute_command("EVAL", script, len(items),
-                             *(k.bucket(key) for key, _, _ in items),
-                             *(v for _, a, b in items for v in (a, b)))
+        pipe.execute_command(*_eval(k, script, items))
     out: dict[tuple[int, Any, Any], Any] = {}
     for items, replies in zip(shards.values(), call(pipe.execute), strict=True):
         out.update(zip(items, replies, strict=True))
